@@ -1,0 +1,104 @@
+package venue
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/fanoutd/fanoutd/notice"
+)
+
+// Sink receives what an adapter produces. The daemon's sink assigns Seq,
+// keeps its own copy of each book, and fans out; a test's sink records.
+//
+// Event and Notice are called from the adapter's goroutines, never
+// concurrently for one adapter: an adapter serialises its output so that a
+// stream's events arrive in order. The sink takes ownership of ev; the
+// adapter must not touch it afterwards. A sink must not block for long: it
+// is on the path of every frame.
+type Sink interface {
+	Event(ev *Event)
+	Notice(n notice.Notice)
+}
+
+// Recorder receives every raw frame an adapter reads, with its receive time,
+// before it is decoded — including responses the adapter fetched over REST
+// that a book depends on, written as the generated frame the venue's
+// decoder accepts (see each adapter). frame is only valid during the call.
+// A nil Recorder records nothing.
+type Recorder interface {
+	Frame(venueName string, recv time.Time, frame []byte)
+	// Disconnect marks that the link dropped at t (a capture writes an
+	// empty line).
+	Disconnect(venueName string, t time.Time)
+}
+
+// Config is what every adapter is built from. Each venue package has
+// New(Config) (*Adapter, error) and NewDecoder(Config) for replay.
+type Config struct {
+	// WSURL is the venue's websocket endpoint. Defaults to the venue's
+	// public production endpoint.
+	WSURL string
+	// RESTURL is the venue's REST base URL, for venues whose books need it
+	// (Binance). Defaults to the production endpoint.
+	RESTURL string
+	// Symbols to subscribe at start, as the venue writes them.
+	Symbols []string
+	// Channels to subscribe for each symbol. Defaults to all three.
+	Channels []Channel
+	// Depth is the book depth to subscribe where the venue asks for one
+	// (Kraken, Bybit). 0 means the adapter's default.
+	Depth int
+	// Sink receives events and notices. Required.
+	Sink Sink
+	// Recorder receives raw frames; nil records nothing.
+	Recorder Recorder
+	// Logger for the adapter's own logs. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// ChannelsOrAll returns c.Channels, or all three channels when none is set.
+func (c *Config) ChannelsOrAll() []Channel {
+	if len(c.Channels) == 0 {
+		return []Channel{Level2, Trades, Ticker}
+	}
+	return c.Channels
+}
+
+// Adapter is one venue's connection: it dials, subscribes, keeps the link
+// alive, reconnects, maintains books and emits normalized events and
+// notices to the Sink of its Config.
+type Adapter interface {
+	// Venue returns the venue's name as it appears in streams ("coinbase").
+	Venue() string
+	// Start launches the adapter's goroutines and returns at once. They run
+	// until ctx is done or Stop is called. Start may be called once.
+	Start(ctx context.Context) error
+	// Stop closes the link and waits for every goroutine the adapter
+	// started, or until ctx is done (then it returns ctx.Err() and the
+	// goroutines finish on their own).
+	Stop(ctx context.Context) error
+	// Subscribe adds symbols, on the configured channels. It returns once
+	// the request is queued; confirmation arrives as observed coverage, and
+	// a refusal as a Refusal notice.
+	Subscribe(symbols ...string) error
+	// Unsubscribe removes symbols.
+	Unsubscribe(symbols ...string) error
+	// Coverage reports what the adapter has observed arriving.
+	Coverage() Coverage
+}
+
+// Decoder is the frame-level half of an adapter: it turns raw frames into
+// events and notices on its sink, keeping books, sequences and checksums.
+// The live adapter drives one from its websocket; replay drives one from a
+// capture. A Decoder is not safe for concurrent use.
+type Decoder interface {
+	// Frame decodes one raw frame received at recv. Bad frames are
+	// counted and reported by the decoder (a DataQuality notice at most
+	// once per burst) and make the affected books resync; they never
+	// panic and never return an error the caller must act on.
+	Frame(recv time.Time, frame []byte)
+	// LinkDown tells the decoder the link dropped at t: every book it holds
+	// is invalid until the venue sends a new snapshot.
+	LinkDown(t time.Time)
+}

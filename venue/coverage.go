@@ -1,0 +1,137 @@
+package venue
+
+import (
+	"slices"
+	"sync"
+	"time"
+)
+
+// LinkState is the state of a venue link.
+type LinkState uint8
+
+// Link states. The zero LinkState is LinkIdle (never started).
+const (
+	LinkIdle LinkState = iota
+	LinkConnecting
+	LinkUp
+	LinkDown
+)
+
+// String returns the lower-case name of the state.
+func (s LinkState) String() string {
+	switch s {
+	case LinkConnecting:
+		return "connecting"
+	case LinkUp:
+		return "up"
+	case LinkDown:
+		return "down"
+	}
+	return "idle"
+}
+
+// StreamCoverage is what was observed on one stream since the link came up.
+type StreamCoverage struct {
+	Stream Stream    `json:"stream"`
+	Since  time.Time `json:"since"`      // first event observed on this link
+	Last   time.Time `json:"last_event"` // newest event observed
+	Events uint64    `json:"events"`
+}
+
+// Coverage is a venue's link state and the streams observed arriving on it.
+// It reports what arrived, never what was merely subscribed.
+type Coverage struct {
+	Venue   string           `json:"venue"`
+	Link    string           `json:"link"`
+	Since   time.Time        `json:"since"` // when Link last changed
+	Resyncs uint64           `json:"resyncs"`
+	Streams []StreamCoverage `json:"streams"` // sorted by stream
+}
+
+// CoverageTracker is the coverage bookkeeping adapters share. The zero
+// value is not usable; call NewCoverageTracker. Safe for concurrent use.
+type CoverageTracker struct {
+	venue string
+
+	mu      sync.Mutex // protects the fields below
+	link    LinkState
+	since   time.Time
+	resyncs uint64
+	streams map[Stream]*StreamCoverage
+}
+
+// NewCoverageTracker returns a tracker for venueName with the link idle.
+func NewCoverageTracker(venueName string) *CoverageTracker {
+	return &CoverageTracker{venue: venueName, streams: make(map[Stream]*StreamCoverage)}
+}
+
+// Observe records an event observed on stream at t. It reports whether the
+// stream was not covered before (a coverage change).
+func (c *CoverageTracker) Observe(stream Stream, t time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sc := c.streams[stream]
+	if sc == nil {
+		c.streams[stream] = &StreamCoverage{Stream: stream, Since: t, Last: t, Events: 1}
+		return true
+	}
+	sc.Last = t
+	sc.Events++
+	return false
+}
+
+// Forget drops stream from coverage (after an unsubscribe or a refusal).
+func (c *CoverageTracker) Forget(stream Stream) {
+	c.mu.Lock()
+	delete(c.streams, stream)
+	c.mu.Unlock()
+}
+
+// SetLink records a link state change at t. Any state other than LinkUp
+// clears every stream: nothing is observed arriving on a link that is not up.
+func (c *CoverageTracker) SetLink(s LinkState, t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s == c.link {
+		return
+	}
+	c.link, c.since = s, t
+	if s != LinkUp {
+		clear(c.streams)
+	}
+}
+
+// Resync counts one book resync.
+func (c *CoverageTracker) Resync() {
+	c.mu.Lock()
+	c.resyncs++
+	c.mu.Unlock()
+}
+
+// Link returns the current link state.
+func (c *CoverageTracker) Link() LinkState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.link
+}
+
+// Snapshot returns the coverage now.
+func (c *CoverageTracker) Snapshot() Coverage {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := Coverage{Venue: c.venue, Link: c.link.String(), Since: c.since, Resyncs: c.resyncs,
+		Streams: make([]StreamCoverage, 0, len(c.streams))}
+	for _, sc := range c.streams {
+		out.Streams = append(out.Streams, *sc)
+	}
+	slices.SortFunc(out.Streams, func(a, b StreamCoverage) int {
+		switch {
+		case a.Stream < b.Stream:
+			return -1
+		case a.Stream > b.Stream:
+			return 1
+		}
+		return 0
+	})
+	return out
+}

@@ -1,0 +1,22 @@
+// Package venue is the contract between exchanges and the rest of fanoutd.
+//
+// It holds the normalized event types (a level2 book update or snapshot, a
+// trade, a ticker) with exact decimal prices and sizes, the stream naming
+// scheme (venue:channel:symbol), the order book every level2 consumer keeps,
+// the Adapter interface each exchange implements under venues/<name>, and
+// the small pieces every adapter shares (coverage tracking, reconnect
+// backoff).
+//
+// Import rules (checked by deps_test.go at the module root): venue imports
+// only notice among fanoutd's packages; venues/* import venue and notice,
+// never fanout or subscriber.
+//
+// # Sequence numbers
+//
+// Two sequence numbers travel on a book event and they mean different
+// things. VenueSeq is the venue's own (Coinbase sequence_num, OKX seqId,
+// Bybit u, Binance u); 0 means the venue sent none. Seq is fanoutd's
+// per-stream sequence: 1, 2, 3… assigned by the daemon when the event is
+// published, with no holes for as long as the process runs whatever the
+// venue does. Adapters leave Seq at 0.
+package venue

@@ -1,0 +1,115 @@
+package venue
+
+import (
+	"time"
+
+	"github.com/shopspring/decimal"
+)
+
+// Kind says which of the three normalized events an Event holds.
+// The zero Kind is not a valid event.
+type Kind uint8
+
+// The event kinds. Their wire names are "book", "trade" and "ticker".
+const (
+	KindBook Kind = iota + 1
+	KindTrade
+	KindTicker
+)
+
+// String returns the wire name of k ("book", "trade", "ticker"), or "" for
+// the zero Kind.
+func (k Kind) String() string {
+	switch k {
+	case KindBook:
+		return "book"
+	case KindTrade:
+		return "trade"
+	case KindTicker:
+		return "ticker"
+	}
+	return ""
+}
+
+// KindOf returns the event kind a channel carries.
+func KindOf(ch Channel) Kind {
+	switch ch {
+	case Level2:
+		return KindBook
+	case Trades:
+		return KindTrade
+	case Ticker:
+		return KindTicker
+	}
+	return 0
+}
+
+// Side is the taker side of a trade.
+type Side uint8
+
+// Taker sides. SideUnknown is for venues that do not say.
+const (
+	SideUnknown Side = iota
+	SideBuy
+	SideSell
+)
+
+// String returns "buy", "sell" or "" (unknown), the wire form.
+func (s Side) String() string {
+	switch s {
+	case SideBuy:
+		return "buy"
+	case SideSell:
+		return "sell"
+	}
+	return ""
+}
+
+// Level is one price level of a book: an absolute size at a price.
+// In an update, a zero Size removes the level.
+type Level struct {
+	Price decimal.Decimal
+	Size  decimal.Decimal
+}
+
+// Event is one normalized event: a level2 book update or snapshot, a trade
+// or a ticker. It is one flat struct rather than an interface so that
+// handing one through the hot path costs no allocation and no type switch;
+// the fields that belong to other kinds are left zero.
+//
+// An Event is immutable once handed to a Sink: the receiver may keep it and
+// share it between goroutines.
+type Event struct {
+	Kind   Kind
+	Stream Stream
+	// Seq is fanoutd's per-stream sequence (see the package doc). Adapters
+	// leave it 0; the daemon assigns it on publish.
+	Seq uint64
+	// VenueTime is when the venue says the event happened; zero if unknown.
+	VenueTime time.Time
+	// RecvTime is when fanoutd read the frame that carried the event.
+	RecvTime time.Time
+
+	// Book (KindBook). Snapshot true means Bids and Asks are the whole book
+	// and replace it; false means they are absolute sizes for the levels
+	// named, size 0 removing the level. VenueSeq is the venue's sequence
+	// number for the frame, 0 if it has none.
+	Snapshot bool
+	VenueSeq int64
+	Bids     []Level
+	Asks     []Level
+
+	// Trade (KindTrade): ID as the venue writes it, Price, Size, taker Side.
+	TradeID string
+	Price   decimal.Decimal
+	Size    decimal.Decimal
+	Side    Side
+
+	// Ticker (KindTicker): best bid and ask with their sizes, and the last
+	// trade price where the venue sends one (Last.Valid false if not).
+	Bid     decimal.Decimal
+	BidSize decimal.Decimal
+	Ask     decimal.Decimal
+	AskSize decimal.Decimal
+	Last    decimal.NullDecimal
+}

@@ -1,0 +1,115 @@
+package venue
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Channel is the kind of data a stream carries.
+type Channel string
+
+// The three channels of fanoutd. The strings are part of the wire contract.
+const (
+	Level2 Channel = "level2"
+	Trades Channel = "trades"
+	Ticker Channel = "ticker"
+)
+
+// Valid reports whether c is one of the three channels.
+func (c Channel) Valid() bool { return c == Level2 || c == Trades || c == Ticker }
+
+// ParseChannel returns the channel named s, or an error naming s.
+func ParseChannel(s string) (Channel, error) {
+	c := Channel(s)
+	if !c.Valid() {
+		return "", fmt.Errorf("venue: unknown channel %q (want level2, trades or ticker)", s)
+	}
+	return c, nil
+}
+
+// Stream names one feed of events: "venue:channel:symbol", with the symbol
+// written as the venue writes it ("coinbase:level2:BTC-USD",
+// "kraken:level2:BTC/USD", "binance:level2:BTCUSDT").
+//
+// A Stream is a string so it can key maps, be compared and be written to the
+// wire without work; build one with NewStream or ParseStream so it is valid.
+type Stream string
+
+// ErrBadStream is wrapped by every error ParseStream returns.
+var ErrBadStream = errors.New("venue: bad stream")
+
+// NewStream joins the three parts of a stream name. It does not validate;
+// use ParseStream on input from outside.
+func NewStream(venueName string, ch Channel, symbol string) Stream {
+	return Stream(venueName + ":" + string(ch) + ":" + symbol)
+}
+
+// ParseStream validates s as venue:channel:symbol. The venue is lower-case
+// letters and digits, the channel one of Level2, Trades, Ticker, and the
+// symbol 1 to 64 printable non-space characters (it may contain ':' or '/').
+func ParseStream(s string) (Stream, error) {
+	v, rest, ok := strings.Cut(s, ":")
+	if !ok {
+		return "", fmt.Errorf("%w %q: want venue:channel:symbol", ErrBadStream, s)
+	}
+	ch, sym, ok := strings.Cut(rest, ":")
+	if !ok {
+		return "", fmt.Errorf("%w %q: want venue:channel:symbol", ErrBadStream, s)
+	}
+	if !validVenueName(v) {
+		return "", fmt.Errorf("%w %q: venue %q is not lower-case letters and digits", ErrBadStream, s, v)
+	}
+	if !Channel(ch).Valid() {
+		return "", fmt.Errorf("%w %q: unknown channel %q (want level2, trades or ticker)", ErrBadStream, s, ch)
+	}
+	if !validSymbol(sym) {
+		return "", fmt.Errorf("%w %q: symbol must be 1 to 64 printable characters without spaces", ErrBadStream, s)
+	}
+	return Stream(s), nil
+}
+
+func validVenueName(v string) bool {
+	if v == "" || len(v) > 32 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+func validSymbol(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] >= 0x7f || s[i] == '"' || s[i] == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// Venue returns the venue part of s.
+func (s Stream) Venue() string {
+	v, _, _ := strings.Cut(string(s), ":")
+	return v
+}
+
+// Channel returns the channel part of s.
+func (s Stream) Channel() Channel {
+	_, rest, _ := strings.Cut(string(s), ":")
+	ch, _, _ := strings.Cut(rest, ":")
+	return Channel(ch)
+}
+
+// Symbol returns the symbol part of s.
+func (s Stream) Symbol() string {
+	_, rest, _ := strings.Cut(string(s), ":")
+	_, sym, _ := strings.Cut(rest, ":")
+	return sym
+}
