@@ -55,6 +55,13 @@ type Config struct {
 	Recorder Recorder
 	// Logger for the adapter's own logs. Defaults to slog.Default().
 	Logger *slog.Logger
+	// ReadTimeout: a link that delivers nothing (no frame, no pong) for
+	// this long is dead and is reconnected. 0 means the venue's own rule
+	// (see each adapter); tests set it short.
+	ReadTimeout time.Duration
+	// PingInterval is how often the adapter sends the venue's keepalive.
+	// 0 means the venue's own rule.
+	PingInterval time.Duration
 }
 
 // ChannelsOrAll returns c.Channels, or all three channels when none is set.

@@ -1,0 +1,206 @@
+package venuetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/fanoutd/fanoutd/notice"
+	"github.com/fanoutd/fanoutd/venue"
+)
+
+// Venue is one venue's side of the conformance suite: a mock of the venue
+// (built on Server) that can inject faults, and a way to build the adapter
+// against it. Each venue's tests implement it next to the adapter.
+//
+// The mock keeps a true book for Symbol, changes it on Step and sends the
+// venue's update frames for each change to every connection subscribed to
+// it; a new subscription gets the venue's snapshot (or, for Binance, the
+// REST snapshot bridge applies).
+type Venue interface {
+	// Name is the venue's name ("coinbase").
+	Name() string
+	// Symbol is a symbol the mock serves; RefusedSymbol one it refuses the
+	// way the venue does (for Binance: absent from exchangeInfo).
+	Symbol() string
+	RefusedSymbol() string
+	// Start starts the mock for one test (a Server bound to t).
+	Start(t *testing.T)
+	// NewAdapter builds the adapter pointed at the running mock, from cfg
+	// (Sink, Symbols, Channels set by Run) with the endpoints filled in and
+	// ReadTimeout/PingInterval short enough that silence is detected
+	// within about a second.
+	NewAdapter(cfg venue.Config) (venue.Adapter, error)
+	// Step changes the true book n times, sending one update frame per
+	// change to every subscribed connection, and returns once they are
+	// written.
+	Step(n int)
+	// Book returns the true book for Symbol as a correct adapter holds it
+	// (truncated to the subscribed depth where the venue limits depth).
+	Book() *venue.Book
+	// DropNextUpdate makes the next update frame for Symbol not be sent
+	// (a gap); the true book still changes.
+	DropNextUpdate()
+	// CorruptNextChecksum makes the next update frame carry a wrong
+	// checksum; it returns false if the venue has no checksum.
+	CorruptNextChecksum() bool
+	// Server returns the running mock server (to close connections, go
+	// silent, count connections).
+	Server() *Server
+	// Garbage returns frames that do not parse, or parse into something
+	// impossible, for the venue.
+	Garbage() [][]byte
+}
+
+// Wait is how long Run waits for anything to happen.
+const Wait = 10 * time.Second
+
+// Run runs the conformance suite against v.
+func Run(t *testing.T, v Venue) {
+	t.Run("SnapshotThenUpdates", func(t *testing.T) {
+		h := start(t, v)
+		v.Step(20)
+		h.sink.WaitBook(t, Wait, h.l2, v.Book)
+		h.sink.Check(t)
+	})
+	t.Run("GapResyncs", func(t *testing.T) {
+		h := start(t, v)
+		from := h.sink.NumNotices()
+		v.DropNextUpdate()
+		v.Step(5)
+		n, _ := h.sink.WaitNotice(t, Wait, from, notice.BookResync)
+		if n.Stream != "" && n.Stream != string(h.l2) {
+			t.Errorf("book_resync names stream %q, want %q", n.Stream, h.l2)
+		}
+		v.Step(5)
+		h.sink.WaitBook(t, Wait, h.l2, v.Book)
+		h.sink.Check(t)
+	})
+	t.Run("ChecksumResyncs", func(t *testing.T) {
+		h := start(t, v)
+		if !v.CorruptNextChecksum() {
+			t.Skipf("%s sends no checksum", v.Name())
+		}
+		from := h.sink.NumNotices()
+		v.Step(3)
+		h.sink.WaitNotice(t, Wait, from, notice.BookResync)
+		v.Step(3)
+		h.sink.WaitBook(t, Wait, h.l2, v.Book)
+		h.sink.Check(t)
+	})
+	t.Run("ReconnectsAfterClose", func(t *testing.T) {
+		h := start(t, v)
+		from := h.sink.NumNotices()
+		accepted := v.Server().Accepted()
+		v.Server().CloseAll()
+		_, i := h.sink.WaitNotice(t, Wait, from, notice.LinkDown)
+		v.Server().WaitAccepted(t, accepted+1, Wait)
+		h.sink.WaitNotice(t, Wait, i, notice.LinkUp)
+		v.Step(5)
+		h.sink.WaitBook(t, Wait, h.l2, v.Book)
+		h.sink.Check(t)
+	})
+	t.Run("SilenceReconnects", func(t *testing.T) {
+		h := start(t, v)
+		from := h.sink.NumNotices()
+		accepted := v.Server().Accepted()
+		v.Server().SetSilent(true)
+		_, i := h.sink.WaitNotice(t, Wait, from, notice.LinkDown)
+		v.Server().SetSilent(false)
+		v.Server().WaitAccepted(t, accepted+1, Wait)
+		h.sink.WaitNotice(t, Wait, i, notice.LinkUp)
+		v.Step(5)
+		h.sink.WaitBook(t, Wait, h.l2, v.Book)
+		h.sink.Check(t)
+	})
+	t.Run("RefusedSymbol", func(t *testing.T) {
+		h := start(t, v)
+		from := h.sink.NumNotices()
+		if err := h.ad.Subscribe(v.RefusedSymbol()); err != nil {
+			t.Fatalf("Subscribe(%q) = %v; a refusal is a notice, not an error", v.RefusedSymbol(), err)
+		}
+		n, _ := h.sink.WaitNotice(t, Wait, from, notice.Refusal)
+		if n.Venue != v.Name() {
+			t.Errorf("refusal venue = %q, want %q", n.Venue, v.Name())
+		}
+		// The link stays up and the good symbol keeps flowing.
+		v.Step(5)
+		h.sink.WaitBook(t, Wait, h.l2, v.Book)
+		h.sink.Check(t)
+	})
+	t.Run("GarbageIsReported", func(t *testing.T) {
+		h := start(t, v)
+		from := h.sink.NumNotices()
+		for _, g := range v.Garbage() {
+			v.Server().Broadcast(g)
+		}
+		h.sink.WaitNotice(t, Wait, from, notice.DataQuality)
+		v.Step(5)
+		h.sink.WaitBook(t, Wait, h.l2, v.Book)
+		h.sink.Check(t)
+	})
+	t.Run("CoverageFromObservation", func(t *testing.T) {
+		h := start(t, v)
+		v.Step(3)
+		h.sink.WaitBook(t, Wait, h.l2, v.Book)
+		cov := h.ad.Coverage()
+		if cov.Venue != v.Name() || cov.Link != venue.LinkUp.String() {
+			t.Fatalf("coverage = %+v, want venue %s link up", cov, v.Name())
+		}
+		found := false
+		for _, sc := range cov.Streams {
+			found = found || sc.Stream == h.l2
+		}
+		if !found {
+			t.Fatalf("coverage streams %+v lack %s after its events arrived", cov.Streams, h.l2)
+		}
+		from := h.sink.NumNotices()
+		v.Server().SetSilent(true)
+		h.sink.WaitNotice(t, Wait, from, notice.LinkDown)
+		if cov := h.ad.Coverage(); len(cov.Streams) != 0 {
+			t.Fatalf("coverage after link down = %+v, want no streams", cov.Streams)
+		}
+		v.Server().SetSilent(false)
+	})
+}
+
+type harness struct {
+	sink *Sink
+	ad   venue.Adapter
+	l2   venue.Stream
+}
+
+// start runs v's mock and an adapter subscribed to Symbol's level2 stream,
+// and waits for its first snapshot.
+func start(t *testing.T, v Venue) *harness {
+	t.Helper()
+	v.Start(t)
+	sink := NewSink()
+	ad, err := v.NewAdapter(venue.Config{Sink: sink, Symbols: []string{v.Symbol()}, Channels: []venue.Channel{venue.Level2}})
+	if err != nil {
+		t.Fatalf("NewAdapter: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := ad.Start(ctx); err != nil {
+		cancel()
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), Wait)
+		defer scancel()
+		if err := ad.Stop(sctx); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+		cancel()
+	})
+	l2 := venue.NewStream(v.Name(), venue.Level2, v.Symbol())
+	sink.WaitFor(t, Wait, "the first snapshot on "+string(l2), func() bool {
+		for _, e := range sink.events {
+			if e.Stream == l2 && e.Snapshot {
+				return true
+			}
+		}
+		return false
+	})
+	return &harness{sink: sink, ad: ad, l2: l2}
+}
