@@ -1,0 +1,59 @@
+// Package fanout delivers each venue's events to the subscribers of the
+// event's stream, and refuses to grow any subscriber's queue without a
+// bound.
+//
+// # Delivery guarantees
+//
+// A Feed holds one venue's streams. Publish assigns the event its
+// per-stream seq (1, 2, 3… with no holes for as long as the process runs),
+// encodes it once, and offers the same bytes to every subscriber of the
+// stream. For each subscriber, on every message, with no sampling:
+//
+//   - its queue length is read before the send (O(1)); a queue holding
+//     max_queue_len messages (or max_queue_bytes bytes) is full: the bound
+//     is inclusive;
+//   - past the bound the NEWEST event is not queued. The first time a
+//     subscriber is found over its bound it gets a dropping notice (details:
+//     bound, queue_len, max_queue_bytes, queue_bytes); while dropping it loses
+//     every event of the feed's streams it is subscribed to;
+//   - the first time a dropping subscriber has drained below half the bound
+//     (at least 1) — and below half the byte bound — it gets one resumed
+//     notice (details: bound, queue_len, dropped, gaps: per stream the first
+//     and last seq lost, reason "drained"), then a fresh snapshot of every
+//     level2 stream that lost events, then the event of that call. Resuming
+//     only at half the bound means a subscriber hovering at the bound does
+//     not flip on every message;
+//   - a subscriber that is gone is skipped, never an error, and costs
+//     nothing on later calls once Hub.Detach removed it.
+//
+// Notices never go through the bounded queue: they travel on the
+// subscriber's own unbounded notice queue (subscriber.Conn.Notify), which
+// its writer drains ahead of data. One notice per transition, never one per
+// dropped message.
+//
+// A level2 subscription starts with a snapshot of the current book at the
+// stream's current seq; updates follow from seq+1. The Feed keeps its own
+// copy of every level2 book, built from the events it publishes, so it
+// needs nothing from the event's source but the events: a venue adapter, a
+// replayed capture or a relay from another node are alike.
+//
+// Named subscribers: while no connection is attached, deliveries to them
+// are skipped and recorded as missed, together with whatever the last
+// connection still had queued. When a connection attaches again, the first
+// call that observes it (or Hub.Attach itself) sends a resumed notice with
+// reason "reattached" and the gaps, then a snapshot of every level2 stream
+// the subscriber holds.
+//
+// # Concurrency
+//
+// A Feed has one mutex. Publish, Notify, Subscribe, Unsubscribe and Remove
+// take it; delivery holds it while it offers to each subscriber's queue,
+// which never blocks (subscriber.Conn's lock is held for a few pointer
+// moves). Lock order: Feed.mu, then subscriber.Conn.mu. Feeds of different
+// venues run in parallel; a Conn may be offered to by several feeds at once.
+//
+// The dropping state lives in the feed's entry for the subscriber and is
+// re-derived on every call from what that call observed (the connection
+// Resolve answers, the queue length Offer measured), so a subscriber that
+// leaves while dropping leaves the state with it, without pruning.
+package fanout

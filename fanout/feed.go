@@ -1,0 +1,421 @@
+package fanout
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fanoutd/fanoutd/notice"
+	"github.com/fanoutd/fanoutd/subscriber"
+	"github.com/fanoutd/fanoutd/venue"
+)
+
+// Options configure one venue's Feed.
+type Options struct {
+	// Venue is the venue's name; every stream of the feed starts with it.
+	Venue string
+	// MaxQueueLen bounds each subscriber's data queue, in messages.
+	// Validate configuration with MaxQueueLen; 0 here means
+	// DefaultMaxQueueLen.
+	MaxQueueLen int
+	// MaxQueueBytes bounds each subscriber's data queue in bytes; 0 means
+	// no byte bound.
+	MaxQueueBytes int
+	// Now is the clock for notices and publish times. Defaults to
+	// time.Now.
+	Now func() time.Time
+}
+
+// Counters are a feed's running totals, for metrics. All fields are read
+// with atomic loads and only ever grow, except Dropping.
+type Counters struct {
+	Published atomic.Uint64 // events published
+	Delivered atomic.Uint64 // event deliveries queued to subscribers
+	Dropped   atomic.Uint64 // deliveries dropped at a subscriber's bound
+	Missed    atomic.Uint64 // deliveries skipped while a named subscriber was detached
+	Dropping  atomic.Int64  // subscribers dropping now
+	Notices   [16]atomic.Uint64
+}
+
+// Feed delivers one venue's events to the subscribers of their streams.
+// Build one with Hub.AddFeed. A Feed is a venue.Sink.
+type Feed struct {
+	venue    string
+	maxLen   int
+	maxBytes int
+	now      func() time.Time
+	counters Counters
+
+	mu      sync.Mutex // protects the fields below; see the package doc for lock order
+	streams map[venue.Stream]*stream
+	entries map[*subscriber.Subscriber]*entry
+	scratch []byte // encoding buffer, reused
+}
+
+var _ venue.Sink = (*Feed)(nil)
+
+// stream is one stream's state in its feed. Guarded by Feed.mu.
+type stream struct {
+	id       venue.Stream
+	level2   bool
+	seq      uint64      // last seq assigned
+	book     *venue.Book // level2: the book after bookSeq
+	bookSeq  uint64      // seq the book reflects
+	hasBook  bool        // a snapshot has been applied
+	venueSeq int64       // VenueSeq of the last book event
+	recv     time.Time   // RecvTime of the last event
+	vtime    time.Time   // VenueTime of the last event
+	snap     *subscriber.Message
+	subs     []*entry
+}
+
+// entry is one subscriber's state in one feed. Guarded by Feed.mu.
+type entry struct {
+	sub      *subscriber.Subscriber
+	conn     *subscriber.Conn // the connection this state was observed on
+	streams  []*stream
+	dropping bool
+	dropped  uint64 // events lost since the last resumed notice
+	gaps     []gap  // per stream, the seqs lost since the last resumed notice
+}
+
+type gap struct {
+	st          *stream
+	first, last uint64
+}
+
+func newFeed(o Options) *Feed {
+	if o.MaxQueueLen <= 0 {
+		o.MaxQueueLen = DefaultMaxQueueLen
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Feed{venue: o.Venue, maxLen: o.MaxQueueLen, maxBytes: o.MaxQueueBytes, now: o.Now,
+		streams: map[venue.Stream]*stream{}, entries: map[*subscriber.Subscriber]*entry{}}
+}
+
+// Venue returns the feed's venue.
+func (f *Feed) Venue() string { return f.venue }
+
+// Bounds returns the queue bounds the feed enforces.
+func (f *Feed) Bounds() (maxLen, maxBytes int) { return f.maxLen, f.maxBytes }
+
+// Counters returns the feed's running totals.
+func (f *Feed) Counters() *Counters { return &f.counters }
+
+// stream returns the state of id, creating it. f.mu must be held.
+func (f *Feed) stream(id venue.Stream) *stream {
+	st := f.streams[id]
+	if st == nil {
+		st = &stream{id: id, level2: id.Channel() == venue.Level2}
+		if st.level2 {
+			st.book = &venue.Book{}
+		}
+		f.streams[id] = st
+	}
+	return st
+}
+
+// ErrWrongVenue is returned for a stream of another venue than the feed's.
+var ErrWrongVenue = errors.New("fanout: stream of another venue")
+
+// Event publishes ev: it is the venue.Sink method. See Publish.
+func (f *Feed) Event(ev *venue.Event) { f.Publish(ev) }
+
+// Publish assigns ev the next seq of its stream (overwriting ev.Seq),
+// encodes it once and delivers it to every subscriber of the stream. The
+// feed takes ownership of ev. Events of another venue are ignored and
+// reported as false.
+func (f *Feed) Publish(ev *venue.Event) bool {
+	if ev.Stream.Venue() != f.venue {
+		return false
+	}
+	now := f.now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.stream(ev.Stream)
+	st.seq++
+	ev.Seq = st.seq
+	f.scratch = ev.AppendJSON(f.scratch[:0])
+	m := &subscriber.Message{Stream: string(ev.Stream), Seq: ev.Seq, Data: slices.Clone(f.scratch), Published: now}
+	f.counters.Published.Add(1)
+	f.deliver(st, m)
+	st.recv, st.vtime = ev.RecvTime, ev.VenueTime
+	if st.level2 && ev.Kind == venue.KindBook {
+		// The book is applied after delivery: a snapshot sent during
+		// delivery (to a resuming subscriber) is then at seq-1, and this
+		// event, queued right after it, takes the book to seq.
+		st.book.Apply(ev)
+		st.hasBook = st.hasBook || ev.Snapshot
+		st.bookSeq, st.venueSeq, st.snap = st.seq, ev.VenueSeq, nil
+	}
+	return true
+}
+
+// deliver offers m to every subscriber of st. f.mu must be held.
+func (f *Feed) deliver(st *stream, m *subscriber.Message) {
+	resume := ResumeBelow(f.maxLen)
+	var delivered, dropped, missed uint64
+	for _, e := range st.subs {
+		c := e.sub.Resolve()
+		if c != e.conn {
+			if c == nil { // detached, or its connection just closed
+				e.lose(st, m.Seq)
+				missed++
+				continue
+			}
+			f.reattached(e, c)
+		}
+		if e.dropping {
+			if c.Len() >= resume || f.maxBytes > 0 && c.Bytes() >= f.maxBytes/2 {
+				e.lose(st, m.Seq)
+				dropped++
+				continue
+			}
+			f.resumed(e, c, "drained")
+		}
+		n, res := c.Offer(m, f.maxLen, f.maxBytes)
+		switch res {
+		case subscriber.Enqueued:
+			delivered++
+		case subscriber.Full:
+			e.dropping = true
+			f.counters.Dropping.Add(1)
+			f.notify(c, notice.Dropping, "", "subscriber queue is full: newest events are dropped until it drains below half", map[string]any{
+				"bound": f.maxLen, "queue_len": n, "max_queue_bytes": f.maxBytes, "queue_bytes": c.Bytes(),
+			})
+			e.lose(st, m.Seq)
+			dropped++
+		case subscriber.Closed:
+			e.lose(st, m.Seq)
+			missed++
+		}
+	}
+	if delivered > 0 {
+		f.counters.Delivered.Add(delivered)
+	}
+	if dropped > 0 {
+		f.counters.Dropped.Add(dropped)
+	}
+	if missed > 0 {
+		f.counters.Missed.Add(missed)
+	}
+}
+
+// lose records that the event seq of st was not delivered to e.
+func (e *entry) lose(st *stream, seq uint64) {
+	e.dropped++
+	for i := range e.gaps {
+		g := &e.gaps[i]
+		if g.st == st {
+			g.first, g.last = min(g.first, seq), max(g.last, seq)
+			return
+		}
+	}
+	e.gaps = append(e.gaps, gap{st: st, first: seq, last: seq})
+}
+
+// resumed tells e's connection c that delivery resumed, with what it lost,
+// then queues a fresh snapshot of every level2 stream that lost events.
+// f.mu must be held.
+func (f *Feed) resumed(e *entry, c *subscriber.Conn, reason string) {
+	gaps := make(map[string]any, len(e.gaps))
+	for _, g := range e.gaps {
+		gaps[string(g.st.id)] = []uint64{g.first, g.last}
+	}
+	if e.dropping {
+		f.counters.Dropping.Add(-1)
+	}
+	f.notify(c, notice.Resumed, "", "delivery resumed; gaps name the seqs lost per stream", map[string]any{
+		"reason": reason, "bound": f.maxLen, "queue_len": c.Len(), "max_queue_bytes": f.maxBytes,
+		"dropped": e.dropped, "gaps": gaps,
+	})
+	if reason == "reattached" {
+		for _, st := range e.streams {
+			f.sendSnapshot(c, st)
+		}
+	} else {
+		for _, g := range e.gaps {
+			f.sendSnapshot(c, g.st)
+		}
+	}
+	e.dropping, e.dropped = false, 0
+	clear(e.gaps)
+	e.gaps = e.gaps[:0]
+}
+
+// reattached handles a connection e has not been delivered to before: a
+// named subscriber's new connection after a detach or a takeover.
+// f.mu must be held.
+func (f *Feed) reattached(e *entry, c *subscriber.Conn) {
+	if e.conn == nil { // the first connection this entry sees
+		e.conn = c
+		return
+	}
+	e.conn = c
+	f.resumed(e, c, "reattached")
+}
+
+// sendSnapshot queues a snapshot of st's book on c, past the queue bound:
+// without it the subscriber's book would not be whole. Nothing is sent for
+// a stream that is not level2 or has no book yet (its first event will be
+// the venue's snapshot). f.mu must be held.
+func (f *Feed) sendSnapshot(c *subscriber.Conn, st *stream) {
+	if !st.level2 || !st.hasBook {
+		return
+	}
+	if st.snap == nil {
+		ev := st.book.Snapshot(st.id)
+		ev.Seq, ev.VenueSeq, ev.RecvTime, ev.VenueTime = st.bookSeq, st.venueSeq, st.recv, st.vtime
+		st.snap = &subscriber.Message{Stream: string(st.id), Seq: st.bookSeq, Snapshot: true, Data: ev.AppendJSON(nil), Published: f.now()}
+	}
+	c.Force(st.snap)
+}
+
+// notify sends a notice raised by the feed itself to c. f.mu must be held.
+func (f *Feed) notify(c *subscriber.Conn, kind notice.Kind, streamID, msg string, details map[string]any) {
+	n := notice.Must(kind, f.venue, streamID, f.now(), msg, details)
+	f.counters.Notices[kind].Add(1)
+	c.Notify(&subscriber.Message{Data: n.AppendJSON(nil)})
+}
+
+// Notice delivers a venue's notice: to the subscribers of n.Stream if it
+// names one, else to every subscriber of the feed, each once. It is the
+// venue.Sink method. Subscribers with no live connection are skipped.
+func (f *Feed) Notice(n notice.Notice) {
+	m := &subscriber.Message{Data: n.AppendJSON(nil)}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if int(n.Kind) < len(f.counters.Notices) {
+		f.counters.Notices[n.Kind].Add(1)
+	}
+	if n.Stream != "" {
+		if st := f.streams[venue.Stream(n.Stream)]; st != nil {
+			for _, e := range st.subs {
+				if c := e.sub.Resolve(); c != nil {
+					c.Notify(m)
+				}
+			}
+		}
+		return
+	}
+	for _, e := range f.entries {
+		if c := e.sub.Resolve(); c != nil {
+			c.Notify(m)
+		}
+	}
+}
+
+// subscribe adds s to stream id and, for a level2 stream with a book,
+// queues the current snapshot on s's connection, at the stream's current
+// seq, so the updates that follow continue it.
+func (f *Feed) subscribe(s *subscriber.Subscriber, id venue.Stream) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.stream(id)
+	e := f.entries[s]
+	if e == nil {
+		e = &entry{sub: s, conn: s.Resolve()}
+		f.entries[s] = e
+	}
+	if slices.Contains(st.subs, e) {
+		return
+	}
+	c := s.Resolve()
+	if c != nil && c != e.conn {
+		f.reattached(e, c)
+	}
+	st.subs = append(st.subs, e)
+	e.streams = append(e.streams, st)
+	if c != nil {
+		f.sendSnapshot(c, st)
+	}
+}
+
+// unsubscribe removes s from stream id; a subscriber left with no stream
+// in the feed leaves it, dropping state and all.
+func (f *Feed) unsubscribe(s *subscriber.Subscriber, id venue.Stream) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, st := f.entries[s], f.streams[id]
+	if e == nil || st == nil {
+		return
+	}
+	st.subs = slices.DeleteFunc(st.subs, func(x *entry) bool { return x == e })
+	e.streams = slices.DeleteFunc(e.streams, func(x *stream) bool { return x == st })
+	e.gaps = slices.DeleteFunc(e.gaps, func(g gap) bool { return g.st == st })
+	if len(e.streams) == 0 {
+		f.forget(e)
+	}
+}
+
+// remove takes s out of every stream of the feed.
+func (f *Feed) remove(s *subscriber.Subscriber) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e := f.entries[s]
+	if e == nil {
+		return
+	}
+	for _, st := range e.streams {
+		st.subs = slices.DeleteFunc(st.subs, func(x *entry) bool { return x == e })
+	}
+	f.forget(e)
+}
+
+// forget deletes e. f.mu must be held.
+func (f *Feed) forget(e *entry) {
+	if e.dropping {
+		f.counters.Dropping.Add(-1)
+	}
+	delete(f.entries, e.sub)
+}
+
+// missed records that s did not receive seq of stream id (it was queued on
+// a connection that closed before writing it).
+func (f *Feed) missed(s *subscriber.Subscriber, id venue.Stream, seq uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, st := f.entries[s], f.streams[id]
+	if e == nil || st == nil || !slices.Contains(e.streams, st) {
+		return
+	}
+	e.lose(st, seq)
+	f.counters.Missed.Add(1)
+}
+
+// sync makes s's entry observe its current connection now: a reattached
+// named subscriber is told what it missed at once, not at the next event.
+func (f *Feed) sync(s *subscriber.Subscriber) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e := f.entries[s]
+	if e == nil {
+		return
+	}
+	if c := s.Resolve(); c != nil && c != e.conn {
+		f.reattached(e, c)
+	}
+}
+
+// snapshot queues a fresh snapshot of stream id on s's connection, if s is
+// subscribed to it and it is a level2 stream with a book. It reports
+// whether one was queued.
+func (f *Feed) snapshot(s *subscriber.Subscriber, id venue.Stream) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, st := f.entries[s], f.streams[id]
+	c := s.Resolve()
+	if e == nil || st == nil || c == nil || !st.level2 || !st.hasBook || !slices.Contains(e.streams, st) {
+		return false
+	}
+	if c != e.conn {
+		f.reattached(e, c) // sends every snapshot, this one included
+		return true
+	}
+	f.sendSnapshot(c, st)
+	return true
+}

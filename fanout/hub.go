@@ -1,0 +1,200 @@
+package fanout
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/fanoutd/fanoutd/notice"
+	"github.com/fanoutd/fanoutd/subscriber"
+	"github.com/fanoutd/fanoutd/venue"
+)
+
+// Hub routes subscriptions to the Feed of each stream's venue and ties the
+// subscriber lifecycle (attach, detach, takeover) to the feeds. The zero
+// Hub is not usable; call NewHub.
+type Hub struct {
+	reg *subscriber.Registry
+
+	mu    sync.RWMutex // protects feeds
+	feeds map[string]*Feed
+}
+
+// NewHub returns a hub with no feeds over reg.
+func NewHub(reg *subscriber.Registry) *Hub {
+	return &Hub{reg: reg, feeds: map[string]*Feed{}}
+}
+
+// Registry returns the hub's subscriber registry.
+func (h *Hub) Registry() *subscriber.Registry { return h.reg }
+
+// AddFeed creates the feed of o.Venue. It is an error to add a venue twice.
+func (h *Hub) AddFeed(o Options) (*Feed, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.feeds[o.Venue]; ok {
+		return nil, fmt.Errorf("fanout: feed %q added twice", o.Venue)
+	}
+	f := newFeed(o)
+	h.feeds[o.Venue] = f
+	return f, nil
+}
+
+// Feed returns the feed of venueName, or nil.
+func (h *Hub) Feed(venueName string) *Feed {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.feeds[venueName]
+}
+
+// Feeds returns every feed, sorted by venue.
+func (h *Hub) Feeds() []*Feed {
+	h.mu.RLock()
+	out := make([]*Feed, 0, len(h.feeds))
+	for _, f := range h.feeds {
+		out = append(out, f)
+	}
+	h.mu.RUnlock()
+	slices.SortFunc(out, func(a, b *Feed) int {
+		switch {
+		case a.venue < b.venue:
+			return -1
+		case a.venue > b.venue:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// ErrUnknownVenue is returned for a stream whose venue has no feed.
+var ErrUnknownVenue = errors.New("fanout: unknown venue")
+
+func (h *Hub) feedOf(st venue.Stream) (*Feed, error) {
+	f := h.Feed(st.Venue())
+	if f == nil {
+		return nil, fmt.Errorf("%w %q in stream %q", ErrUnknownVenue, st.Venue(), st)
+	}
+	return f, nil
+}
+
+// Subscribe subscribes s to st. A level2 stream with a book starts with a
+// snapshot at the stream's current seq. Subscribing twice is a no-op.
+func (h *Hub) Subscribe(s *subscriber.Subscriber, st venue.Stream) error {
+	f, err := h.feedOf(st)
+	if err != nil {
+		return err
+	}
+	s.AddStream(st)
+	f.subscribe(s, st)
+	return nil
+}
+
+// Unsubscribe removes s from st.
+func (h *Hub) Unsubscribe(s *subscriber.Subscriber, st venue.Stream) error {
+	f, err := h.feedOf(st)
+	if err != nil {
+		return err
+	}
+	s.RemoveStream(st)
+	f.unsubscribe(s, st)
+	return nil
+}
+
+// Snapshot queues a fresh snapshot of the level2 stream st for s now (the
+// websocket "snapshot" op). It reports whether one was queued: false if s
+// is not subscribed to st, st is not level2, or its book has not arrived.
+func (h *Hub) Snapshot(s *subscriber.Subscriber, st venue.Stream) bool {
+	f, err := h.feedOf(st)
+	if err != nil {
+		return false
+	}
+	return f.snapshot(s, st)
+}
+
+// NewEphemeral registers an ephemeral subscriber on c.
+func (h *Hub) NewEphemeral(c *subscriber.Conn) *subscriber.Subscriber {
+	return h.reg.NewEphemeral(c)
+}
+
+// Attach attaches c to the named subscriber name. If another connection
+// held the name, onTakeover is called with it first (to tell it why before
+// it is closed), then it is closed and what it still had queued is recorded
+// as missed. If the name existed, each of its feeds tells c at once what it
+// missed (a resumed notice, reason "reattached") and sends fresh snapshots.
+func (h *Hub) Attach(name string, c *subscriber.Conn, onTakeover func(previous *subscriber.Conn)) (*subscriber.Subscriber, bool, error) {
+	s, existed, err := h.reg.Attach(name, c, func(s *subscriber.Subscriber, prev *subscriber.Conn) {
+		if onTakeover != nil {
+			onTakeover(prev)
+		}
+		h.closeConn(s, prev)
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	if existed {
+		for _, f := range h.Feeds() {
+			f.sync(s)
+		}
+	}
+	return s, existed, nil
+}
+
+// Detach ends connection c of s: c is closed. An ephemeral subscriber is
+// removed from every feed and the registry, leaving nothing behind. A named
+// subscriber keeps its subscriptions; what c still had queued is recorded
+// as missed and reported when a connection attaches again. Detach is
+// idempotent.
+func (h *Hub) Detach(s *subscriber.Subscriber, c *subscriber.Conn) {
+	if s.Kind() == subscriber.Ephemeral {
+		c.Close()
+		h.reg.Detach(s, c)
+		for _, f := range h.Feeds() {
+			f.remove(s)
+		}
+		return
+	}
+	h.closeConn(s, c)
+	h.reg.Detach(s, c)
+}
+
+// closeConn closes c and records its unsent data as missed by s.
+func (h *Hub) closeConn(s *subscriber.Subscriber, c *subscriber.Conn) {
+	for _, m := range c.Close() {
+		if m.Stream == "" || m.Snapshot {
+			continue
+		}
+		st := venue.Stream(m.Stream)
+		if f := h.Feed(st.Venue()); f != nil {
+			f.missed(s, st, m.Seq)
+		}
+	}
+}
+
+// Forget removes the named subscriber name for good: from every feed and
+// the registry, closing its connection if one is attached.
+func (h *Hub) Forget(name string) {
+	s := h.reg.Named(name)
+	if s == nil {
+		return
+	}
+	if c := s.Conn(); c != nil {
+		c.Close()
+	}
+	for _, f := range h.Feeds() {
+		f.remove(s)
+	}
+	h.reg.Forget(name)
+}
+
+// Broadcast sends n to every subscriber with a live connection, once each
+// (the shutdown notice).
+func (h *Hub) Broadcast(n notice.Notice) {
+	m := &subscriber.Message{Data: n.AppendJSON(nil)}
+	for _, s := range h.reg.All() {
+		if c := s.Resolve(); c != nil {
+			c.Notify(m)
+		}
+	}
+}

@@ -1,0 +1,58 @@
+package fanout
+
+import (
+	"fmt"
+	"math"
+)
+
+// DefaultMaxQueueLen is the default bound on one subscriber's queue: 10000
+// messages. It is the seed's figure: a consumer keeping up with a book
+// stream sits in single or double digits; one that has reached five figures
+// is broken, not busy.
+const DefaultMaxQueueLen = 10000
+
+// MaxQueueLen validates a venue's max_queue_len as given in configuration.
+// Absent or null (nil) gives DefaultMaxQueueLen. Any positive integer is
+// accepted, 1 included; JSON numbers arrive as float64 and are accepted
+// when integral. Anything else — the string "10000", 0, -5, 1.5,
+// "infinity", true — is an error naming the venue and the value as given:
+// a bound that silently fell back to the default would be back-pressure an
+// operator believes is configured and is not.
+func MaxQueueLen(venueName string, v any) (int, error) {
+	bad := func() (int, error) {
+		return 0, fmt.Errorf("venues.%s.max_queue_len: %#v is not a positive integer", venueName, v)
+	}
+	switch x := v.(type) {
+	case nil:
+		return DefaultMaxQueueLen, nil
+	case int:
+		if x > 0 {
+			return x, nil
+		}
+	case int64:
+		if x > 0 && x <= math.MaxInt32 {
+			return int(x), nil
+		}
+	case int32:
+		if x > 0 {
+			return int(x), nil
+		}
+	case uint64:
+		if x > 0 && x <= math.MaxInt32 {
+			return int(x), nil
+		}
+	case uint:
+		if x > 0 && x <= math.MaxInt32 {
+			return int(x), nil
+		}
+	case float64:
+		if x >= 1 && x <= math.MaxInt32 && x == math.Trunc(x) {
+			return int(x), nil
+		}
+	}
+	return bad()
+}
+
+// ResumeBelow returns the queue length a dropping subscriber must drain
+// below before it is sent to again: half the bound, and at least 1.
+func ResumeBelow(bound int) int { return max(1, bound/2) }

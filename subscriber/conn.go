@@ -1,0 +1,228 @@
+package subscriber
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Message is one encoded item for a subscriber: the bytes of one JSON
+// object of the wire protocol. One Message is shared by every subscriber it
+// is delivered to and must not be modified after it is first queued.
+type Message struct {
+	// Stream and Seq identify a data event ("" and 0 for notices and
+	// replies); they let a detached subscriber's unsent queue be reported
+	// as missed.
+	Stream string
+	Seq    uint64
+	// Snapshot marks a book snapshot the feed made for a subscriber (on
+	// subscribe, resume or request): it stands for the book at Seq, not for
+	// the event Seq, so it is never reported as a missed event.
+	Snapshot bool
+	// Data is the encoded JSON object, without a trailing newline.
+	Data []byte
+	// Published is when the event was published, for the publish-to-write
+	// latency; zero if not measured.
+	Published time.Time
+}
+
+// Result is what Offer did with a message.
+type Result uint8
+
+// Offer results.
+const (
+	Enqueued Result = iota + 1 // queued
+	Full                       // not queued: the queue is at its bound
+	Closed                     // not queued: the Conn is closed
+)
+
+// Conn is one attached connection's queues: a bounded data queue and an
+// unbounded notice queue. The zero Conn is not usable; call NewConn.
+type Conn struct {
+	ready chan struct{} // capacity 1: a token means "the queues went from empty to not"
+	done  atomic.Bool   // mirror of closed, for the lock-free IsClosed
+
+	mu      sync.Mutex // protects the fields below
+	ring    []*Message // data queue, a ring of len(ring) slots, a power of two
+	head    int        // index of the oldest data message
+	n       int        // data messages queued
+	bytes   int        // sum of len(Data) over the data queue
+	notices []*Message // notice queue, oldest first
+	closed  bool
+}
+
+// NewConn returns an open Conn with empty queues.
+func NewConn() *Conn {
+	return &Conn{ready: make(chan struct{}, 1)}
+}
+
+// Len returns the number of data messages queued, in O(1).
+//
+// It takes the lock rather than reading an atomic mirror: keeping a mirror
+// costs two locked stores on every push (measured: about 8 ns of a 40 ns
+// delivery), while Offer, which is what delivery calls, measures the
+// length under the lock it holds anyway.
+func (c *Conn) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// Bytes returns the number of data bytes queued, in O(1).
+func (c *Conn) Bytes() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bytes
+}
+
+// Ready returns a channel that receives a value when the queues go from
+// empty to not empty. The writer's loop is: wait on Ready, then Drain until
+// it returns nothing, then wait again. Signalling only on that transition
+// keeps a channel operation off every push (measured: about 15 ns of a
+// 40 ns delivery); a push onto a non-empty queue needs no signal because
+// the writer has not yet seen it empty.
+func (c *Conn) Ready() <-chan struct{} { return c.ready }
+
+func (c *Conn) signal() {
+	select {
+	case c.ready <- struct{}{}:
+	default:
+	}
+}
+
+// Offer queues m on the data queue unless the queue already holds maxLen
+// messages, or maxBytes bytes (0 means no byte bound), or the Conn is
+// closed. The bound is inclusive: a queue holding maxLen is full. It
+// returns the queue length it measured before queuing, and what it did.
+// The check and the push happen under one lock, so concurrent offers from
+// several feeds never overfill the queue.
+func (c *Conn) Offer(m *Message, maxLen, maxBytes int) (int, Result) {
+	c.mu.Lock()
+	n := c.n
+	switch {
+	case c.closed:
+		c.mu.Unlock()
+		return n, Closed
+	case n >= maxLen || maxBytes > 0 && c.bytes >= maxBytes:
+		c.mu.Unlock()
+		return n, Full
+	}
+	wake := c.n == 0 && len(c.notices) == 0
+	c.push(m)
+	c.mu.Unlock()
+	if wake {
+		c.signal()
+	}
+	return n, Enqueued
+}
+
+// Force queues m on the data queue whatever its length: for the book
+// snapshot that follows a subscribe or a resumed notice, which a
+// subscriber must get for its data to be whole. It reports false if the
+// Conn is closed.
+func (c *Conn) Force(m *Message) bool {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return false
+	}
+	wake := c.n == 0 && len(c.notices) == 0
+	c.push(m)
+	c.mu.Unlock()
+	if wake {
+		c.signal()
+	}
+	return true
+}
+
+// push appends m to the ring. c.mu must be held.
+func (c *Conn) push(m *Message) {
+	if c.n == len(c.ring) {
+		c.grow()
+	}
+	c.ring[(c.head+c.n)&(len(c.ring)-1)] = m
+	c.n++
+	c.bytes += len(m.Data)
+}
+
+// grow doubles the ring. Rings start small and grow to what the bound lets
+// them hold, so an idle subscriber costs a few slots, not its bound.
+// c.mu must be held.
+func (c *Conn) grow() {
+	size := max(16, 2*len(c.ring))
+	ring := make([]*Message, size)
+	for i := 0; i < c.n; i++ {
+		ring[i] = c.ring[(c.head+i)&(len(c.ring)-1)]
+	}
+	c.ring, c.head = ring, 0
+}
+
+// Notify queues m on the notice queue, which has no bound: notices are
+// never dropped. It reports false if the Conn is closed.
+func (c *Conn) Notify(m *Message) bool {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return false
+	}
+	wake := c.n == 0 && len(c.notices) == 0
+	c.notices = append(c.notices, m)
+	c.mu.Unlock()
+	if wake {
+		c.signal()
+	}
+	return true
+}
+
+// Drain appends queued messages to dst and removes them from the queues:
+// every queued notice first, then data messages while fewer than max
+// messages and maxBytes bytes have been taken (at least one data message
+// is taken if any is queued). It returns the extended slice and how many
+// of the appended messages are notices.
+func (c *Conn) Drain(dst []*Message, max, maxBytes int) ([]*Message, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	nn := len(c.notices)
+	dst = append(dst, c.notices...)
+	clear(c.notices)
+	c.notices = c.notices[:0]
+	taken, size := 0, 0
+	for c.n > 0 && taken < max && (taken == 0 || size+len(c.ring[c.head].Data) <= maxBytes) {
+		m := c.ring[c.head]
+		c.ring[c.head] = nil
+		c.head = (c.head + 1) & (len(c.ring) - 1)
+		c.n--
+		c.bytes -= len(m.Data)
+		size += len(m.Data)
+		taken++
+		dst = append(dst, m)
+	}
+	if c.n == 0 {
+		c.head = 0
+	}
+	return dst, nn
+}
+
+// Close marks the Conn closed: later Offer, Force and Notify calls queue
+// nothing. It returns the data messages that were still queued (oldest
+// first) so the caller can report them as missed, and drops the notices.
+// Close is idempotent; later calls return nil.
+func (c *Conn) Close() []*Message {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	c.done.Store(true)
+	out := make([]*Message, 0, c.n)
+	for i := 0; i < c.n; i++ {
+		out = append(out, c.ring[(c.head+i)&(len(c.ring)-1)])
+	}
+	c.ring, c.notices, c.n, c.bytes, c.head = nil, nil, 0, 0, 0
+	c.signal()
+	return out
+}
+
+// IsClosed reports whether Close was called.
+func (c *Conn) IsClosed() bool { return c.done.Load() }

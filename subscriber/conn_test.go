@@ -1,0 +1,208 @@
+package subscriber
+
+import (
+	"math"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func msg(s string) *Message { return &Message{Data: []byte(s)} }
+
+func TestOfferBoundIsInclusive(t *testing.T) {
+	c := NewConn()
+	for i := range 3 {
+		if n, r := c.Offer(msg("x"), 3, 0); r != Enqueued || n != i {
+			t.Fatalf("offer %d: (%d, %v), want (%d, Enqueued)", i, n, r, i)
+		}
+	}
+	if n, r := c.Offer(msg("x"), 3, 0); r != Full || n != 3 {
+		t.Fatalf("offer at the bound: (%d, %v), want (3, Full)", n, r)
+	}
+	if c.Len() != 3 {
+		t.Fatalf("Len %d, want 3", c.Len())
+	}
+}
+
+func TestOfferByteBound(t *testing.T) {
+	c := NewConn()
+	c.Offer(msg("0123456789"), 100, 15)
+	if _, r := c.Offer(msg("0123456789"), 100, 15); r != Enqueued {
+		t.Fatalf("second offer under the byte bound: %v", r)
+	}
+	if _, r := c.Offer(msg("x"), 100, 15); r != Full {
+		t.Fatalf("offer past the byte bound: %v, want Full", r)
+	}
+	if c.Bytes() != 20 {
+		t.Fatalf("Bytes %d, want 20", c.Bytes())
+	}
+}
+
+func TestDrainNoticesFirstAndInOrder(t *testing.T) {
+	c := NewConn()
+	c.Offer(msg("d1"), 10, 0)
+	c.Offer(msg("d2"), 10, 0)
+	c.Notify(msg("n1"))
+	c.Force(msg("d3"))
+	c.Notify(msg("n2"))
+	got, nn := c.Drain(nil, math.MaxInt, math.MaxInt)
+	want := []string{"n1", "n2", "d1", "d2", "d3"}
+	if nn != 2 || len(got) != len(want) {
+		t.Fatalf("drained %d (%d notices), want %v", len(got), nn, want)
+	}
+	for i, m := range got {
+		if string(m.Data) != want[i] {
+			t.Fatalf("message %d = %s, want %s", i, m.Data, want[i])
+		}
+	}
+	if c.Len() != 0 || c.Bytes() != 0 {
+		t.Fatalf("after drain Len %d Bytes %d", c.Len(), c.Bytes())
+	}
+}
+
+func TestDrainBatchLimits(t *testing.T) {
+	c := NewConn()
+	for range 100 {
+		c.Offer(msg("0123456789"), 1000, 0)
+	}
+	got, _ := c.Drain(nil, 30, math.MaxInt)
+	if len(got) != 30 || c.Len() != 70 {
+		t.Fatalf("drained %d leaving %d, want 30 leaving 70", len(got), c.Len())
+	}
+	got, _ = c.Drain(nil, math.MaxInt, 55)
+	if len(got) != 5 {
+		t.Fatalf("byte-limited drain took %d, want 5", len(got))
+	}
+	got, _ = c.Drain(nil, math.MaxInt, 1)
+	if len(got) != 1 {
+		t.Fatalf("a drain always takes one message when one is queued; took %d", len(got))
+	}
+}
+
+func TestRingWrapsAndGrows(t *testing.T) {
+	c := NewConn()
+	next, want := 0, 0
+	for round := range 50 {
+		for range round % 37 {
+			c.Offer(&Message{Seq: uint64(next)}, 1<<20, 0)
+			next++
+		}
+		got, _ := c.Drain(nil, round%11+1, math.MaxInt)
+		for _, m := range got {
+			if int(m.Seq) != want {
+				t.Fatalf("got seq %d, want %d", m.Seq, want)
+			}
+			want++
+		}
+	}
+	got, _ := c.Drain(nil, math.MaxInt, math.MaxInt)
+	for _, m := range got {
+		if int(m.Seq) != want {
+			t.Fatalf("got seq %d, want %d", m.Seq, want)
+		}
+		want++
+	}
+	if want != next {
+		t.Fatalf("drained %d of %d", want, next)
+	}
+}
+
+func TestReadySignalsOnTransition(t *testing.T) {
+	c := NewConn()
+	c.Offer(msg("a"), 10, 0)
+	c.Offer(msg("b"), 10, 0)
+	select {
+	case <-c.Ready():
+	default:
+		t.Fatal("no signal after the first message")
+	}
+	select {
+	case <-c.Ready():
+		t.Fatal("second signal without the writer seeing the queue empty")
+	default:
+	}
+	c.Drain(nil, math.MaxInt, math.MaxInt)
+	c.Notify(msg("n"))
+	select {
+	case <-c.Ready():
+	default:
+		t.Fatal("no signal for a notice on an empty queue")
+	}
+}
+
+func TestCloseReturnsUnsentAndRefuses(t *testing.T) {
+	c := NewConn()
+	c.Offer(&Message{Stream: "s", Seq: 1}, 10, 0)
+	c.Offer(&Message{Stream: "s", Seq: 2}, 10, 0)
+	c.Drain(nil, 1, math.MaxInt)
+	unsent := c.Close()
+	if len(unsent) != 1 || unsent[0].Seq != 2 {
+		t.Fatalf("unsent %v, want seq 2", unsent)
+	}
+	if _, r := c.Offer(msg("x"), 10, 0); r != Closed {
+		t.Fatalf("offer after close: %v", r)
+	}
+	if c.Notify(msg("x")) || c.Force(msg("x")) {
+		t.Fatal("notify/force after close accepted")
+	}
+	if c.Close() != nil {
+		t.Fatal("second Close returned messages")
+	}
+}
+
+func TestAllocsPerOffer(t *testing.T) {
+	if testing.Short() {
+		t.Skip()
+	}
+	c := NewConn()
+	m := msg("x")
+	for range 64 {
+		c.Offer(m, 1000, 0)
+	}
+	c.Drain(nil, math.MaxInt, math.MaxInt)
+	buf := make([]*Message, 0, 64)
+	allocs := testing.AllocsPerRun(100, func() {
+		for range 32 {
+			c.Offer(m, 1000, 0)
+		}
+		buf, _ = c.Drain(buf[:0], math.MaxInt, math.MaxInt)
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per 32 offers and a drain, want 0", allocs)
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	r := NewRegistry()
+	e := r.NewEphemeral(NewConn())
+	c := NewConn()
+	n, existed, err := r.Attach("desk.1", c, nil)
+	if err != nil || existed || n.Kind() != Named || e.Kind() != Ephemeral {
+		t.Fatalf("attach: %v existed=%v", err, existed)
+	}
+	if eph, named := r.Count(); eph != 1 || named != 1 {
+		t.Fatalf("count %d/%d", eph, named)
+	}
+	c2 := NewConn()
+	var prev *Conn
+	if _, existed, _ := r.Attach("desk.1", c2, func(_ *Subscriber, p *Conn) { prev = p }); !existed || prev != c {
+		t.Fatalf("takeover: existed=%v prev=%p want %p", existed, prev, c)
+	}
+	if r.Detach(n, c) {
+		t.Fatal("detaching a replaced connection detached the new one")
+	}
+	if n.Resolve() != c2 {
+		t.Fatal("new connection lost")
+	}
+	r.Detach(e, e.Conn())
+	if eph, _ := r.Count(); eph != 0 {
+		t.Fatal("ephemeral left in registry")
+	}
+	for _, bad := range []string{"", "has space", "x/y", string(make([]byte, 65))} {
+		if _, _, err := r.Attach(bad, NewConn(), nil); err == nil {
+			t.Errorf("name %q accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,242 @@
+package venue
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func d(s string) decimal.Decimal { return decimal.RequireFromString(s) }
+
+func TestParseStream(t *testing.T) {
+	for _, s := range []string{"coinbase:level2:BTC-USD", "kraken:level2:BTC/USD", "binance:trades:BTCUSDT", "okx:ticker:BTC-USDT-SWAP", "x:level2:a:b"} {
+		st, err := ParseStream(s)
+		if err != nil {
+			t.Errorf("ParseStream(%q): %v", s, err)
+			continue
+		}
+		if NewStream(st.Venue(), st.Channel(), st.Symbol()) != st {
+			t.Errorf("%q does not split and join", s)
+		}
+	}
+	if st, _ := ParseStream("kraken:level2:BTC/USD"); st.Venue() != "kraken" || st.Channel() != Level2 || st.Symbol() != "BTC/USD" {
+		t.Errorf("parts of kraken stream: %q %q %q", st.Venue(), st.Channel(), st.Symbol())
+	}
+	for _, s := range []string{"", "coinbase", "coinbase:level2", "coinbase:level3:BTC-USD", "Coinbase:level2:X", "coinbase:level2:", "coinbase:level2:A B", `coinbase:level2:A"`, "coinbase:level2:" + strings.Repeat("A", 65)} {
+		if _, err := ParseStream(s); err == nil {
+			t.Errorf("ParseStream(%q) accepted", s)
+		}
+	}
+}
+
+func TestBookSetAndOrder(t *testing.T) {
+	var b Book
+	b.Set(Bid, d("100"), d("1"))
+	b.Set(Bid, d("101"), d("2"))
+	b.Set(Bid, d("99"), d("3"))
+	b.Set(Ask, d("103"), d("1"))
+	b.Set(Ask, d("102"), d("5"))
+	if best, _ := b.Best(Bid); !best.Price.Equal(d("101")) {
+		t.Fatalf("best bid %s", best.Price)
+	}
+	if best, _ := b.Best(Ask); !best.Price.Equal(d("102")) {
+		t.Fatalf("best ask %s", best.Price)
+	}
+	top := b.Top(nil, Bid, 2)
+	if len(top) != 2 || !top[0].Price.Equal(d("101")) || !top[1].Price.Equal(d("100")) {
+		t.Fatalf("top bids %v", top)
+	}
+	if !b.Set(Bid, d("101"), d("0")) || b.Set(Bid, d("555"), d("0")) {
+		t.Fatal("removal reports wrong change")
+	}
+	if b.Len(Bid) != 2 || b.Crossed() {
+		t.Fatalf("len %d crossed %v", b.Len(Bid), b.Crossed())
+	}
+	b.Set(Bid, d("102"), d("1"))
+	if !b.Crossed() {
+		t.Fatal("bid at the ask not crossed")
+	}
+	if sz, ok := b.Get(Ask, d("103")); !ok || !sz.Equal(d("1")) {
+		t.Fatal("Get ask 103")
+	}
+}
+
+func TestBookTruncateReportsRemovals(t *testing.T) {
+	var b Book
+	for i := 1; i <= 5; i++ {
+		b.Set(Ask, decimal.NewFromInt(int64(100+i)), d("1"))
+	}
+	removed := b.Truncate(nil, Ask, 3)
+	if b.Len(Ask) != 3 || len(removed) != 2 || !removed[0].Price.Equal(d("104")) || !removed[1].Size.IsZero() {
+		t.Fatalf("truncate: len %d removed %v", b.Len(Ask), removed)
+	}
+}
+
+// TestBookMatchesModel applies random updates to a Book and to a map and
+// compares them.
+func TestBookMatchesModel(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	var b Book
+	model := map[BookSide]map[int64]int64{Bid: {}, Ask: {}}
+	for range 20000 {
+		s := BookSide(r.IntN(2))
+		p := int64(r.IntN(200))
+		sz := int64(r.IntN(4))
+		b.Set(s, decimal.New(p, -2), decimal.NewFromInt(sz))
+		if sz == 0 {
+			delete(model[s], p)
+		} else {
+			model[s][p] = sz
+		}
+	}
+	for _, s := range []BookSide{Bid, Ask} {
+		if b.Len(s) != len(model[s]) {
+			t.Fatalf("side %d: %d levels, model %d", s, b.Len(s), len(model[s]))
+		}
+		top := b.Top(nil, s, 0)
+		for i, l := range top {
+			if i > 0 && !better(s, top[i-1].Price, l.Price) {
+				t.Fatalf("side %d not sorted at %d", s, i)
+			}
+			p := l.Price.Shift(2).IntPart()
+			if model[s][p] != l.Size.IntPart() {
+				t.Fatalf("side %d price %d size %s model %d", s, p, l.Size, model[s][p])
+			}
+		}
+	}
+	var c Book
+	c.Apply(b.Snapshot("x:level2:y"))
+	if !c.Equal(&b) {
+		t.Fatal("book rebuilt from its snapshot differs")
+	}
+	var unsorted Book
+	unsorted.Replace([]Level{{d("1"), d("1")}, {d("3"), d("1")}, {d("2"), d("0")}, {d("2"), d("4")}}, nil)
+	if got := unsorted.Top(nil, Bid, 0); len(got) != 3 || !got[0].Price.Equal(d("3")) || !got[1].Size.Equal(d("4")) {
+		t.Fatalf("unsorted replace %v", got)
+	}
+}
+
+func TestEventWireRoundTrip(t *testing.T) {
+	vt := time.Date(2026, 11, 30, 1, 2, 3, 456789000, time.UTC)
+	rt := vt.Add(time.Millisecond)
+	evs := []*Event{
+		{Kind: KindBook, Stream: "coinbase:level2:BTC-USD", Seq: 7, Snapshot: true, VenueSeq: 42, VenueTime: vt, RecvTime: rt,
+			Bids: []Level{{d("50000.10"), d("0.5")}}, Asks: []Level{{d("50000.20"), d("0")}}},
+		{Kind: KindBook, Stream: "kraken:level2:BTC/USD", Seq: 1, RecvTime: rt},
+		{Kind: KindTrade, Stream: "binance:trades:BTCUSDT", Seq: 3, TradeID: "12\"3", Price: d("0.00001234"), Size: d("100"), Side: SideSell, VenueTime: vt, RecvTime: rt},
+		{Kind: KindTicker, Stream: "okx:ticker:BTC-USDT", Seq: 9, Bid: d("1.5"), BidSize: d("2"), Ask: d("1.6"), AskSize: d("3"), Last: decimal.NewNullDecimal(d("1.55")), RecvTime: rt},
+		{Kind: KindTicker, Stream: "bybit:ticker:BTCUSDT", Seq: 9, Bid: d("1.5"), BidSize: d("2"), Ask: d("1.6"), AskSize: d("3"), RecvTime: rt},
+	}
+	for _, ev := range evs {
+		b := ev.AppendJSON(nil)
+		if !json.Valid(b) {
+			t.Fatalf("invalid JSON %s", b)
+		}
+		var back Event
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		if got := back.AppendJSON(nil); string(got) != string(b) {
+			t.Fatalf("round trip\n got %s\nwant %s", got, b)
+		}
+	}
+	want := `{"type":"book","stream":"coinbase:level2:BTC-USD","seq":7,"snapshot":true,"venue_seq":42,"venue_time":"2026-11-30T01:02:03.456789Z","recv_time":"2026-11-30T01:02:03.457789Z","bids":[["50000.1","0.5"]],"asks":[["50000.2","0"]]}`
+	if got := string(evs[0].AppendJSON(nil)); got != want {
+		t.Fatalf("book wire form\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestCoverageTracker(t *testing.T) {
+	c := NewCoverageTracker("okx")
+	t1 := time.Unix(100, 0)
+	c.SetLink(LinkUp, t1)
+	if !c.Observe("okx:level2:A", t1) || c.Observe("okx:level2:A", t1.Add(time.Second)) {
+		t.Fatal("Observe change reporting")
+	}
+	cov := c.Snapshot()
+	if cov.Link != "up" || len(cov.Streams) != 1 || cov.Streams[0].Events != 2 {
+		t.Fatalf("coverage %+v", cov)
+	}
+	c.SetLink(LinkDown, t1.Add(2*time.Second))
+	if cov := c.Snapshot(); len(cov.Streams) != 0 || cov.Link != "down" {
+		t.Fatalf("coverage after link down %+v", cov)
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	var b Backoff
+	if b.Next() != 0 {
+		t.Fatal("first retry not immediate")
+	}
+	wantMax := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second}
+	for i, w := range wantMax {
+		got := b.Next()
+		if got > w || got < w*4/5 {
+			t.Fatalf("delay %d = %v, want in [%v, %v]", i+1, got, w*4/5, w)
+		}
+	}
+	b.Reset()
+	if b.Next() != 0 {
+		t.Fatal("reset did not restart")
+	}
+}
+
+func FuzzParseStream(f *testing.F) {
+	for _, s := range []string{"coinbase:level2:BTC-USD", "kraken:level2:BTC/USD", "a:b:c", "::", "x:trades:\xff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		st, err := ParseStream(s)
+		if err != nil {
+			return
+		}
+		if string(st) != s || NewStream(st.Venue(), st.Channel(), st.Symbol()) != st {
+			t.Fatalf("%q does not round trip", s)
+		}
+	})
+}
+
+func FuzzEventUnmarshal(f *testing.F) {
+	f.Add([]byte(`{"type":"book","stream":"coinbase:level2:BTC-USD","seq":7,"snapshot":true,"recv_time":"2026-11-30T01:02:03Z","bids":[["1","2"]],"asks":[]}`))
+	f.Add([]byte(`{"type":"trade","stream":"binance:trades:BTCUSDT","seq":3,"id":"1","price":"1","size":"2","side":"buy","recv_time":"2026-11-30T01:02:03Z"}`))
+	f.Add([]byte(`{"type":"ticker","stream":"okx:ticker:X","bid":"1","bid_size":"1","ask":"2","ask_size":"1","recv_time":"2026-11-30T01:02:03Z"}`))
+	f.Add([]byte(`{"type":"book"`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var ev Event
+		if err := ev.UnmarshalJSON(b); err != nil {
+			return
+		}
+		out := ev.AppendJSON(nil)
+		var back Event
+		if err := back.UnmarshalJSON(out); err != nil {
+			t.Fatalf("re-encoded event does not parse: %v\n%s", err, out)
+		}
+		if again := back.AppendJSON(nil); string(again) != string(out) {
+			t.Fatalf("not stable:\n%s\n%s", out, again)
+		}
+	})
+}
+
+func BenchmarkBookUpdateNearTop(b *testing.B) {
+	var book Book
+	for i := range 1000 {
+		book.Set(Bid, decimal.New(int64(50000_00-i), -2), d("1.00000000"))
+		book.Set(Ask, decimal.New(int64(50001_00+i), -2), d("1.00000000"))
+	}
+	prices := make([]decimal.Decimal, 64)
+	for i := range prices {
+		prices[i] = decimal.New(int64(50000_00-i%10), -2)
+	}
+	sizes := []decimal.Decimal{d("0.50000000"), d("0"), d("2.00000000")}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		book.Set(Bid, prices[i%64], sizes[i%3])
+	}
+}
