@@ -8,3 +8,5 @@ require (
 	go.uber.org/goleak v1.3.0
 	pgregory.net/rapid v1.3.0
 )
+
+require github.com/klauspost/compress v1.20.4 // indirect

@@ -1,0 +1,25 @@
+// Package replay records what venues sent and plays it back through the
+// same adapters' decoders that handle live data.
+//
+// # Capture format
+//
+// A capture is the raw line format Tardis.dev uses, so its tools read our
+// captures and we replay theirs: one raw venue frame per line, prefixed by
+// its receive time as a 28-character UTC timestamp with 100 ns precision
+// and a space:
+//
+//	2026-11-29T12:00:00.1234567Z {"channel":"l2_data",…}
+//
+// An empty line marks a disconnect. Frames are written exactly as
+// received, except that a CR or LF inside a frame (which JSON allows only
+// as whitespace between tokens) is written as a space so the line
+// structure holds. REST responses a book depends on (Binance depth
+// snapshots) are recorded inline as the generated frame the venue's
+// decoder accepts ({"stream":"<sym>@depthSnapshot","generated":true,
+// "data":{…}}), so a capture alone rebuilds the same books.
+//
+// Files are gzip-compressed (.jsonl.gz) or plain (.jsonl). Metadata (venue,
+// endpoint, subscriptions, start time, fanoutd version) travels as JSON in
+// the gzip header's comment field, or for plain files in a sidecar
+// <file>.meta.json; neither touches the line format.
+package replay

@@ -1,0 +1,332 @@
+package replay
+
+import (
+	"bufio"
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/fanoutd/fanoutd/notice"
+	"github.com/fanoutd/fanoutd/venue"
+)
+
+// Source is one capture to play.
+type Source struct {
+	// Name is what errors and notices call it (the path, usually).
+	Name string
+	// Venue overrides the venue in the capture's metadata.
+	Venue string
+	// Open opens the capture; it is called again for every loop.
+	Open func() (*File, error)
+}
+
+// FileSource plays the capture file at path.
+func FileSource(path, venueOverride string) Source {
+	return Source{Name: path, Venue: venueOverride, Open: func() (*File, error) { return Open(path) }}
+}
+
+// PlayerOptions configure Play.
+type PlayerOptions struct {
+	// Speed is the pace: 1 keeps the recorded pacing, N plays N times
+	// faster, 0 (max) as fast as the process can go.
+	Speed float64
+	// Loop plays the captures again from the start when they end, forever
+	// (until ctx ends).
+	Loop bool
+	// NewDecoder builds the decoder for a capture of venueName that emits
+	// to sink: the venue adapter's own decoder. Required.
+	NewDecoder func(venueName string, sink venue.Sink) (venue.Decoder, error)
+	// Sink returns where the events and notices of venueName go (the
+	// daemon's feed for that venue). Required.
+	Sink func(venueName string) (venue.Sink, error)
+	// Start, if set, holds the clock until it is closed (--wait).
+	Start <-chan struct{}
+	// OnBadLine is called for a malformed line (which is skipped); nil
+	// makes a malformed line end the replay with its error.
+	OnBadLine func(err error)
+}
+
+// Stats are what Play did.
+type Stats struct {
+	Frames      int64
+	Disconnects int64
+	BadLines    int64
+}
+
+type cursor struct {
+	src     Source
+	venue   string
+	f       *File
+	dec     venue.Decoder
+	sink    *trackingSink
+	rec     Record
+	offset  time.Duration // added to record times on loops
+	ordinal int           // tie-break: keep source order for equal times
+}
+
+type cursorHeap []*cursor
+
+func (h cursorHeap) Len() int { return len(h) }
+func (h cursorHeap) Less(i, j int) bool {
+	ti, tj := h[i].rec.Time.Add(h[i].offset), h[j].rec.Time.Add(h[j].offset)
+	if !ti.Equal(tj) {
+		return ti.Before(tj)
+	}
+	return h[i].ordinal < h[j].ordinal
+}
+func (h cursorHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *cursorHeap) Push(x any)   { *h = append(*h, x.(*cursor)) }
+func (h *cursorHeap) Pop() any {
+	old := *h
+	c := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return c
+}
+
+// trackingSink passes everything on and remembers the streams it saw, for
+// the replay_end notices.
+type trackingSink struct {
+	inner   venue.Sink
+	mu      sync.Mutex
+	streams map[venue.Stream]struct{}
+	order   []venue.Stream
+}
+
+func (s *trackingSink) Event(ev *venue.Event) {
+	s.mu.Lock()
+	if _, ok := s.streams[ev.Stream]; !ok {
+		s.streams[ev.Stream] = struct{}{}
+		s.order = append(s.order, ev.Stream)
+	}
+	s.mu.Unlock()
+	s.inner.Event(ev)
+}
+
+func (s *trackingSink) Notice(n notice.Notice) { s.inner.Notice(n) }
+
+// Play plays srcs merged in receive-time order through the venues'
+// decoders into their sinks, paced by o.Speed. Without Loop it returns
+// when every capture ended (each stream getting a replay_end notice); with
+// Loop, when ctx ends. A disconnect line is a link drop: a link_down
+// notice, then the decoder's books wait for the next snapshot.
+func Play(ctx context.Context, o PlayerOptions, srcs []Source) (Stats, error) {
+	var st Stats
+	if len(srcs) == 0 {
+		return st, errors.New("replay: no capture to play")
+	}
+	if o.Start != nil {
+		select {
+		case <-o.Start:
+		case <-ctx.Done():
+			return st, ctx.Err()
+		}
+	}
+	var h cursorHeap
+	defer func() {
+		for _, c := range h {
+			c.f.Close()
+		}
+	}()
+	for i, src := range srcs {
+		c := &cursor{src: src, ordinal: i}
+		if err := c.open(o); err != nil {
+			return st, err
+		}
+		if ok, err := c.next(o, &st); err != nil {
+			c.f.Close()
+			return st, err
+		} else if ok {
+			h = append(h, c)
+		} else {
+			c.f.Close()
+			c.end(o)
+		}
+	}
+	heap.Init(&h)
+	var t0 time.Time
+	wall0 := time.Now()
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for h.Len() > 0 {
+		if err := ctx.Err(); err != nil {
+			return st, err
+		}
+		c := h[0]
+		at := c.rec.Time.Add(c.offset)
+		if t0.IsZero() {
+			t0 = at
+		}
+		if o.Speed > 0 {
+			due := wall0.Add(time.Duration(float64(at.Sub(t0)) / o.Speed))
+			if d := time.Until(due); d > 0 {
+				if timer == nil {
+					timer = time.NewTimer(d)
+				} else {
+					timer.Reset(d)
+				}
+				select {
+				case <-timer.C:
+				case <-ctx.Done():
+					return st, ctx.Err()
+				}
+			}
+		}
+		if c.rec.Disconnect {
+			st.Disconnects++
+			c.sink.Notice(notice.Must(notice.LinkDown, c.venue, "", at, "replayed capture: link dropped here", map[string]any{"capture": c.src.Name, "line": c.rec.Line}))
+			c.dec.LinkDown(at)
+		} else {
+			st.Frames++
+			c.dec.Frame(at, c.rec.Frame)
+		}
+		ok, err := c.next(o, &st)
+		if err != nil {
+			return st, err
+		}
+		if ok {
+			heap.Fix(&h, 0)
+			continue
+		}
+		// This capture ended.
+		last := c.rec.Time.Add(c.offset)
+		c.f.Close()
+		if o.Loop {
+			if err := c.open(o); err != nil {
+				return st, err
+			}
+			if ok, err := c.next(o, &st); err != nil {
+				return st, err
+			} else if ok {
+				c.offset = last.Sub(c.rec.Time) + time.Millisecond
+				heap.Fix(&h, 0)
+				continue
+			}
+		}
+		c.end(o)
+		heap.Pop(&h)
+	}
+	return st, nil
+}
+
+func (c *cursor) open(o PlayerOptions) error {
+	f, err := c.src.Open()
+	if err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	v := c.src.Venue
+	if v == "" {
+		v = f.Meta.Venue
+	}
+	if v == "" {
+		f.Close()
+		return fmt.Errorf("replay: %s: the capture does not say which venue it is from; pass --venue", c.src.Name)
+	}
+	if c.venue != v || c.dec == nil {
+		sink, err := o.Sink(v)
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("replay: %s: %w", c.src.Name, err)
+		}
+		c.sink = &trackingSink{inner: sink, streams: map[venue.Stream]struct{}{}}
+		dec, err := o.NewDecoder(v, c.sink)
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("replay: %s: %w", c.src.Name, err)
+		}
+		c.dec = dec
+	}
+	c.venue, c.f = v, f
+	return nil
+}
+
+// next reads the next record into c.rec; false at the end of the file.
+func (c *cursor) next(o PlayerOptions, st *Stats) (bool, error) {
+	for {
+		rec, err := c.f.Next()
+		if errors.Is(err, io.EOF) {
+			return false, nil
+		}
+		if err != nil {
+			var le *LineError
+			if errors.As(err, &le) && o.OnBadLine != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+				st.BadLines++
+				o.OnBadLine(err)
+				continue
+			}
+			return false, err
+		}
+		if rec.Disconnect && rec.Time.IsZero() {
+			rec.Time = c.rec.Time // an empty line happens when the line before it did
+		}
+		c.rec = rec
+		return true, nil
+	}
+}
+
+// end sends replay_end to every stream the capture produced.
+func (c *cursor) end(o PlayerOptions) {
+	c.sink.mu.Lock()
+	streams := append([]venue.Stream(nil), c.sink.order...)
+	c.sink.mu.Unlock()
+	for _, s := range streams {
+		c.sink.Notice(notice.Must(notice.ReplayEnd, c.venue, string(s), c.rec.Time.Add(c.offset), "the replayed capture ended", map[string]any{"capture": c.src.Name}))
+	}
+}
+
+// ExportSink writes events and notices as the websocket sends them, one
+// JSON object per line, assigning each stream's seq as the daemon does.
+// Safe for concurrent use.
+type ExportSink struct {
+	mu  sync.Mutex
+	w   *bufio.Writer
+	seq map[venue.Stream]uint64
+	buf []byte
+	err error
+}
+
+// NewExportSink writes to w; call Flush at the end.
+func NewExportSink(w io.Writer) *ExportSink {
+	return &ExportSink{w: bufio.NewWriterSize(w, 1<<20), seq: map[venue.Stream]uint64{}}
+}
+
+// Event writes ev with its stream's next seq.
+func (s *ExportSink) Event(ev *venue.Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq[ev.Stream]++
+	ev.Seq = s.seq[ev.Stream]
+	s.buf = append(ev.AppendJSON(s.buf[:0]), '\n')
+	s.write()
+}
+
+// Notice writes n.
+func (s *ExportSink) Notice(n notice.Notice) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.buf = append(n.AppendJSON(s.buf[:0]), '\n')
+	s.write()
+}
+
+func (s *ExportSink) write() {
+	if s.err == nil {
+		_, s.err = s.w.Write(s.buf)
+	}
+}
+
+// Flush writes what is buffered and returns the first write error.
+func (s *ExportSink) Flush() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil {
+		s.err = s.w.Flush()
+	}
+	return s.err
+}
