@@ -24,10 +24,39 @@ func (d *Decoder) checksum(bk *bookState) uint32 {
 		n := min(checksumLevels, bk.b.Len(s))
 		for i := 0; i < n; i++ {
 			l := bk.b.Level(s, i)
-			buf = strconv.AppendInt(buf, l.Price.CoefficientInt64(), 10)
-			buf = strconv.AppendInt(buf, l.Size.CoefficientInt64(), 10)
+			buf = d.digits.append(buf, l.Price.CoefficientInt64())
+			buf = d.digits.append(buf, l.Size.CoefficientInt64())
 		}
 	}
 	d.ck = buf
 	return crc32.ChecksumIEEE(buf)
+}
+
+// digitCache remembers the decimal text of recently written coefficients.
+// The checksum rewrites the same 20 levels after every message and only one
+// or two of them changed, so most values are found here; a direct-mapped
+// table was chosen over a map because a lookup is a multiply, a compare and
+// a copy, with no hashing of its own and nothing to evict.
+type digitCache struct {
+	v [digitSlots]int64
+	n [digitSlots]uint8 // 0: empty
+	b [digitSlots][19]byte
+}
+
+const digitBits = 9
+const digitSlots = 1 << digitBits
+
+// append appends the decimal text of v to dst.
+func (c *digitCache) append(dst []byte, v int64) []byte {
+	h := uint64(v) * 0x9e3779b97f4a7c15 >> (64 - digitBits)
+	if n := c.n[h]; n != 0 && c.v[h] == v {
+		return append(dst, c.b[h][:n]...)
+	}
+	start := len(dst)
+	dst = strconv.AppendInt(dst, v, 10)
+	if n := len(dst) - start; n <= len(c.b[h]) {
+		copy(c.b[h][:], dst[start:])
+		c.v[h], c.n[h] = v, uint8(n)
+	}
+	return dst
 }

@@ -46,6 +46,7 @@ type Decoder struct {
 	rawB, rawA []rawLevel    // scratch: one message's levels as parsed
 	lvB, lvA   []venue.Level // scratch: snapshot levels before Replace
 	ck         []byte        // scratch: checksum input
+	digits     digitCache    // text of recent coefficients, for the checksum
 
 	badFrames     uint64    // frames that did not decode, in all
 	badSince      uint64    // bad frames since the last data_quality notice
@@ -468,9 +469,17 @@ func (d *Decoder) update(recv, ts time.Time, st *symState, ck uint32) {
 		return // waiting for a snapshot; Kraken's own updates are meaningless until then
 	}
 	nb, na := len(d.rawB), len(d.rawA)
+	var ev *venue.Event
 	var lv []venue.Level
-	if nb+na > 0 {
-		lv = make([]venue.Level, 0, 2*(nb+na))
+	switch n := nb + na; {
+	case n == 0:
+		ev = &venue.Event{}
+	case n <= 2:
+		// The usual message: one allocation for the event and its levels.
+		eb := &eventBuf{}
+		ev, lv = &eb.ev, eb.lv[:0]
+	default:
+		ev, lv = &venue.Event{}, make([]venue.Level, 0, 2*n)
 	}
 	bids := lv[: 0 : 2*nb]
 	asks := lv[2*nb : 2*nb : cap(lv)]
@@ -501,7 +510,15 @@ func (d *Decoder) update(recv, ts time.Time, st *symState, ck uint32) {
 	if len(asks) == 0 {
 		asks = nil
 	}
-	d.emit(&venue.Event{Kind: venue.KindBook, Stream: st.l2, VenueTime: ts, RecvTime: recv, Bids: bids, Asks: asks})
+	*ev = venue.Event{Kind: venue.KindBook, Stream: st.l2, VenueTime: ts, RecvTime: recv, Bids: bids, Asks: asks}
+	d.emit(ev)
+}
+
+// eventBuf is an update event with room for the levels of a small message
+// (up to two levels, and as many truncation removals), allocated as one.
+type eventBuf struct {
+	ev venue.Event
+	lv [4]venue.Level
 }
 
 // applySide sets each raw level on side s of bk, in order, appending what

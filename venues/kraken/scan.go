@@ -23,6 +23,9 @@ const maxDepth = 32
 func (s *scanner) reset(b []byte) { s.b, s.i, s.bad = b, 0, false }
 
 func (s *scanner) ws() {
+	if s.i < len(s.b) && s.b[s.i] > ' ' {
+		return // the common case: Kraken sends no space between tokens
+	}
 	for s.i < len(s.b) {
 		switch s.b[s.i] {
 		case ' ', '\t', '\n', '\r':

@@ -92,8 +92,15 @@ func (m *Mock) Server() *venuetest.Server { return m.srv }
 
 // Start starts a fresh mock (new server, new book) bound to t.
 func (m *Mock) Start(t *testing.T) {
-	m.defaults()
 	m.mu.Lock()
+	m.reset()
+	m.mu.Unlock()
+	m.srv = venuetest.NewServer(t, m)
+}
+
+// reset makes a fresh book. Caller holds m.mu.
+func (m *Mock) reset() {
+	m.defaults()
 	m.rng = rand.New(rand.NewPCG(m.Seed, 7))
 	m.fmtRng = rand.New(rand.NewPCG(m.Seed, 8))
 	m.bids, m.asks = map[int64]int64{}, map[int64]int64{}
@@ -106,8 +113,30 @@ func (m *Mock) Start(t *testing.T) {
 		m.asks[mid+1+2*i] = m.qty()
 	}
 	m.publishView()
-	m.mu.Unlock()
-	m.srv = venuetest.NewServer(t, m)
+}
+
+// Frames generates, without a server, the instrument snapshot, a book
+// snapshot and n update frames for a fresh book, as the mock would send
+// them: a level2 stream for benchmarks, fuzzing and replay tests. It
+// resets the mock's book.
+func (m *Mock) Frames(n int) (instrument, snapshot []byte, updates [][]byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reset()
+	instrument = m.instrumentFrame()
+	snapshot = m.bookFrame("snapshot", m.top(m.bids, true), m.top(m.asks, false))
+	for range n {
+		bids0, asks0 := m.top(m.bids, true), m.top(m.asks, false)
+		m.change(bids0, asks0)
+		m.publishView()
+		updates = append(updates, m.bookFrame("update", diff(bids0, m.top(m.bids, true), m.bids), diff(asks0, m.top(m.asks, false), m.asks)))
+	}
+	return instrument, snapshot, updates
+}
+
+func (m *Mock) instrumentFrame() []byte {
+	return fmt.Appendf(nil, `{"channel":"instrument","type":"snapshot","data":{"assets":[],"pairs":[{"symbol":%q,"base":"BTC","quote":"USD","status":"online","qty_precision":%d,"qty_increment":0.00000001,"price_precision":%d,"cost_precision":5,"marginable":true,"has_index":true,"cost_min":0.5,"tick_size":0.1,"price_increment":0.1,"qty_min":0.00005}]}}`,
+		m.Sym, m.QtyPrec, m.PricePrec)
 }
 
 // NewAdapter builds a kraken adapter pointed at the mock, with liveness
@@ -200,8 +229,7 @@ func (m *Mock) subscribe(c *venuetest.Conn, r *request) {
 	if ch == "instrument" {
 		c.Send(m.answer(r.Method, true, map[string]any{"channel": "instrument", "snapshot": true}, "", "", r.ReqID))
 		if r.Method == "subscribe" {
-			c.Send(fmt.Appendf(nil, `{"channel":"instrument","type":"snapshot","data":{"assets":[],"pairs":[{"symbol":%q,"base":"BTC","quote":"USD","status":"online","qty_precision":%d,"qty_increment":0.00000001,"price_precision":%d,"cost_precision":5,"marginable":true,"has_index":true,"cost_min":0.5,"tick_size":0.1,"price_increment":0.1,"qty_min":0.00005}]}}`,
-				m.Sym, m.QtyPrec, m.PricePrec))
+			c.Send(m.instrumentFrame())
 		}
 		return
 	}
