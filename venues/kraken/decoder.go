@@ -209,7 +209,7 @@ func (d *Decoder) Frame(recv time.Time, frame []byte) {
 			h.method = s.str()
 		case "success":
 			h.success, h.hasSuccess = s.boolean(), true
-		case "error":
+		case "error", "Error": // the rate-limit error is reported as {"Error":"Exceeded msg rate"} (unverified)
 			if s.peek() == '"' {
 				h.errText = s.str()
 			} else {
