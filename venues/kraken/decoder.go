@@ -77,7 +77,11 @@ type symState struct {
 	l2, trades, ticker venue.Stream
 	pricePrec, qtyPrec int  // from the instrument channel
 	precKnown          bool // pricePrec/qtyPrec came from the venue
-	book               *bookState
+	// infPP and infQP are the finest precisions seen for the symbol while
+	// none is known: a snapshot's levels may all be coarser than the
+	// instrument's precision, and a later update then shows a finer one.
+	infPP, infQP int
+	book         *bookState
 }
 
 // bookState is one symbol's book and whether it can be trusted.
@@ -409,7 +413,7 @@ func (d *Decoder) snapshot(recv, ts time.Time, st *symState, ck uint32) {
 		// No instrument data yet: take the finest precision the snapshot
 		// shows. Kraken writes values at full precision, so this matches the
 		// instrument's precision on live frames (see doc.go).
-		pp, qp = 0, 0
+		pp, qp = st.infPP, st.infQP
 		for _, l := range d.rawB {
 			pp, qp = max(pp, l.pdec), max(qp, l.qdec)
 		}
@@ -488,6 +492,15 @@ func (d *Decoder) update(recv, ts time.Time, st *symState, ck uint32) {
 		asks, ok = d.applySide(asks, bk, venue.Ask, d.rawA)
 	}
 	if !ok {
+		if !st.precKnown {
+			// The precision was inferred too coarse: remember the finer one
+			// for the snapshot the resync brings.
+			for _, raw := range [2][]rawLevel{d.rawB, d.rawA} {
+				for _, l := range raw {
+					st.infPP, st.infQP = max(st.infPP, min(l.pdec, 18)), max(st.infQP, min(l.qdec, 18))
+				}
+			}
+		}
 		d.badFrame(recv, "book level finer than the instrument's precision", st)
 		return
 	}

@@ -277,3 +277,28 @@ func TestBadFramesReportedOncePerBurst(t *testing.T) {
 		t.Fatalf("book_resync notices = %+v, want one", r)
 	}
 }
+
+// Without instrument data a snapshot whose values are all coarse gives too
+// coarse a precision; the first finer update resyncs, and the next
+// snapshot is read at the finer precision.
+func TestInferredPrecisionGrows(t *testing.T) {
+	frame := func(typ, bids string, ck uint32) []byte {
+		return fmt.Appendf(nil, `{"channel":"book","type":%q,"data":[{"symbol":"ABC/USD","bids":[%s],"asks":[{"price":2.5,"qty":1}],"checksum":%d}]}`, typ, bids, ck)
+	}
+	ck := func(bids, asks []venue.Level) uint32 { return krakentest.Checksum(bids, asks, 2, 1) }
+	asks := levels("2.5", "1")
+	snap1 := frame("snapshot", `{"price":1.5,"qty":3}`, krakentest.Checksum(levels("1.5", "3"), asks, 1, 0))
+	up := frame("update", `{"price":1.25,"qty":2.5}`, ck(levels("1.5", "3", "1.25", "2.5"), asks))
+	snap2 := frame("snapshot", `{"price":1.5,"qty":3},{"price":1.25,"qty":2.5}`, ck(levels("1.5", "3", "1.25", "2.5"), asks))
+	sink, _ := decode(t, 10, snap1, up, snap2)
+	if n := noticesOf(sink, notice.BookResync); len(n) != 1 {
+		t.Fatalf("resyncs = %+v, want one", n)
+	}
+	want := bookOf(levels("1.5", "3", "1.25", "2.5"), asks)
+	if got := sink.Book("kraken:level2:ABC/USD"); !got.Equal(want) {
+		t.Fatalf("book:\n%s", dump(got))
+	}
+	if evs := sink.Events(); len(evs) != 2 || !evs[1].Snapshot {
+		t.Fatalf("events = %d, want two snapshots", len(evs))
+	}
+}
