@@ -86,3 +86,25 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// A typical update frame costs at most the event (with its levels) and the
+// decimals of the sizes and new prices it carries: the budget below is
+// what the benchmark's stream averages, with room for a new price.
+func TestUpdateAllocBudget(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts differ under -race")
+	}
+	instr, snap, ups := benchFrames(10)
+	d := kraken.NewDecoder(venue.Config{Sink: &countSink{}, Depth: 10})
+	t0 := time.Unix(0, 0)
+	d.Frame(t0, instr)
+	d.Frame(t0, snap)
+	i := 0
+	avg := testing.AllocsPerRun(5000, func() {
+		d.Frame(t0, ups[i])
+		i++
+	})
+	if avg > 4 {
+		t.Fatalf("%.2f allocations per update frame, budget 4", avg)
+	}
+}
