@@ -1,0 +1,971 @@
+package kraken
+
+import (
+	"bytes"
+	"log/slog"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/fanoutd/fanoutd/notice"
+	"github.com/fanoutd/fanoutd/venue"
+)
+
+// Name is the venue's name as it appears in streams.
+const Name = "kraken"
+
+// Book depths Kraken accepts for the book channel.
+var validDepths = []int{10, 25, 100, 500, 1000}
+
+// DefaultDepth is the book depth subscribed when Config.Depth is 0 (Kraken's
+// own default).
+const DefaultDepth = 10
+
+// checksumLevels is how many levels per side the v2 checksum covers,
+// whatever the subscribed depth.
+const checksumLevels = 10
+
+// qualityWindow is the shortest interval between two data_quality notices:
+// the bad frames of one burst are counted and reported together.
+const qualityWindow = 10 * time.Second
+
+// Decoder turns Kraken v2 frames into events and notices on its sink: it
+// keeps each symbol's book, applies Kraken's depth truncation, verifies the
+// CRC32 checksum after every book message, and marks a book invalid (and,
+// in a live adapter, resubscribes it) when a message does not verify. The
+// live Adapter drives one from its socket; replay drives one from a capture.
+// A Decoder is not safe for concurrent use.
+type Decoder struct {
+	sink  venue.Sink
+	log   *slog.Logger
+	depth int
+
+	syms map[string]*symState
+	sc   scanner
+
+	rawB, rawA []rawLevel    // scratch: one message's levels as parsed
+	lvB, lvA   []venue.Level // scratch: snapshot levels before Replace
+	ck         []byte        // scratch: checksum input
+	digits     digitCache    // text of recent coefficients, for the checksum
+
+	badFrames     uint64    // frames that did not decode, in all
+	badSince      uint64    // bad frames since the last data_quality notice
+	lastQuality   time.Time // when the last data_quality notice went out
+	dataFrames    uint64    // book, trade and ticker frames decoded
+	instrumentGot bool      // an instrument snapshot has arrived
+
+	// Hooks the live adapter sets; nil when replaying.
+	cov          *venue.CoverageTracker
+	onResync     func(symbol string)
+	onAck        func(a ack)
+	onInstrument func()
+}
+
+// ack is a subscribe or unsubscribe answer as the decoder read it.
+type ack struct {
+	method  string // "subscribe" or "unsubscribe"
+	success bool
+	channel string // from result, "" if the venue did not say
+	symbol  string
+	reqID   int64
+	err     string
+}
+
+// symState is what the decoder keeps per symbol.
+type symState struct {
+	sym                string
+	l2, trades, ticker venue.Stream
+	pricePrec, qtyPrec int  // from the instrument channel
+	precKnown          bool // pricePrec/qtyPrec came from the venue
+	// infPP and infQP are the finest precisions seen for the symbol while
+	// none is known: a snapshot's levels may all be coarser than the
+	// instrument's precision, and a later update then shows a finer one.
+	infPP, infQP int
+	book         *bookState
+}
+
+// bookState is one symbol's book and whether it can be trusted.
+type bookState struct {
+	b     venue.Book
+	valid bool // a verified snapshot arrived and every message since verified
+	// pp and qp are the exponents every price and size in b carries
+	// (-pp, -qp), so Cmp never rescales and the checksum reads the
+	// coefficient directly.
+	pp, qp int
+}
+
+// rawLevel is one level as parsed, before it is rescaled.
+type rawLevel struct {
+	p, q       int64
+	pdec, qdec int
+}
+
+// NewDecoder returns a decoder that writes to cfg.Sink and keeps books at
+// cfg.Depth (the depth a capture was subscribed with; Kraken's default 10
+// when 0). Invalid depths fall back to the default; New rejects them.
+func NewDecoder(cfg venue.Config) *Decoder {
+	depth := cfg.Depth
+	if !validDepth(depth) {
+		depth = DefaultDepth
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Decoder{sink: cfg.Sink, log: log.With("venue", Name), depth: depth, syms: make(map[string]*symState)}
+}
+
+var _ venue.Decoder = (*Decoder)(nil)
+
+func validDepth(d int) bool {
+	for _, v := range validDepths {
+		if d == v {
+			return true
+		}
+	}
+	return false
+}
+
+// BadFrames returns how many frames did not decode since the decoder was
+// made.
+func (d *Decoder) BadFrames() uint64 { return d.badFrames }
+
+// LinkDown marks every book invalid: after a reconnect Kraken sends a new
+// snapshot, and nothing is published for a book until it has.
+func (d *Decoder) LinkDown(t time.Time) {
+	for _, s := range d.syms {
+		if s.book != nil {
+			s.book.valid = false
+		}
+	}
+}
+
+// symbol returns the state for sym, creating it; nil if sym is not a
+// symbol a stream may carry.
+func (d *Decoder) symbol(sym []byte) *symState {
+	if s := d.syms[string(sym)]; s != nil {
+		return s
+	}
+	if !validSymbol(sym) {
+		return nil
+	}
+	name := string(sym)
+	s := &symState{
+		sym:    name,
+		l2:     venue.NewStream(Name, venue.Level2, name),
+		trades: venue.NewStream(Name, venue.Trades, name),
+		ticker: venue.NewStream(Name, venue.Ticker, name),
+	}
+	d.syms[name] = s
+	return s
+}
+
+func validSymbol(s []byte) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if c <= ' ' || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// frameHead is what the top level of a frame says.
+type frameHead struct {
+	channel, typ, method, errText, symbol []byte
+	success, hasSuccess                   bool
+	reqID                                 int64
+	result                                []byte
+	data                                  []byte // raw data value, when it came before channel/type
+	dataDone                              bool   // data was decoded in place
+}
+
+// Frame decodes one raw frame received at recv.
+func (d *Decoder) Frame(recv time.Time, frame []byte) {
+	s := &d.sc
+	s.reset(frame)
+	var h frameHead
+	if !s.expect('{') {
+		d.badFrame(recv, "not a JSON object", nil)
+		return
+	}
+	first := true
+	for s.more('}', &first) {
+		switch string(s.key()) {
+		case "channel":
+			h.channel = s.str()
+		case "type":
+			h.typ = s.str()
+		case "data":
+			if h.channel != nil && h.typ != nil {
+				if !d.data(recv, &h) {
+					return // reported
+				}
+				h.dataDone = true
+				continue
+			}
+			start := s.i
+			s.skip()
+			h.data = frame[start:s.i]
+		case "method":
+			h.method = s.str()
+		case "success":
+			h.success, h.hasSuccess = s.boolean(), true
+		case "error", "Error": // the rate-limit error is reported as {"Error":"Exceeded msg rate"} (unverified)
+			if s.peek() == '"' {
+				h.errText = s.str()
+			} else {
+				s.skip()
+			}
+		case "symbol":
+			if s.peek() == '"' {
+				h.symbol = s.str()
+			} else {
+				s.skip()
+			}
+		case "req_id":
+			n, dec, ok := parseNum(s.num())
+			if ok && dec == 0 {
+				h.reqID = n
+			}
+		case "result":
+			start := s.i
+			s.skip()
+			h.result = frame[start:s.i]
+		default:
+			s.skip()
+		}
+	}
+	if !s.end() {
+		d.badFrame(recv, "malformed JSON", nil)
+		return
+	}
+	if h.data != nil && !h.dataDone {
+		s.reset(h.data)
+		if !d.data(recv, &h) {
+			return
+		}
+		s.reset(frame)
+	}
+	if h.method != nil {
+		d.method(recv, &h)
+		return
+	}
+	if h.channel == nil {
+		if h.errText != nil {
+			d.venueError(recv, "", h.errText, h.symbol)
+			return
+		}
+		d.badFrame(recv, "frame with neither channel nor method", nil)
+	}
+}
+
+// data decodes the data value at the scanner's position for h's channel.
+// It returns false when the frame was bad (and has been reported).
+func (d *Decoder) data(recv time.Time, h *frameHead) bool {
+	s := &d.sc
+	switch string(h.channel) {
+	case "book":
+		snap := string(h.typ) == "snapshot"
+		if !snap && string(h.typ) != "update" {
+			d.badFrame(recv, "book frame of unknown type", nil)
+			return false
+		}
+		d.dataFrames++
+		return d.bookData(recv, snap)
+	case "trade":
+		d.dataFrames++
+		return d.tradeData(recv)
+	case "ticker":
+		d.dataFrames++
+		return d.tickerData(recv)
+	case "instrument":
+		return d.instrumentData(recv, string(h.typ) == "snapshot")
+	case "status":
+		return d.statusData(recv)
+	}
+	s.skip() // heartbeat and channels we do not use
+	if s.bad {
+		d.badFrame(recv, "malformed JSON", nil)
+		return false
+	}
+	return true
+}
+
+// bookData decodes a book snapshot or update: an array of per-symbol
+// objects.
+func (d *Decoder) bookData(recv time.Time, snap bool) bool {
+	s := &d.sc
+	if !s.expect('[') {
+		d.badFrame(recv, "book data is not an array", nil)
+		return false
+	}
+	first := true
+	for s.more(']', &first) {
+		var sym, tsb []byte
+		var ck int64
+		hasCk := false
+		d.rawB, d.rawA = d.rawB[:0], d.rawA[:0]
+		badLevel := ""
+		s.expect('{')
+		f2 := true
+		for s.more('}', &f2) {
+			switch string(s.key()) {
+			case "symbol":
+				sym = s.str()
+			case "bids":
+				d.rawB = d.levels(d.rawB, &badLevel)
+			case "asks":
+				d.rawA = d.levels(d.rawA, &badLevel)
+			case "checksum":
+				n, dec, ok := parseNum(s.num())
+				if ok && dec == 0 && n >= 0 && n <= 1<<32-1 {
+					ck, hasCk = n, true
+				} else {
+					badLevel = "bad checksum field"
+				}
+			case "timestamp":
+				tsb = s.str()
+			default:
+				s.skip()
+			}
+		}
+		if s.bad {
+			d.badFrame(recv, "malformed book frame", d.syms[string(sym)])
+			return false
+		}
+		st := d.symbol(sym)
+		if st == nil {
+			d.badFrame(recv, "book frame without a valid symbol", nil)
+			continue
+		}
+		if badLevel != "" {
+			d.badFrame(recv, badLevel, st)
+			continue
+		}
+		if !hasCk {
+			d.badFrame(recv, "book frame without a checksum", st)
+			continue
+		}
+		var ts time.Time
+		if tsb != nil {
+			ts, _ = parseTime(tsb)
+		}
+		if snap {
+			d.snapshot(recv, ts, st, uint32(ck))
+		} else {
+			d.update(recv, ts, st, uint32(ck))
+		}
+	}
+	if s.bad {
+		d.badFrame(recv, "malformed book frame", nil)
+		return false
+	}
+	return true
+}
+
+// levels reads an array of {"price":…,"qty":…} into dst.
+func (d *Decoder) levels(dst []rawLevel, bad *string) []rawLevel {
+	s := &d.sc
+	if !s.expect('[') {
+		return dst
+	}
+	first := true
+	for s.more(']', &first) {
+		var l rawLevel
+		okP, okQ := false, false
+		s.expect('{')
+		f2 := true
+		for s.more('}', &f2) {
+			switch string(s.key()) {
+			case "price":
+				l.p, l.pdec, okP = parseNum(s.num())
+			case "qty":
+				l.q, l.qdec, okQ = parseNum(s.num())
+			default:
+				s.skip()
+			}
+		}
+		switch {
+		case !okP || !okQ:
+			*bad = "level without a readable price and qty"
+		case l.p <= 0:
+			*bad = "level with a price not above zero"
+		case l.q < 0:
+			*bad = "level with a negative qty"
+		}
+		dst = append(dst, l)
+	}
+	return dst
+}
+
+// snapshot replaces st's book with the levels parsed into rawB/rawA.
+func (d *Decoder) snapshot(recv, ts time.Time, st *symState, ck uint32) {
+	bk := st.book
+	if bk == nil {
+		bk = &bookState{}
+		st.book = bk
+	}
+	pp, qp := st.pricePrec, st.qtyPrec
+	if !st.precKnown {
+		// No instrument data yet: take the finest precision the snapshot
+		// shows. Kraken writes values at full precision, so this matches the
+		// instrument's precision on live frames (see doc.go).
+		pp, qp = st.infPP, st.infQP
+		for _, l := range d.rawB {
+			pp, qp = max(pp, l.pdec), max(qp, l.qdec)
+		}
+		for _, l := range d.rawA {
+			pp, qp = max(pp, l.pdec), max(qp, l.qdec)
+		}
+	}
+	bk.pp, bk.qp = pp, qp
+	var ok bool
+	if d.lvB, ok = d.toLevels(d.lvB[:0], d.rawB, pp, qp); !ok {
+		d.badFrame(recv, "book level finer than the instrument's precision", st)
+		return
+	}
+	if d.lvA, ok = d.toLevels(d.lvA[:0], d.rawA, pp, qp); !ok {
+		d.badFrame(recv, "book level finer than the instrument's precision", st)
+		return
+	}
+	bk.b.Replace(d.lvB, d.lvA)
+	bk.b.Truncate(nil, venue.Bid, d.depth)
+	bk.b.Truncate(nil, venue.Ask, d.depth)
+	if bk.b.Crossed() {
+		bk.valid = false
+		d.badFrame(recv, "crossed book in snapshot", st)
+		return
+	}
+	if got := d.checksum(bk); got != ck {
+		d.resync(recv, st, "checksum", "snapshot", ck, got)
+		return
+	}
+	bk.valid = true
+	ev := bk.b.Snapshot(st.l2)
+	ev.VenueTime, ev.RecvTime = ts, recv
+	d.emit(ev)
+}
+
+func (d *Decoder) toLevels(dst []venue.Level, raw []rawLevel, pp, qp int) ([]venue.Level, bool) {
+	for _, l := range raw {
+		p, ok1 := rescale(l.p, l.pdec, pp)
+		q, ok2 := rescale(l.q, l.qdec, qp)
+		if !ok1 || !ok2 {
+			return dst, false
+		}
+		if q == 0 {
+			continue
+		}
+		dst = append(dst, venue.Level{Price: decimal.New(p, int32(-pp)), Size: decimal.New(q, int32(-qp))})
+	}
+	return dst, true
+}
+
+// update applies the levels parsed into rawB/rawA to st's book, truncates
+// to the subscribed depth, verifies, and publishes the change — including
+// each level truncation pushed out, as a removal.
+func (d *Decoder) update(recv, ts time.Time, st *symState, ck uint32) {
+	bk := st.book
+	if bk == nil || !bk.valid {
+		return // waiting for a snapshot; Kraken's own updates are meaningless until then
+	}
+	nb, na := len(d.rawB), len(d.rawA)
+	var ev *venue.Event
+	var lv []venue.Level
+	switch n := nb + na; {
+	case n == 0:
+		ev = &venue.Event{}
+	case n <= 2:
+		// The usual message: one allocation for the event and its levels.
+		eb := &eventBuf{}
+		ev, lv = &eb.ev, eb.lv[:0]
+	default:
+		ev, lv = &venue.Event{}, make([]venue.Level, 0, 2*n)
+	}
+	bids := lv[: 0 : 2*nb]
+	asks := lv[2*nb : 2*nb : cap(lv)]
+	var ok bool
+	if bids, ok = d.applySide(bids, bk, venue.Bid, d.rawB); ok {
+		asks, ok = d.applySide(asks, bk, venue.Ask, d.rawA)
+	}
+	if !ok {
+		if !st.precKnown {
+			// The precision was inferred too coarse: remember the finer one
+			// for the snapshot the resync brings.
+			for _, raw := range [2][]rawLevel{d.rawB, d.rawA} {
+				for _, l := range raw {
+					st.infPP, st.infQP = max(st.infPP, min(l.pdec, 18)), max(st.infQP, min(l.qdec, 18))
+				}
+			}
+		}
+		d.badFrame(recv, "book level finer than the instrument's precision", st)
+		return
+	}
+	bids = bk.b.Truncate(bids, venue.Bid, d.depth)
+	asks = bk.b.Truncate(asks, venue.Ask, d.depth)
+	if bk.b.Crossed() {
+		d.badFrame(recv, "crossed book after update", st)
+		return
+	}
+	if got := d.checksum(bk); got != ck {
+		d.resync(recv, st, "checksum", "update", ck, got)
+		return
+	}
+	if len(bids) == 0 && len(asks) == 0 {
+		return
+	}
+	if len(bids) == 0 {
+		bids = nil
+	}
+	if len(asks) == 0 {
+		asks = nil
+	}
+	*ev = venue.Event{Kind: venue.KindBook, Stream: st.l2, VenueTime: ts, RecvTime: recv, Bids: bids, Asks: asks}
+	d.emit(ev)
+}
+
+// eventBuf is an update event with room for the levels of a small message
+// (up to two levels, and as many truncation removals), allocated as one.
+type eventBuf struct {
+	ev venue.Event
+	lv [4]venue.Level
+}
+
+// applySide sets each raw level on side s of bk, in order, appending what
+// it set to dst. A price already in the book reuses the book's decimal.
+func (d *Decoder) applySide(dst []venue.Level, bk *bookState, s venue.BookSide, raw []rawLevel) ([]venue.Level, bool) {
+	for _, l := range raw {
+		p, ok1 := rescale(l.p, l.pdec, bk.pp)
+		q, ok2 := rescale(l.q, l.qdec, bk.qp)
+		if !ok1 || !ok2 {
+			return dst, false
+		}
+		price, found := findPrice(&bk.b, s, p)
+		if !found {
+			price = decimal.New(p, int32(-bk.pp))
+		}
+		var size decimal.Decimal
+		if q != 0 {
+			size = decimal.New(q, int32(-bk.qp))
+		} else if !found {
+			continue // removing a level we do not hold (already truncated): nothing changes
+		}
+		bk.b.Set(s, price, size)
+		dst = append(dst, venue.Level{Price: price, Size: size})
+	}
+	return dst, true
+}
+
+// findPrice finds the level whose price coefficient is p (every price in a
+// book shares its exponent) by binary search on integers, and returns the
+// book's own decimal for it.
+func findPrice(b *venue.Book, s venue.BookSide, p int64) (decimal.Decimal, bool) {
+	lo, hi := 0, b.Len(s) // index 0 is the best level
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		l := b.Level(s, m)
+		c := l.Price.CoefficientInt64()
+		if c == p {
+			return l.Price, true
+		}
+		// Better prices come first: higher bids, lower asks.
+		if (s == venue.Bid) == (c > p) {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return decimal.Decimal{}, false
+}
+
+// resync marks st's book invalid and asks for a fresh snapshot.
+func (d *Decoder) resync(recv time.Time, st *symState, reason, during string, want, got uint32) {
+	bk := st.book
+	if bk != nil {
+		bk.valid = false
+	}
+	details := map[string]any{
+		"reason":  reason,
+		"symbol":  st.sym,
+		"message": during,
+		// Kraken has no sequence numbers: the checksums are what identify
+		// the mismatch.
+		"venue_checksum":    uint64(want),
+		"computed_checksum": uint64(got),
+	}
+	if reason != "checksum" {
+		delete(details, "venue_checksum")
+		delete(details, "computed_checksum")
+	}
+	d.sink.Notice(notice.Must(notice.BookResync, Name, string(st.l2), recv,
+		"kraken "+st.sym+" book "+reason+" mismatch on "+during+"; resubscribing for a fresh snapshot", details))
+	if d.cov != nil {
+		d.cov.Resync()
+	}
+	if d.onResync != nil {
+		d.onResync(st.sym)
+	}
+}
+
+// badFrame counts a frame that did not decode, reports it at most once per
+// qualityWindow, and resyncs the book it concerned — or every valid book if
+// it cannot be told which (the checksum covers only the top 10 levels, so a
+// lost update deeper in the book would otherwise go unnoticed).
+func (d *Decoder) badFrame(recv time.Time, reason string, st *symState) {
+	d.badFrames++
+	d.badSince++
+	if d.lastQuality.IsZero() || recv.Sub(d.lastQuality) >= qualityWindow || recv.Before(d.lastQuality) {
+		stream := ""
+		if st != nil {
+			stream = string(st.l2)
+		}
+		d.sink.Notice(notice.Must(notice.DataQuality, Name, stream, recv, "kraken: "+reason,
+			map[string]any{"reason": reason, "bad_frames": d.badFrames, "bad_frames_since_last_notice": d.badSince}))
+		d.lastQuality, d.badSince = recv, 0
+	}
+	d.log.Debug("bad frame", "reason", reason)
+	if st != nil {
+		if st.book != nil && st.book.valid {
+			d.resyncBad(recv, st, reason)
+		}
+		return
+	}
+	for _, s := range d.syms {
+		if s.book != nil && s.book.valid {
+			d.resyncBad(recv, s, reason)
+		}
+	}
+}
+
+func (d *Decoder) resyncBad(recv time.Time, st *symState, reason string) {
+	st.book.valid = false
+	d.sink.Notice(notice.Must(notice.BookResync, Name, string(st.l2), recv,
+		"kraken "+st.sym+" book resync after a bad frame: "+reason,
+		map[string]any{"reason": "bad_frame", "detail": reason, "symbol": st.sym}))
+	if d.cov != nil {
+		d.cov.Resync()
+	}
+	if d.onResync != nil {
+		d.onResync(st.sym)
+	}
+}
+
+func (d *Decoder) emit(ev *venue.Event) {
+	if d.cov != nil && d.cov.Observe(ev.Stream, ev.RecvTime) {
+		d.sink.Notice(notice.Must(notice.CoverageChange, Name, string(ev.Stream), ev.RecvTime,
+			"kraken "+string(ev.Stream)+" is live", map[string]any{"stream": string(ev.Stream), "live": true}))
+	}
+	d.sink.Event(ev)
+}
+
+// tradeData decodes an array of trades, one event each.
+func (d *Decoder) tradeData(recv time.Time) bool {
+	s := &d.sc
+	if !s.expect('[') {
+		d.badFrame(recv, "trade data is not an array", nil)
+		return false
+	}
+	first := true
+	for s.more(']', &first) {
+		var sym, side, id, tsb []byte
+		var p, q int64
+		var pd, qd int
+		okP, okQ := false, false
+		s.expect('{')
+		f2 := true
+		for s.more('}', &f2) {
+			switch string(s.key()) {
+			case "symbol":
+				sym = s.str()
+			case "side":
+				side = s.str()
+			case "price":
+				p, pd, okP = parseNum(s.num())
+			case "qty":
+				q, qd, okQ = parseNum(s.num())
+			case "trade_id":
+				id = s.num()
+			case "timestamp":
+				tsb = s.str()
+			default:
+				s.skip()
+			}
+		}
+		if s.bad {
+			break
+		}
+		st := d.symbol(sym)
+		if st == nil || !okP || !okQ || p <= 0 || q <= 0 {
+			d.badFrame(recv, "trade without a valid symbol, price or qty", nil)
+			continue
+		}
+		ev := &venue.Event{Kind: venue.KindTrade, Stream: st.trades, RecvTime: recv,
+			TradeID: string(id), Price: decimal.New(p, int32(-pd)), Size: decimal.New(q, int32(-qd))}
+		switch string(side) {
+		case "buy":
+			ev.Side = venue.SideBuy
+		case "sell":
+			ev.Side = venue.SideSell
+		}
+		if tsb != nil {
+			ev.VenueTime, _ = parseTime(tsb)
+		}
+		d.emit(ev)
+	}
+	if s.bad {
+		d.badFrame(recv, "malformed trade frame", nil)
+		return false
+	}
+	return true
+}
+
+// tickerData decodes an array of tickers (best bid and offer, last trade).
+func (d *Decoder) tickerData(recv time.Time) bool {
+	s := &d.sc
+	if !s.expect('[') {
+		d.badFrame(recv, "ticker data is not an array", nil)
+		return false
+	}
+	first := true
+	for s.more(']', &first) {
+		var sym, tsb []byte
+		var v [5]struct {
+			c   int64
+			dec int
+			ok  bool
+		}
+		s.expect('{')
+		f2 := true
+		for s.more('}', &f2) {
+			k := s.key()
+			i := -1
+			switch string(k) {
+			case "symbol":
+				sym = s.str()
+			case "bid":
+				i = 0
+			case "bid_qty":
+				i = 1
+			case "ask":
+				i = 2
+			case "ask_qty":
+				i = 3
+			case "last":
+				i = 4
+			case "timestamp":
+				tsb = s.str()
+			default:
+				s.skip()
+			}
+			if i >= 0 {
+				v[i].c, v[i].dec, v[i].ok = parseNum(s.num())
+			}
+		}
+		if s.bad {
+			break
+		}
+		st := d.symbol(sym)
+		if st == nil || !v[0].ok || !v[1].ok || !v[2].ok || !v[3].ok || v[1].c < 0 || v[3].c < 0 {
+			d.badFrame(recv, "ticker without a valid symbol, bid or ask", nil)
+			continue
+		}
+		dec := func(i int) decimal.Decimal { return decimal.New(v[i].c, int32(-v[i].dec)) }
+		ev := &venue.Event{Kind: venue.KindTicker, Stream: st.ticker, RecvTime: recv,
+			Bid: dec(0), BidSize: dec(1), Ask: dec(2), AskSize: dec(3)}
+		if v[4].ok {
+			ev.Last = decimal.NullDecimal{Decimal: dec(4), Valid: true}
+		}
+		if tsb != nil {
+			ev.VenueTime, _ = parseTime(tsb)
+		}
+		d.emit(ev)
+	}
+	if s.bad {
+		d.badFrame(recv, "malformed ticker frame", nil)
+		return false
+	}
+	return true
+}
+
+// instrumentData reads the instrument channel's pairs for their price and
+// qty precision. A precision that changes under a live book resyncs it.
+func (d *Decoder) instrumentData(recv time.Time, snap bool) bool {
+	s := &d.sc
+	if !s.expect('{') {
+		d.badFrame(recv, "instrument data is not an object", nil)
+		return false
+	}
+	first := true
+	for s.more('}', &first) {
+		if string(s.key()) != "pairs" {
+			s.skip()
+			continue
+		}
+		if !s.expect('[') {
+			break
+		}
+		f2 := true
+		for s.more(']', &f2) {
+			var sym []byte
+			pp, qp := -1, -1
+			s.expect('{')
+			f3 := true
+			for s.more('}', &f3) {
+				switch string(s.key()) {
+				case "symbol":
+					sym = s.str()
+				case "price_precision":
+					if n, dec, ok := parseNum(s.num()); ok && dec == 0 && n >= 0 && n <= 18 {
+						pp = int(n)
+					}
+				case "qty_precision":
+					if n, dec, ok := parseNum(s.num()); ok && dec == 0 && n >= 0 && n <= 18 {
+						qp = int(n)
+					}
+				default:
+					s.skip()
+				}
+			}
+			if s.bad || pp < 0 || qp < 0 {
+				continue
+			}
+			st := d.symbol(sym)
+			if st == nil {
+				continue
+			}
+			changed := st.precKnown && (st.pricePrec != pp || st.qtyPrec != qp) ||
+				!st.precKnown && st.book != nil && st.book.valid && (st.book.pp != pp || st.book.qp != qp)
+			st.pricePrec, st.qtyPrec, st.precKnown = pp, qp, true
+			if changed && st.book != nil && st.book.valid {
+				d.resync(recv, st, "precision_change", "instrument", 0, 0)
+			}
+		}
+	}
+	if s.bad {
+		d.badFrame(recv, "malformed instrument frame", nil)
+		return false
+	}
+	if snap {
+		d.instrumentGot = true
+		if d.onInstrument != nil {
+			d.onInstrument()
+		}
+	}
+	return true
+}
+
+// statusData logs the venue's system status (online, maintenance,
+// cancel_only, post_only).
+func (d *Decoder) statusData(recv time.Time) bool {
+	s := &d.sc
+	if !s.expect('[') {
+		d.badFrame(recv, "status data is not an array", nil)
+		return false
+	}
+	first := true
+	for s.more(']', &first) {
+		s.expect('{')
+		f2 := true
+		for s.more('}', &f2) {
+			if string(s.key()) == "system" {
+				if sys := s.str(); string(sys) != "online" && !s.bad {
+					d.log.Warn("venue status", "system", string(sys))
+				}
+				continue
+			}
+			s.skip()
+		}
+	}
+	if s.bad {
+		d.badFrame(recv, "malformed status frame", nil)
+		return false
+	}
+	return true
+}
+
+// method handles answers to our requests: subscribe/unsubscribe acks and
+// pong.
+func (d *Decoder) method(recv time.Time, h *frameHead) {
+	m := string(h.method)
+	if m != "subscribe" && m != "unsubscribe" {
+		if h.hasSuccess && !h.success {
+			d.venueError(recv, m, h.errText, h.symbol)
+		}
+		return // pong and the like: their arrival is all that matters
+	}
+	a := ack{method: m, success: h.success, symbol: string(h.symbol), reqID: h.reqID, err: string(h.errText)}
+	if h.result != nil {
+		s := &d.sc
+		s.reset(h.result)
+		if s.peek() == '{' {
+			s.i++
+			first := true
+			for s.more('}', &first) {
+				switch string(s.key()) {
+				case "channel":
+					a.channel = string(s.str())
+				case "symbol":
+					if s.peek() == '"' {
+						a.symbol = string(s.str())
+					} else {
+						s.skip()
+					}
+				default:
+					s.skip()
+				}
+			}
+		}
+	}
+	switch {
+	case a.success && m == "unsubscribe" && a.channel == "book":
+		if st := d.syms[a.symbol]; st != nil && st.book != nil {
+			st.book.valid = false
+		}
+	case !a.success && m == "subscribe":
+		low := bytes.ToLower(h.errText)
+		switch {
+		case bytes.Contains(low, []byte("already subscribed")):
+			// harmless: we are getting what we asked for
+		case bytes.Contains(low, []byte("rate")):
+			d.sink.Notice(notice.Must(notice.RateLimited, Name, "", recv, "kraken: "+a.err,
+				map[string]any{"error": a.err, "symbol": a.symbol, "channel": a.channel}))
+		default:
+			stream := ""
+			if ch := channelOf(a.channel); ch != "" && a.symbol != "" && validSymbol([]byte(a.symbol)) {
+				stream = string(venue.NewStream(Name, ch, a.symbol))
+			}
+			d.sink.Notice(notice.Must(notice.Refusal, Name, stream, recv,
+				"kraken refused "+a.channel+" "+a.symbol+": "+a.err,
+				map[string]any{"error": a.err, "symbol": a.symbol, "channel": a.channel, "req_id": a.reqID}))
+		}
+	}
+	if d.onAck != nil {
+		d.onAck(a)
+	}
+}
+
+// venueError reports an error frame that is not a subscription answer.
+func (d *Decoder) venueError(recv time.Time, method string, errText, sym []byte) {
+	e := string(errText)
+	if bytes.Contains(bytes.ToLower(errText), []byte("rate")) {
+		d.sink.Notice(notice.Must(notice.RateLimited, Name, "", recv, "kraken: "+e, map[string]any{"error": e, "method": method}))
+		return
+	}
+	d.log.Warn("venue error", "method", method, "error", e, "symbol", string(sym))
+}
+
+// channelOf maps Kraken's channel names to ours.
+func channelOf(kc string) venue.Channel {
+	switch kc {
+	case "book":
+		return venue.Level2
+	case "trade":
+		return venue.Trades
+	case "ticker":
+		return venue.Ticker
+	}
+	return ""
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package kraken_test
+
+const raceEnabled = true
