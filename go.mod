@@ -9,4 +9,4 @@ require (
 	pgregory.net/rapid v1.3.0
 )
 
-require github.com/klauspost/compress v1.20.4 // indirect
+require github.com/klauspost/compress v1.20.4
