@@ -73,7 +73,9 @@ func recordLive(t *testing.T, vc venueCase, steps int) recording {
 	var mu sync.Mutex
 	var segs []replay.Segment
 	rec, err := replay.NewRecorder(replay.RecorderOptions{Dir: dir, MaxBytes: 1 << 40, Version: "test",
-		Meta:      func(string) replay.Meta { return replay.Meta{Endpoint: m.Server().URL, Subscriptions: []string{m.Symbol()}} },
+		Meta: func(string) replay.Meta {
+			return replay.Meta{Endpoint: m.Server().URL, Subscriptions: []string{m.Symbol()}}
+		},
 		OnSegment: func(s replay.Segment) { mu.Lock(); segs = append(segs, s); mu.Unlock() },
 		OnError:   func(v string, err error) { t.Errorf("recorder: %s: %v", v, err) }})
 	if err != nil {
@@ -271,4 +273,3 @@ func TestReplayCaptures(t *testing.T) {
 		})
 	}
 }
-
