@@ -63,7 +63,7 @@ type Adapter struct {
 	done    chan struct{}
 
 	// Used only by the one writer goroutine alive at a time.
-	sent [msgsPerSec]time.Time // send times of the last messages, a ring
+	sent  [msgsPerSec]time.Time // send times of the last messages, a ring
 	sentN int
 }
 
