@@ -15,6 +15,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"regexp"
 	"slices"
@@ -121,6 +122,9 @@ func size(r *rand.Rand) decimal.Decimal {
 func (m *Mock) NewAdapter(cfg venue.Config) (venue.Adapter, error) {
 	cfg.WSURL = m.srv.URL
 	cfg.ReadTimeout = 750 * time.Millisecond
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	return coinbase.New(cfg)
 }
 
