@@ -135,7 +135,7 @@ func (d *Decoder) Frame(recv time.Time, frame []byte) {
 	s := scanner{b: frame}
 	var channel, typ, message, reason, ts []byte
 	var seq int64
-	hasSeq := false
+	hasSeq, done := false, false
 	eventsAt := -1
 	first := true
 	if !s.enter('{') {
@@ -159,6 +159,21 @@ func (d *Decoder) Frame(recv time.Time, frame []byte) {
 			reason = s.text()
 		case "events":
 			eventsAt = s.i
+			// The venue writes events last, after channel, timestamp and
+			// sequence_num: decode it in this one pass. Any other order is
+			// decoded after the envelope.
+			if channel != nil && hasSeq && ts != nil && !done {
+				if !d.envelope(recv, seq, frame) {
+					return
+				}
+				bad := d.badFrames
+				d.events(&s, recv, channel, ts, seq, frame)
+				if d.badFrames != bad {
+					return // reported once; the rest of the frame is not read
+				}
+				done = true
+				continue
+			}
 			s.skip()
 		default:
 			s.skip()
@@ -166,6 +181,9 @@ func (d *Decoder) Frame(recv time.Time, frame []byte) {
 	}
 	if !s.end() {
 		d.bad(recv, "malformed JSON", frame, nil)
+		return
+	}
+	if done {
 		return
 	}
 	if channel == nil {
@@ -178,32 +196,47 @@ func (d *Decoder) Frame(recv time.Time, frame []byte) {
 		}
 		return // another request/response shape: nothing we use
 	}
-	if !hasSeq || seq < 0 {
-		d.bad(recv, "frame has no sequence_num", frame, nil)
+	if !hasSeq || !d.envelope(recv, seq, frame) {
+		if !hasSeq {
+			d.bad(recv, "frame has no sequence_num", frame, nil)
+		}
 		return
+	}
+	if eventsAt < 0 {
+		d.bad(recv, "frame has no events", frame, nil)
+		return
+	}
+	d.events(&scanner{b: frame, i: eventsAt}, recv, channel, ts, seq, frame)
+}
+
+// envelope checks a data frame's sequence_num against the link's.
+func (d *Decoder) envelope(recv time.Time, seq int64, frame []byte) bool {
+	if seq < 0 {
+		d.bad(recv, "negative sequence_num", frame, nil)
+		return false
 	}
 	if d.seq >= 0 && seq != d.seq+1 {
 		d.gap(recv, d.seq+1, seq)
 	}
 	d.seq = seq
-	if eventsAt < 0 {
-		d.bad(recv, "frame has no events", frame, nil)
-		return
-	}
-	vt := d.clk.parse(ts)
-	es := scanner{b: frame, i: eventsAt}
+	return true
+}
+
+// events decodes the events array at s by channel.
+func (d *Decoder) events(s *scanner, recv time.Time, channel, ts []byte, seq int64, frame []byte) {
 	switch string(channel) {
 	case "l2_data":
-		d.l2(&es, recv, vt, seq, frame)
+		d.l2(s, recv, d.clk.parse(ts), seq, frame)
 	case "market_trades":
-		d.trades(&es, recv, frame)
+		d.trades(s, recv, frame)
 	case "ticker":
-		d.tickers(&es, recv, vt, frame)
+		d.tickers(s, recv, d.clk.parse(ts), frame)
 	case "subscriptions":
-		d.ack(&es, recv, frame)
+		d.ack(s, recv, frame)
 	default:
 		// heartbeats, and channels we do not subscribe: their sequence_num
-		// counted above is all we need.
+		// is all we need.
+		s.skip()
 	}
 }
 
@@ -493,8 +526,11 @@ func (d *Decoder) trades(s *scanner, recv time.Time, frame []byte) {
 				s.skip()
 			}
 		}
-		if s.bad || tradesAt < 0 {
+		if s.bad {
 			break
+		}
+		if tradesAt < 0 {
+			continue
 		}
 		evs, ok := d.parseTrades(&scanner{b: frame, i: tradesAt}, recv)
 		if !ok {

@@ -1,6 +1,7 @@
 package coinbase
 
 import (
+	"bytes"
 	"encoding/json"
 	"time"
 
@@ -92,17 +93,32 @@ func (s *scanner) str() (raw []byte, escaped bool) {
 		return nil, false
 	}
 	start := s.i + 1
+	// Fast paths: most strings (keys, prices, times) end within 32 bytes
+	// and a byte loop beats IndexByte's call there; longer ones use
+	// IndexByte for the quote. A backslash takes the slow loop.
+	j := start
+	for end := min(len(s.b), start+32); j < end; j++ {
+		if c := s.b[j]; c == '"' {
+			s.i = j + 1
+			return s.b[start:j], false
+		} else if c == '\\' {
+			break
+		}
+	}
+	if j == start+32 {
+		if k := bytes.IndexByte(s.b[j:], '"'); k >= 0 && bytes.IndexByte(s.b[j:j+k], '\\') < 0 {
+			s.i = j + k + 1
+			return s.b[start : j+k], false
+		}
+	}
 	for j := start; j < len(s.b); j++ {
-		switch c := s.b[j]; {
-		case c == '"':
+		switch s.b[j] {
+		case '"':
 			s.i = j + 1
 			return s.b[start:j], escaped
-		case c == '\\':
+		case '\\':
 			escaped = true
 			j++
-		case c < 0x20:
-			s.fail()
-			return nil, false
 		}
 	}
 	s.fail()
@@ -265,6 +281,9 @@ type sizeKey struct {
 // maxCache bounds each decimal cache; a full cache is cleared.
 const maxCache = 1 << 16
 
+// maxSizeCache bounds the size cache: sizes repeat far less than prices.
+const maxSizeCache = 1 << 12
+
 // decimals turns decimal strings into decimal.Decimal values, sharing one
 // value per distinct price or size: shopspring decimals are immutable, so
 // events and books can share them, and a hit costs no allocation (a miss
@@ -312,7 +331,7 @@ func (d *decimals) size(raw []byte) (decimal.Decimal, bool) {
 		return v, true
 	}
 	v := decimal.New(int64(m), -int32(frac))
-	if len(d.sizes) >= maxCache {
+	if len(d.sizes) >= maxSizeCache {
 		clear(d.sizes)
 	}
 	d.sizes[k] = v
