@@ -16,7 +16,7 @@ import (
 // the decoder, not a recording sink.
 type countSink struct{ events, notices int }
 
-func (s *countSink) Event(*venue.Event)    { s.events++ }
+func (s *countSink) Event(*venue.Event)   { s.events++ }
 func (s *countSink) Notice(notice.Notice) { s.notices++ }
 
 // genStream makes a typical Advanced Trade level2 stream: a snapshot of
