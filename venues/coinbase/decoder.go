@@ -457,6 +457,12 @@ func dedupe(ls []venue.Level) []venue.Level {
 	return out
 }
 
+// evSmall is an update event with room for its levels.
+type evSmall struct {
+	ev venue.Event
+	lv [2]venue.Level
+}
+
 func (d *Decoder) update(p *product, ups []update, recv, vt time.Time, seq int64, frame []byte) {
 	nb := 0
 	for _, u := range ups {
@@ -464,7 +470,16 @@ func (d *Decoder) update(p *product, ups []update, recv, vt time.Time, seq int64
 			nb++
 		}
 	}
-	levels := make([]venue.Level, len(ups))
+	var ev *venue.Event
+	var levels []venue.Level
+	if len(ups) <= len(evSmall{}.lv) {
+		// The common frame changes a level or two: one allocation holds
+		// the event and its levels.
+		e := &evSmall{}
+		ev, levels = &e.ev, e.lv[:len(ups)]
+	} else {
+		ev, levels = &venue.Event{}, make([]venue.Level, len(ups))
+	}
 	bids, asks := levels[:0:nb], levels[nb:nb]
 	for _, u := range ups {
 		l := venue.Level{Price: u.price, Size: u.size}
@@ -479,7 +494,7 @@ func (d *Decoder) update(p *product, ups []update, recv, vt time.Time, seq int64
 		d.bad(recv, "crossed book after update", frame, p)
 		return
 	}
-	ev := &venue.Event{Kind: venue.KindBook, Stream: p.l2, VenueTime: vt, RecvTime: recv, VenueSeq: seq}
+	*ev = venue.Event{Kind: venue.KindBook, Stream: p.l2, VenueTime: vt, RecvTime: recv, VenueSeq: seq}
 	if len(bids) > 0 {
 		ev.Bids = bids
 	}

@@ -29,7 +29,9 @@
 // pending request, and its own ack, if one follows, is not read for
 // refusals. A refusal is one refusal notice per product; the product leaves
 // the adapter's wanted set and is not asked for again after a reconnect
-// (no retry loop) until Subscribe names it again.
+// (no retry loop) until Subscribe names it again. An error frame that
+// answers nothing the adapter sent (or any error frame in replay) is still
+// reported, as a refusal notice with no stream, so an operator sees it.
 //
 // Keepalive: the heartbeats channel (one frame a second) keeps every
 // subscription open ("most channels close within 60-90 seconds if no
