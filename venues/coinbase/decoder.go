@@ -809,7 +809,7 @@ func (d *Decoder) errorFrame(recv time.Time, message, reason []byte) {
 			continue
 		}
 		for _, id := range req.products {
-			if bytes.Contains(reason, []byte(id)) || bytes.Contains(message, []byte(id)) {
+			if namesProduct(reason, id) || namesProduct(message, id) {
 				d.refuse(recv, id, req.channel, string(message), string(reason))
 				named = true
 			}
@@ -833,6 +833,27 @@ func (d *Decoder) errorFrame(recv time.Time, message, reason []byte) {
 	// problem): report it so an operator sees it.
 	d.sink.Notice(notice.Must(notice.Refusal, Name, "", recv, "coinbase error: "+string(message)+" "+string(reason),
 		map[string]any{"message": string(message), "reason": string(reason)}))
+}
+
+// namesProduct reports whether text names product id as a whole word:
+// "BTC-USD" is not named by "BTC-USDC is not a valid product".
+func namesProduct(text []byte, id string) bool {
+	word := func(c byte) bool {
+		return c == '-' || c == '_' || c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z'
+	}
+	for off := 0; off < len(text); {
+		i := bytes.Index(text[off:], []byte(id))
+		if i < 0 {
+			return false
+		}
+		i += off
+		end := i + len(id)
+		if (i == 0 || !word(text[i-1])) && (end == len(text) || !word(text[end])) {
+			return true
+		}
+		off = i + 1
+	}
+	return false
 }
 
 func (d *Decoder) refuse(recv time.Time, id, channel, message, reason string) {

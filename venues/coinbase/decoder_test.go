@@ -149,3 +149,45 @@ func TestTruncatedFrames(t *testing.T) {
 		}
 	}
 }
+
+func TestErrorNamesWholeProduct(t *testing.T) {
+	sink := venuetest.NewSink()
+	d := coinbase.NewDecoder(venue.Config{Sink: sink})
+	coinbase.Expect(d, "level2", "BTC-USD", "BTC-USDC")
+	d.Frame(t0, []byte(`{"type":"error","message":"Failed to subscribe","reason":"BTC-USDC is not a valid product"}`))
+	var refused []any
+	for _, n := range sink.Notices() {
+		if n.Kind == notice.Refusal {
+			refused = append(refused, n.Details["symbol"])
+		}
+	}
+	if fmt.Sprint(refused) != "[BTC-USDC]" {
+		t.Fatalf("refused %v, want [BTC-USDC]", refused)
+	}
+}
+
+// An ack that lacks a requested product refuses it, once, even when an
+// error frame named it first.
+func TestAckRefusesMissingProduct(t *testing.T) {
+	sink := venuetest.NewSink()
+	d := coinbase.NewDecoder(venue.Config{Sink: sink})
+	coinbase.Expect(d, "heartbeats")
+	coinbase.Expect(d, "level2", "BTC-USD", "NOPE-USD")
+	coinbase.Expect(d, "ticker", "NOPE-USD")
+	d.Frame(t0, []byte(`{"channel":"subscriptions","timestamp":"2026-09-07T23:37:22.278662782Z","sequence_num":0,"events":[{"subscriptions":{"heartbeats":["heartbeats"]}}]}`))
+	d.Frame(t0, []byte(`{"channel":"subscriptions","timestamp":"2026-09-07T23:37:22.278662782Z","sequence_num":1,"events":[{"subscriptions":{"heartbeats":["heartbeats"],"level2":["BTC-USD"]}}]}`))
+	d.Frame(t0, []byte(`{"type":"error","message":"Failed to subscribe","reason":"NOPE-USD is not a valid product"}`))
+	d.Frame(t0, []byte(`{"channel":"subscriptions","timestamp":"2026-09-07T23:37:22.278662782Z","sequence_num":2,"events":[{"subscriptions":{"heartbeats":["heartbeats"],"level2":["BTC-USD"]}}]}`))
+	var refused []string
+	for _, n := range sink.Notices() {
+		if n.Kind == notice.Refusal {
+			refused = append(refused, n.Stream)
+		}
+	}
+	if fmt.Sprint(refused) != "[coinbase:level2:NOPE-USD]" {
+		t.Fatalf("refusals on %v, want one on coinbase:level2:NOPE-USD", refused)
+	}
+	if d.BadFrames() != 0 {
+		t.Fatalf("%d bad frames", d.BadFrames())
+	}
+}
