@@ -205,3 +205,20 @@ func TestNewRejects(t *testing.T) {
 		t.Error("New with an unknown channel succeeded")
 	}
 }
+
+// A recorded stream sent through the mock's socket (renumbered into the
+// connection's sequence) builds the same book as the decoder alone.
+func TestStreamRecordedThroughSocket(t *testing.T) {
+	m := &coinbasetest.Mock{}
+	_, sink := startAll(t, m, nil)
+	frames := legacyToAdvanced(t)
+	m.Stream(frames)
+	want, _ := decode(t, frames)
+	wantBook, _ := want.Book("SKL-BTC")
+	st := venue.NewStream(coinbase.Name, venue.Level2, "SKL-BTC")
+	sink.WaitBook(t, venuetest.Wait, st, func() *venue.Book { return wantBook })
+	sink.Check(t)
+	if n := countNotices(sink.Sink, notice.BookResync); n != 0 {
+		t.Fatalf("%d book_resync notices", n)
+	}
+}
