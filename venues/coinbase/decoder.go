@@ -1,0 +1,908 @@
+package coinbase
+
+import (
+	"bytes"
+	"slices"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/fanoutd/fanoutd/notice"
+	"github.com/fanoutd/fanoutd/venue"
+)
+
+// Name is the venue's name in streams and notices.
+const Name = "coinbase"
+
+// burstQuiet is how long, in receive time, bad frames must stop before the
+// next bad frame starts a new burst and gets its own data_quality notice.
+const burstQuiet = 5 * time.Second
+
+// product is what the decoder keeps for one product id.
+type product struct {
+	id                  string
+	l2, trades, ticker  venue.Stream
+	book                venue.Book
+	valid               bool   // book built from a snapshot and not known wrong since
+	lastTrade           string // newest trade id published, "" if none yet
+	tradesSeen          bool   // a market_trades frame was seen (later snapshots are catch-up)
+	refused             bool   // a refusal notice was emitted
+	l2Pending, l2Active bool   // adapter bookkeeping: level2 requested / confirmed
+}
+
+// request is a subscribe or unsubscribe the adapter sent, awaiting the
+// venue's subscriptions ack. Acks answer requests in order.
+type request struct {
+	unsubscribe bool
+	channel     string // the venue's channel name
+	products    []string
+}
+
+// update is one parsed level of an l2_data event.
+type update struct {
+	side  venue.BookSide
+	price decimal.Decimal
+	size  decimal.Decimal
+}
+
+// Decoder turns Coinbase Advanced Trade frames into events and notices.
+// It is the frame-level half of the Adapter; replay drives one from a
+// capture. The zero Decoder is not usable; call NewDecoder. A Decoder is
+// not safe for concurrent use.
+type Decoder struct {
+	sink venue.Sink
+	cov  *venue.CoverageTracker
+
+	products map[string]*product
+	seq      int64 // last sequence_num on this link, -1 before the first
+	dec      decimals
+	clk      clock
+
+	// Bad frames: counted, one notice per burst.
+	badFrames   uint64
+	badInBurst  uint64
+	lastBad     time.Time
+	burstNotice bool
+
+	// resync is set when the link must be dropped and rebuilt (a gap, a
+	// bad frame); the adapter reads it after each frame. Replay ignores it:
+	// the capture holds what the live adapter did next.
+	resync string
+
+	pending    []request // the adapter's requests awaiting an ack, oldest first
+	skipAck    bool      // an error frame answered the oldest request; its ack may follow
+	onRefuse   func(symbol string)
+	scratch    []update
+	bidScratch []venue.Level
+	askScratch []venue.Level
+}
+
+var _ venue.Decoder = (*Decoder)(nil)
+
+// NewDecoder returns a decoder that writes to cfg.Sink. Only Sink is used.
+func NewDecoder(cfg venue.Config) *Decoder {
+	return &Decoder{
+		sink:     cfg.Sink,
+		cov:      venue.NewCoverageTracker(Name),
+		products: make(map[string]*product),
+		seq:      -1,
+		dec:      newDecimals(),
+	}
+}
+
+// BadFrames returns how many frames did not parse or made an impossible
+// book, since the decoder was made.
+func (d *Decoder) BadFrames() uint64 { return d.badFrames }
+
+// Book returns the decoder's book for product id and whether it is valid
+// (built from a snapshot and not known to be wrong since). The book is the
+// decoder's own: read it between frames, never keep it.
+func (d *Decoder) Book(id string) (*venue.Book, bool) {
+	p := d.products[id]
+	if p == nil {
+		return nil, false
+	}
+	return &p.book, p.valid
+}
+
+func (d *Decoder) product(id []byte) *product {
+	if p := d.products[string(id)]; p != nil {
+		return p
+	}
+	s := string(id)
+	p := &product{id: s, l2: venue.NewStream(Name, venue.Level2, s),
+		trades: venue.NewStream(Name, venue.Trades, s), ticker: venue.NewStream(Name, venue.Ticker, s)}
+	d.products[s] = p
+	return p
+}
+
+// LinkDown marks every book invalid until the venue sends a new snapshot
+// and forgets the link's sequence and pending requests. It emits nothing:
+// the adapter (or replay) emits link_down.
+func (d *Decoder) LinkDown(time.Time) {
+	for _, p := range d.products {
+		p.valid = false
+		p.l2Pending, p.l2Active = false, false
+	}
+	d.seq = -1
+	d.resync = ""
+	d.pending = d.pending[:0]
+	d.skipAck = false
+}
+
+// Frame decodes one frame received at recv.
+func (d *Decoder) Frame(recv time.Time, frame []byte) {
+	s := scanner{b: frame}
+	var channel, typ, message, reason, ts []byte
+	var seq int64
+	hasSeq, done := false, false
+	eventsAt := -1
+	first := true
+	if !s.enter('{') {
+		d.bad(recv, "not a JSON object", frame, nil)
+		return
+	}
+	for s.more('}', &first) {
+		k := s.key()
+		switch string(k) {
+		case "channel":
+			channel = s.text()
+		case "type":
+			typ = s.text()
+		case "timestamp":
+			ts, _ = s.str()
+		case "sequence_num":
+			seq, hasSeq = s.int()
+		case "message":
+			message = s.text()
+		case "reason":
+			reason = s.text()
+		case "events":
+			eventsAt = s.i
+			// The venue writes events last, after channel, timestamp and
+			// sequence_num: decode it in this one pass. Any other order is
+			// decoded after the envelope.
+			if channel != nil && hasSeq && ts != nil && !done {
+				if !d.envelope(recv, seq, frame) {
+					return
+				}
+				bad := d.badFrames
+				d.events(&s, recv, channel, ts, seq, frame)
+				if d.badFrames != bad {
+					return // reported once; the rest of the frame is not read
+				}
+				done = true
+				continue
+			}
+			s.skip()
+		default:
+			s.skip()
+		}
+	}
+	if !s.end() {
+		d.bad(recv, "malformed JSON", frame, nil)
+		return
+	}
+	if done {
+		return
+	}
+	if channel == nil {
+		if string(typ) == "error" {
+			d.errorFrame(recv, message, reason)
+			return
+		}
+		if typ == nil {
+			d.bad(recv, "frame has neither channel nor type", frame, nil)
+		}
+		return // another request/response shape: nothing we use
+	}
+	if !hasSeq || !d.envelope(recv, seq, frame) {
+		if !hasSeq {
+			d.bad(recv, "frame has no sequence_num", frame, nil)
+		}
+		return
+	}
+	if eventsAt < 0 {
+		d.bad(recv, "frame has no events", frame, nil)
+		return
+	}
+	d.events(&scanner{b: frame, i: eventsAt}, recv, channel, ts, seq, frame)
+}
+
+// envelope checks a data frame's sequence_num against the link's.
+func (d *Decoder) envelope(recv time.Time, seq int64, frame []byte) bool {
+	if seq < 0 {
+		d.bad(recv, "negative sequence_num", frame, nil)
+		return false
+	}
+	if d.seq >= 0 && seq != d.seq+1 {
+		d.gap(recv, d.seq+1, seq)
+	}
+	d.seq = seq
+	return true
+}
+
+// events decodes the events array at s by channel.
+func (d *Decoder) events(s *scanner, recv time.Time, channel, ts []byte, seq int64, frame []byte) {
+	switch string(channel) {
+	case "l2_data":
+		d.l2(s, recv, d.clk.parse(ts), seq, frame)
+	case "market_trades":
+		d.trades(s, recv, frame)
+	case "ticker":
+		d.tickers(s, recv, d.clk.parse(ts), frame)
+	case "subscriptions":
+		d.ack(s, recv, frame)
+	default:
+		// heartbeats, and channels we do not subscribe: their sequence_num
+		// is all we need.
+		s.skip()
+	}
+}
+
+// gap handles a break in the connection's sequence_num: every level2 book
+// on the link may have missed an update.
+func (d *Decoder) gap(recv time.Time, want, got int64) {
+	d.resyncAll(recv, "sequence_gap", map[string]any{"expected_sequence_num": want, "sequence_num": got})
+	d.resync = "sequence_gap"
+}
+
+// resyncAll invalidates every valid book, with a book_resync notice each.
+func (d *Decoder) resyncAll(recv time.Time, reason string, details map[string]any) {
+	for _, id := range d.sortedIDs() {
+		p := d.products[id]
+		if p.valid {
+			d.invalidate(p, recv, reason, details)
+		}
+	}
+}
+
+func (d *Decoder) sortedIDs() []string {
+	ids := make([]string, 0, len(d.products))
+	for id := range d.products {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func (d *Decoder) invalidate(p *product, recv time.Time, reason string, details map[string]any) {
+	p.valid = false
+	det := map[string]any{"reason": reason, "product_id": p.id, "resync": "reconnect"}
+	for k, v := range details {
+		det[k] = v
+	}
+	if d.seq >= 0 {
+		det["last_sequence_num"] = d.seq
+	}
+	d.cov.Resync()
+	d.sink.Notice(notice.Must(notice.BookResync, Name, string(p.l2), recv,
+		"coinbase "+p.id+" book resync ("+reason+"): reconnecting for a new snapshot", det))
+}
+
+// bad counts a frame that did not parse or made an impossible book,
+// reports the burst once, and resyncs: p's book if the frame concerned one
+// product, every book otherwise.
+func (d *Decoder) bad(recv time.Time, why string, frame []byte, p *product) {
+	d.badFrames++
+	if d.burstNotice && recv.Sub(d.lastBad) < burstQuiet {
+		d.badInBurst++
+	} else {
+		d.burstNotice = true
+		prefix := frame
+		if len(prefix) > 80 {
+			prefix = prefix[:80]
+		}
+		d.sink.Notice(notice.Must(notice.DataQuality, Name, "", recv, "coinbase: bad frame: "+why,
+			map[string]any{"reason": why, "bad_frames": d.badFrames, "suppressed_in_last_burst": d.badInBurst,
+				"frame_prefix": string(prefix)}))
+		d.badInBurst = 0
+	}
+	d.lastBad = recv
+	details := map[string]any{"bad_frame": why}
+	if p != nil {
+		if p.valid {
+			d.invalidate(p, recv, "bad_frame", details)
+		}
+	} else {
+		d.resyncAll(recv, "bad_frame", details)
+	}
+	d.resync = "bad_frame"
+}
+
+// l2 decodes the events of an l2_data frame.
+func (d *Decoder) l2(s *scanner, recv, vt time.Time, seq int64, frame []byte) {
+	first := true
+	if !s.enter('[') {
+		d.bad(recv, "l2_data events is not an array", frame, nil)
+		return
+	}
+	for s.more(']', &first) {
+		var typ, id []byte
+		updatesAt := -1
+		firstK := true
+		if !s.enter('{') {
+			break
+		}
+		for s.more('}', &firstK) {
+			switch string(s.key()) {
+			case "type":
+				typ, _ = s.str()
+			case "product_id":
+				id = s.text()
+			case "updates":
+				updatesAt = s.i
+				s.skip()
+			default:
+				s.skip()
+			}
+		}
+		if s.bad {
+			break
+		}
+		if id == nil || updatesAt < 0 {
+			d.bad(recv, "l2_data event lacks product_id or updates", frame, nil)
+			return
+		}
+		p := d.product(id)
+		snap := string(typ) == "snapshot"
+		if !snap && string(typ) != "update" {
+			d.bad(recv, "l2_data event type is neither snapshot nor update", frame, p)
+			return
+		}
+		if !snap && !p.valid {
+			continue // waiting for a snapshot: updates to a book known wrong are dropped
+		}
+		us := scanner{b: frame, i: updatesAt}
+		ups, ok := d.levels(&us)
+		if !ok {
+			d.bad(recv, "bad l2_data level", frame, p)
+			return
+		}
+		if snap {
+			d.snapshot(p, ups, recv, vt, seq, frame)
+		} else {
+			d.update(p, ups, recv, vt, seq, frame)
+		}
+	}
+	if s.bad {
+		d.bad(recv, "malformed l2_data events", frame, nil)
+	}
+}
+
+// levels parses an updates array into d.scratch.
+func (d *Decoder) levels(s *scanner) ([]update, bool) {
+	ups := d.scratch[:0]
+	first := true
+	if !s.enter('[') {
+		return nil, false
+	}
+	for s.more(']', &first) {
+		var side, price, qty []byte
+		firstK := true
+		if !s.enter('{') {
+			return nil, false
+		}
+		for s.more('}', &firstK) {
+			switch string(s.key()) {
+			case "side":
+				side, _ = s.str()
+			case "price_level":
+				price, _ = s.str()
+			case "new_quantity":
+				qty, _ = s.str()
+			default:
+				s.skip()
+			}
+		}
+		if s.bad {
+			return nil, false
+		}
+		var u update
+		switch string(side) {
+		case "bid":
+			u.side = venue.Bid
+		case "offer", "ask":
+			u.side = venue.Ask
+		default:
+			return nil, false
+		}
+		var ok1, ok2 bool
+		u.price, ok1 = d.dec.price(price)
+		u.size, ok2 = d.dec.size(qty)
+		if !ok1 || !ok2 {
+			return nil, false
+		}
+		ups = append(ups, u)
+	}
+	d.scratch = ups
+	return ups, !s.bad
+}
+
+func (d *Decoder) snapshot(p *product, ups []update, recv, vt time.Time, seq int64, frame []byte) {
+	bids, asks := d.bidScratch[:0], d.askScratch[:0]
+	for _, u := range ups {
+		if u.side == venue.Bid {
+			bids = append(bids, venue.Level{Price: u.price, Size: u.size})
+		} else {
+			asks = append(asks, venue.Level{Price: u.price, Size: u.size})
+		}
+	}
+	// The venue's snapshot is unsorted; Replace is linear on best-first
+	// input, so sort here (stable: a repeated price keeps its last size).
+	slices.SortStableFunc(bids, func(a, b venue.Level) int { return b.Price.Cmp(a.Price) })
+	slices.SortStableFunc(asks, func(a, b venue.Level) int { return a.Price.Cmp(b.Price) })
+	bids, asks = dedupe(bids), dedupe(asks)
+	d.bidScratch, d.askScratch = bids, asks
+	p.book.Replace(bids, asks)
+	if p.book.Crossed() {
+		d.bad(recv, "crossed book after snapshot", frame, p)
+		return
+	}
+	p.valid = true
+	ev := p.book.Snapshot(p.l2)
+	ev.VenueTime, ev.RecvTime, ev.VenueSeq = vt, recv, seq
+	d.emit(ev, p.l2, recv)
+}
+
+// dedupe keeps the last of each run of equal prices in a sorted side.
+func dedupe(ls []venue.Level) []venue.Level {
+	out := ls[:0]
+	for i := range ls {
+		if i+1 < len(ls) && ls[i].Price.Cmp(ls[i+1].Price) == 0 {
+			continue
+		}
+		out = append(out, ls[i])
+	}
+	return out
+}
+
+// evSmall is an update event with room for its levels.
+type evSmall struct {
+	ev venue.Event
+	lv [2]venue.Level
+}
+
+func (d *Decoder) update(p *product, ups []update, recv, vt time.Time, seq int64, frame []byte) {
+	nb := 0
+	for _, u := range ups {
+		if u.side == venue.Bid {
+			nb++
+		}
+	}
+	var ev *venue.Event
+	var levels []venue.Level
+	if len(ups) <= len(evSmall{}.lv) {
+		// The common frame changes a level or two: one allocation holds
+		// the event and its levels.
+		e := &evSmall{}
+		ev, levels = &e.ev, e.lv[:len(ups)]
+	} else {
+		ev, levels = &venue.Event{}, make([]venue.Level, len(ups))
+	}
+	bids, asks := levels[:0:nb], levels[nb:nb]
+	for _, u := range ups {
+		l := venue.Level{Price: u.price, Size: u.size}
+		if u.side == venue.Bid {
+			bids = append(bids, l)
+		} else {
+			asks = append(asks, l)
+		}
+		p.book.Set(u.side, u.price, u.size)
+	}
+	if p.book.Crossed() {
+		d.bad(recv, "crossed book after update", frame, p)
+		return
+	}
+	*ev = venue.Event{Kind: venue.KindBook, Stream: p.l2, VenueTime: vt, RecvTime: recv, VenueSeq: seq}
+	if len(bids) > 0 {
+		ev.Bids = bids
+	}
+	if len(asks) > 0 {
+		ev.Asks = asks
+	}
+	d.emit(ev, p.l2, recv)
+}
+
+func (d *Decoder) emit(ev *venue.Event, st venue.Stream, recv time.Time) {
+	if d.cov.Observe(st, recv) {
+		d.sink.Notice(notice.Must(notice.CoverageChange, Name, string(st), recv,
+			"coinbase: "+string(st)+" is arriving", map[string]any{"observed": string(st)}))
+	}
+	d.sink.Event(ev)
+}
+
+// trades decodes a market_trades frame. Each event's trades arrive newest
+// first; they are published oldest first. The snapshot sent on subscribe is
+// recent history: on the first subscription it only sets the last trade
+// id; after a reconnect, its trades newer than the last one published fill
+// the gap.
+func (d *Decoder) trades(s *scanner, recv time.Time, frame []byte) {
+	first := true
+	if !s.enter('[') {
+		d.bad(recv, "market_trades events is not an array", frame, nil)
+		return
+	}
+	for s.more(']', &first) {
+		var typ []byte
+		tradesAt := -1
+		firstK := true
+		if !s.enter('{') {
+			break
+		}
+		for s.more('}', &firstK) {
+			switch string(s.key()) {
+			case "type":
+				typ, _ = s.str()
+			case "trades":
+				tradesAt = s.i
+				s.skip()
+			default:
+				s.skip()
+			}
+		}
+		if s.bad {
+			break
+		}
+		if tradesAt < 0 {
+			continue
+		}
+		evs, ok := d.parseTrades(&scanner{b: frame, i: tradesAt}, recv)
+		if !ok {
+			d.bad(recv, "bad market_trades trade", frame, nil)
+			return
+		}
+		snap := string(typ) == "snapshot"
+		for i := len(evs) - 1; i >= 0; i-- {
+			ev := evs[i]
+			p := d.products[ev.Stream.Symbol()]
+			history := snap && !p.tradesSeen
+			if !newerTrade(ev.TradeID, p.lastTrade) {
+				continue
+			}
+			p.lastTrade = ev.TradeID
+			if !history {
+				d.emit(ev, p.trades, recv)
+			}
+		}
+		for _, ev := range evs {
+			d.products[ev.Stream.Symbol()].tradesSeen = true
+		}
+	}
+	if s.bad {
+		d.bad(recv, "malformed market_trades events", frame, nil)
+	}
+}
+
+func (d *Decoder) parseTrades(s *scanner, recv time.Time) ([]*venue.Event, bool) {
+	var evs []*venue.Event
+	first := true
+	if !s.enter('[') {
+		return nil, false
+	}
+	for s.more(']', &first) {
+		var id, tid, price, size, tm, side []byte
+		firstK := true
+		if !s.enter('{') {
+			return nil, false
+		}
+		for s.more('}', &firstK) {
+			switch string(s.key()) {
+			case "product_id":
+				id = s.text()
+			case "trade_id":
+				tid = s.text()
+			case "price":
+				price, _ = s.str()
+			case "size":
+				size, _ = s.str()
+			case "time":
+				tm, _ = s.str()
+			case "side":
+				side, _ = s.str()
+			default:
+				s.skip()
+			}
+		}
+		if s.bad || id == nil || tid == nil {
+			return nil, false
+		}
+		p := d.product(id)
+		ev := &venue.Event{Kind: venue.KindTrade, Stream: p.trades, RecvTime: recv, VenueTime: d.clk.parse(tm)}
+		ev.TradeID = string(tid)
+		var ok1, ok2 bool
+		ev.Price, ok1 = d.dec.price(price)
+		ev.Size, ok2 = d.dec.size(size)
+		if !ok1 || !ok2 {
+			return nil, false
+		}
+		// Coinbase's side is the maker's; ours is the taker's.
+		switch string(side) {
+		case "BUY", "buy":
+			ev.Side = venue.SideSell
+		case "SELL", "sell":
+			ev.Side = venue.SideBuy
+		}
+		evs = append(evs, ev)
+	}
+	return evs, !s.bad
+}
+
+// newerTrade reports whether trade id a comes after b. Coinbase trade ids
+// are decimal integers; ids that are not are never deduplicated.
+func newerTrade(a, b string) bool {
+	if b == "" {
+		return true
+	}
+	if !isDigits(a) || !isDigits(b) {
+		return a != b
+	}
+	if len(a) != len(b) {
+		return len(a) > len(b)
+	}
+	return a > b
+}
+
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// tickers decodes a ticker frame: best bid and ask with sizes, and the
+// last trade price.
+func (d *Decoder) tickers(s *scanner, recv, vt time.Time, frame []byte) {
+	first := true
+	if !s.enter('[') {
+		d.bad(recv, "ticker events is not an array", frame, nil)
+		return
+	}
+	for s.more(']', &first) {
+		firstK := true
+		if !s.enter('{') {
+			break
+		}
+		for s.more('}', &firstK) {
+			if string(s.key()) != "tickers" {
+				s.skip()
+				continue
+			}
+			firstT := true
+			if !s.enter('[') {
+				break
+			}
+			for s.more(']', &firstT) {
+				ev, p, ok := d.ticker(s, recv, vt)
+				if !ok {
+					d.bad(recv, "bad ticker", frame, nil)
+					return
+				}
+				d.emit(ev, p.ticker, recv)
+			}
+		}
+	}
+	if s.bad {
+		d.bad(recv, "malformed ticker events", frame, nil)
+	}
+}
+
+func (d *Decoder) ticker(s *scanner, recv, vt time.Time) (*venue.Event, *product, bool) {
+	var id, price, bid, bidQ, ask, askQ []byte
+	first := true
+	if !s.enter('{') {
+		return nil, nil, false
+	}
+	for s.more('}', &first) {
+		switch string(s.key()) {
+		case "product_id":
+			id = s.text()
+		case "price":
+			price, _ = s.str()
+		case "best_bid":
+			bid, _ = s.str()
+		case "best_bid_quantity":
+			bidQ, _ = s.str()
+		case "best_ask":
+			ask, _ = s.str()
+		case "best_ask_quantity":
+			askQ, _ = s.str()
+		default:
+			s.skip()
+		}
+	}
+	if s.bad || id == nil {
+		return nil, nil, false
+	}
+	p := d.product(id)
+	ev := &venue.Event{Kind: venue.KindTicker, Stream: p.ticker, VenueTime: vt, RecvTime: recv}
+	var ok [4]bool
+	ev.Bid, ok[0] = d.dec.price(bid)
+	ev.BidSize, ok[1] = d.dec.size(bidQ)
+	ev.Ask, ok[2] = d.dec.price(ask)
+	ev.AskSize, ok[3] = d.dec.size(askQ)
+	if ok != [4]bool{true, true, true, true} {
+		return nil, nil, false
+	}
+	if price != nil {
+		last, ok := d.dec.price(price)
+		if !ok {
+			return nil, nil, false
+		}
+		ev.Last = decimal.NullDecimal{Decimal: last, Valid: true}
+	}
+	return ev, p, true
+}
+
+// ack handles a subscriptions frame: the venue's whole current
+// subscription set. It answers the oldest pending request; a product that
+// request asked for and the set lacks was refused.
+func (d *Decoder) ack(s *scanner, recv time.Time, frame []byte) {
+	set := map[string][]string{}
+	first := true
+	if !s.enter('[') {
+		d.bad(recv, "subscriptions events is not an array", frame, nil)
+		return
+	}
+	for s.more(']', &first) {
+		firstK := true
+		if !s.enter('{') {
+			break
+		}
+		for s.more('}', &firstK) {
+			if string(s.key()) != "subscriptions" {
+				s.skip()
+				continue
+			}
+			firstC := true
+			if !s.enter('{') {
+				break
+			}
+			for s.more('}', &firstC) {
+				ch := string(s.key())
+				firstP := true
+				if !s.enter('[') {
+					break
+				}
+				for s.more(']', &firstP) {
+					set[ch] = append(set[ch], string(s.text()))
+				}
+			}
+		}
+	}
+	if s.bad {
+		d.bad(recv, "malformed subscriptions", frame, nil)
+		return
+	}
+	if d.skipAck {
+		d.skipAck = false
+		return
+	}
+	if len(d.pending) == 0 {
+		return
+	}
+	req := d.pending[0]
+	d.pending = d.pending[1:]
+	if req.unsubscribe {
+		return
+	}
+	for _, id := range req.products {
+		if slices.Contains(set[req.channel], id) {
+			if req.channel == "level2" {
+				d.product([]byte(id)).l2Active = true
+			}
+			continue
+		}
+		d.refuse(recv, id, req.channel, "product missing from the subscriptions ack", "")
+	}
+}
+
+// errorFrame handles {"type":"error",...}. An error naming a requested
+// product refuses that product; one naming none answers (and refuses) the
+// oldest pending request.
+func (d *Decoder) errorFrame(recv time.Time, message, reason []byte) {
+	named := false
+	for _, req := range d.pending {
+		if req.unsubscribe {
+			continue
+		}
+		for _, id := range req.products {
+			if namesProduct(reason, id) || namesProduct(message, id) {
+				d.refuse(recv, id, req.channel, string(message), string(reason))
+				named = true
+			}
+		}
+	}
+	if named {
+		return
+	}
+	if len(d.pending) > 0 {
+		req := d.pending[0]
+		d.pending = d.pending[1:]
+		d.skipAck = true
+		for _, id := range req.products {
+			d.refuse(recv, id, req.channel, string(message), string(reason))
+		}
+		if !req.unsubscribe && len(req.products) > 0 {
+			return
+		}
+	}
+	// An error that answers nothing we sent (replay, or a venue-side
+	// problem): report it so an operator sees it.
+	d.sink.Notice(notice.Must(notice.Refusal, Name, "", recv, "coinbase error: "+string(message)+" "+string(reason),
+		map[string]any{"message": string(message), "reason": string(reason)}))
+}
+
+// namesProduct reports whether text names product id as a whole word:
+// "BTC-USD" is not named by "BTC-USDC is not a valid product".
+func namesProduct(text []byte, id string) bool {
+	word := func(c byte) bool {
+		return c == '-' || c == '_' || c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z'
+	}
+	for off := 0; off < len(text); {
+		i := bytes.Index(text[off:], []byte(id))
+		if i < 0 {
+			return false
+		}
+		i += off
+		end := i + len(id)
+		if (i == 0 || !word(text[i-1])) && (end == len(text) || !word(text[end])) {
+			return true
+		}
+		off = i + 1
+	}
+	return false
+}
+
+func (d *Decoder) refuse(recv time.Time, id, channel, message, reason string) {
+	p := d.product([]byte(id))
+	if p.refused {
+		return
+	}
+	p.refused = true
+	st := ""
+	switch channel {
+	case "level2":
+		st = string(p.l2)
+	case "market_trades":
+		st = string(p.trades)
+	case "ticker":
+		st = string(p.ticker)
+	}
+	d.cov.Forget(p.l2)
+	d.cov.Forget(p.trades)
+	d.cov.Forget(p.ticker)
+	d.sink.Notice(notice.Must(notice.Refusal, Name, st, recv, "coinbase refused "+id+" on "+channel+": "+message,
+		map[string]any{"symbol": id, "channel": channel, "message": message, "reason": reason}))
+	if d.onRefuse != nil {
+		d.onRefuse(id)
+	}
+}
+
+// expect records a request the adapter is about to send.
+func (d *Decoder) expect(r request) {
+	d.pending = append(d.pending, r)
+	if !r.unsubscribe {
+		for _, id := range r.products {
+			p := d.product([]byte(id))
+			p.refused = false
+			if r.channel == "level2" {
+				p.l2Pending = true
+			}
+		}
+	}
+}
+
+// forget drops what the decoder holds for product id (after an
+// unsubscribe): its book must come from a new snapshot.
+func (d *Decoder) forget(id string) {
+	if p := d.products[id]; p != nil {
+		p.valid = false
+		p.book.Reset()
+		d.cov.Forget(p.l2)
+		d.cov.Forget(p.trades)
+		d.cov.Forget(p.ticker)
+	}
+}
