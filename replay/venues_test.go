@@ -18,6 +18,8 @@ import (
 	"github.com/fanoutd/fanoutd/replay"
 	"github.com/fanoutd/fanoutd/venue"
 	"github.com/fanoutd/fanoutd/venue/venuetest"
+	"github.com/fanoutd/fanoutd/venues/coinbase"
+	"github.com/fanoutd/fanoutd/venues/coinbase/coinbasetest"
 	"github.com/fanoutd/fanoutd/venues/kraken"
 	"github.com/fanoutd/fanoutd/venues/kraken/krakentest"
 )
@@ -33,6 +35,7 @@ type venueCase struct {
 }
 
 var venueCases = []venueCase{
+	{"coinbase", func() venuetest.Venue { return &coinbasetest.Mock{} }, func(c venue.Config) venue.Decoder { return coinbase.NewDecoder(c) }},
 	{"kraken", func() venuetest.Venue { return &krakentest.Mock{} }, func(c venue.Config) venue.Decoder { return kraken.NewDecoder(c) }},
 }
 
