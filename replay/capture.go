@@ -141,7 +141,7 @@ type Reader struct {
 
 // NewReader reads a capture from r; name is used in errors.
 func NewReader(r io.Reader, name string) *Reader {
-	return &Reader{name: name, br: bufio.NewReaderSize(r, 1<<20), max: MaxLine}
+	return &Reader{name: name, br: bufio.NewReaderSize(r, 256<<10), max: MaxLine}
 }
 
 // Next returns the next record, or io.EOF at the end. A malformed line is
@@ -274,7 +274,7 @@ func Open(path string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	br := bufio.NewReaderSize(f, 1<<20)
+	br := bufio.NewReaderSize(f, 64<<10)
 	out := &File{c: []io.Closer{f}}
 	magic, _ := br.Peek(2)
 	if len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {

@@ -294,7 +294,7 @@ type ExportSink struct {
 
 // NewExportSink writes to w; call Flush at the end.
 func NewExportSink(w io.Writer) *ExportSink {
-	return &ExportSink{w: bufio.NewWriterSize(w, 1<<20), seq: map[venue.Stream]uint64{}}
+	return &ExportSink{w: bufio.NewWriterSize(w, 256<<10), seq: map[venue.Stream]uint64{}}
 }
 
 // Event writes ev with its stream's next seq.

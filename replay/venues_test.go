@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -273,6 +274,30 @@ func TestReplayCaptures(t *testing.T) {
 			if fmt.Sprint(levels(gotSnap.Bids)) != fmt.Sprint(want.Bids) || fmt.Sprint(levels(gotSnap.Asks)) != fmt.Sprint(want.Asks) {
 				t.Fatalf("replayed book differs from %s:\n got bids %v\nwant bids %v", bookPath(vc.name), levels(gotSnap.Bids), want.Bids)
 			}
+		})
+	}
+}
+
+// BenchmarkExport measures replay --export on each venue's testdata
+// capture: read, gunzip, decode, keep books, encode every event. One op is
+// one whole capture.
+func BenchmarkExport(b *testing.B) {
+	for _, vc := range venueCases {
+		b.Run(vc.name, func(b *testing.B) {
+			var frames int64
+			for b.Loop() {
+				export := replay.NewExportSink(io.Discard)
+				st, err := replay.Play(context.Background(), replay.PlayerOptions{
+					NewDecoder: func(_ string, s venue.Sink) (venue.Decoder, error) { return vc.decoder(venue.Config{Sink: s}), nil },
+					Sink:       func(string) (venue.Sink, error) { return export, nil },
+				}, []replay.Source{replay.FileSource(capturePath(vc.name), "")})
+				if err != nil {
+					b.Fatal(err)
+				}
+				export.Flush()
+				frames += st.Frames
+			}
+			b.ReportMetric(float64(frames)/b.Elapsed().Seconds(), "frames/s")
 		})
 	}
 }
