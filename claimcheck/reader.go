@@ -409,6 +409,15 @@ func (r *Reader) finish(f *flight, val any, size int64, err error) {
 	if err == nil {
 		r.cache.put(f.key, val, size)
 	}
+	// Count before any waiter is woken, so a caller that has its answer
+	// sees itself counted.
+	res := "ok"
+	if kind != 0 {
+		res = kind.String()
+	}
+	r.storeReqs.Add(1)
+	r.m.storeReqs.WithLabelValues(f.st.name, res).Inc()
+	r.count(OutcomeStore)
 	r.mu.Lock()
 	delete(r.flights, f.key)
 	f.val, f.err = val, err
@@ -422,13 +431,6 @@ func (r *Reader) finish(f *flight, val any, size int64, err error) {
 	r.adjust(st, f.epoch, kind)
 	r.dispatch(st)
 	r.mu.Unlock()
-	res := "ok"
-	if kind != 0 {
-		res = kind.String()
-	}
-	r.storeReqs.Add(1)
-	r.m.storeReqs.WithLabelValues(st.name, res).Inc()
-	r.count(OutcomeStore)
 }
 
 // adjust applies AIMD to st after a store request admitted at epoch ended
