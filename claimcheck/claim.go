@@ -141,8 +141,8 @@ func ParseClaimID(s string) (ClaimID, error) {
 		return bad("wrong length")
 	}
 	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
-	if err != nil {
-		return bad("not base64url")
+	if err != nil || len(b) < 22 { // the decoder skips \r and \n, so check the length here
+		return bad("not base64url of a claim id")
 	}
 	if b[0] != claimIDVersion {
 		return bad("unknown version")

@@ -201,8 +201,9 @@ func BuildPack(tenant string, layout Layout, claims []PackClaim) (*Pack, error) 
 		p.Entries[i] = IndexEntry{Length: int64(len(c.Data)), SHA256: sha256.Sum256(c.Data), ContentType: ct}
 		field([]byte(kinds[i]))
 		field([]byte(c.Stream))
-		binary.LittleEndian.PutUint64(num[:], c.Seq)
-		field(num[:])
+		var seq [8]byte // not num: field overwrites num with the length
+		binary.LittleEndian.PutUint64(seq[:], c.Seq)
+		field(seq[:])
 		field([]byte(c.Time.UTC().Format(time.RFC3339Nano)))
 		field([]byte(c.Recorded.UTC().Format(time.RFC3339Nano)))
 		field([]byte(ct))
