@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -72,6 +73,18 @@ func (s *S3Server) createBucket(t testing.TB) {
 		t.Fatalf("creating bucket %s: %v", s.Bucket, err)
 	}
 	st.Close()
+}
+
+var bucketSeq atomic.Int64
+
+// FreshBucket creates a new empty bucket on the server and returns s
+// addressed to it.
+func (s *S3Server) FreshBucket(t testing.TB) *S3Server {
+	t.Helper()
+	c := *s
+	c.Bucket = fmt.Sprintf("fresh-%d", bucketSeq.Add(1))
+	c.createBucket(t)
+	return &c
 }
 
 // FakeS3 starts gofakes3 (in memory, in process) on 127.0.0.1 with a

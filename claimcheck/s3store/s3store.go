@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
@@ -28,10 +29,12 @@ import (
 
 // Store is a bucket of an S3-compatible endpoint.
 type Store struct {
-	name      string
-	bucket    string
-	client    *s3.Client
-	transport *http.Transport
+	name   string
+	bucket string
+	client *s3.Client
+
+	mu         sync.Mutex // protects transports
+	transports []*http.Transport
 }
 
 var _ claimcheck.Store = (*Store)(nil)
@@ -67,20 +70,22 @@ func New(ctx context.Context, sc claimcheck.StoreConfig) (*Store, error) {
 	if region == "" {
 		region = "us-east-1"
 	}
-	tr := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:          sc.MaxConns,
-		MaxIdleConnsPerHost:   sc.MaxConns, // the SDK's default is 10, below any useful ceiling
-		MaxConnsPerHost:       sc.MaxConns,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ResponseHeaderTimeout: sc.FirstByteTimeout,
-		ExpectContinueTimeout: time.Second,
-	}
+	st := &Store{name: sc.Name, bucket: sc.Bucket}
+	// A BuildableClient, not an *http.Client: the config loader must be
+	// able to add AWS_CA_BUNDLE's roots to its transport.
+	hc := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+		tr.MaxIdleConns = sc.MaxConns
+		tr.MaxIdleConnsPerHost = sc.MaxConns // the SDK's default is 10, below any useful ceiling
+		tr.MaxConnsPerHost = sc.MaxConns
+		tr.ResponseHeaderTimeout = sc.FirstByteTimeout
+		tr.IdleConnTimeout = 90 * time.Second
+		st.mu.Lock()
+		st.transports = append(st.transports, tr)
+		st.mu.Unlock()
+	}).WithDialerOptions(func(d *net.Dialer) { d.Timeout = 5 * time.Second })
 	opts := []func(*config.LoadOptions) error{
 		config.WithRegion(region),
-		config.WithHTTPClient(&http.Client{Transport: tr}),
+		config.WithHTTPClient(hc),
 		config.WithRetryer(func() aws.Retryer { return aws.NopRetryer{} }),
 	}
 	if sc.AccessKeyID != "" {
@@ -102,7 +107,8 @@ func New(ctx context.Context, sc claimcheck.StoreConfig) (*Store, error) {
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 	})
-	return &Store{name: sc.Name, bucket: sc.Bucket, client: client, transport: tr}, nil
+	st.client = client
+	return st, nil
 }
 
 // Client returns the store's S3 client (tests create buckets with it).
@@ -113,7 +119,11 @@ func (s *Store) Name() string { return s.name }
 
 // Close closes idle connections.
 func (s *Store) Close() error {
-	s.transport.CloseIdleConnections()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, tr := range s.transports {
+		tr.CloseIdleConnections()
+	}
 	return nil
 }
 
