@@ -1,0 +1,320 @@
+package claimcheck
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// RangeResult says how to answer a Range header.
+type RangeResult uint8
+
+// The range results.
+const (
+	// RangeWhole: no Range header, or one to ignore (another unit,
+	// several ranges, bad syntax): answer the whole claim, 200.
+	RangeWhole RangeResult = iota
+	// RangePartial: one satisfiable range: answer 206 with it.
+	RangePartial
+	// RangeUnsatisfiable: one range outside the claim: answer 416 with
+	// Content-Range: bytes */<size>.
+	RangeUnsatisfiable
+)
+
+// ParseRange interprets a Range header for a representation of size bytes.
+// It accepts exactly one of "bytes=a-b", "bytes=a-" and "bytes=-n"
+// (RFC 9110 §14.1.2); a last position past the end is cut at the end, and
+// a suffix longer than the claim is the whole claim (as 206). For
+// RangePartial it returns the first byte and the length.
+func ParseRange(h string, size int64) (first, length int64, res RangeResult) {
+	h = strings.TrimSpace(h)
+	if h == "" {
+		return 0, 0, RangeWhole
+	}
+	unit, spec, ok := strings.Cut(h, "=")
+	if !ok || !strings.EqualFold(strings.TrimSpace(unit), "bytes") || strings.Contains(spec, ",") {
+		return 0, 0, RangeWhole
+	}
+	a, b, ok := strings.Cut(strings.TrimSpace(spec), "-")
+	if !ok {
+		return 0, 0, RangeWhole
+	}
+	a, b = strings.TrimSpace(a), strings.TrimSpace(b)
+	if a == "" { // suffix: -n
+		n, ok := parsePos(b)
+		if !ok {
+			return 0, 0, RangeWhole
+		}
+		if n == 0 || size == 0 {
+			return 0, 0, RangeUnsatisfiable
+		}
+		n = min(n, size)
+		return size - n, n, RangePartial
+	}
+	f, ok := parsePos(a)
+	if !ok {
+		return 0, 0, RangeWhole
+	}
+	last := int64(-1)
+	if b != "" {
+		l, ok := parsePos(b)
+		if !ok || l < f {
+			return 0, 0, RangeWhole
+		}
+		last = l
+	}
+	if f >= size {
+		return 0, 0, RangeUnsatisfiable
+	}
+	if last < 0 || last >= size {
+		last = size - 1
+	}
+	return f, last - f + 1, RangePartial
+}
+
+// parsePos parses 1*DIGIT, saturating at MaxInt64.
+func parsePos(s string) (int64, bool) {
+	if s == "" {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		if n > (1<<63-1-int64(c-'0'))/10 {
+			n = 1<<63 - 1
+			continue
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
+// Error codes of the gateway's JSON error bodies, {"error":"<code>"}.
+const (
+	CodeInvalidTenant  = "invalid_tenant"        // 400
+	CodeInvalidID      = "invalid_id"            // 400
+	CodeUnauthorized   = "unauthorized"          // 401
+	CodeForbidden      = "forbidden"             // 403
+	CodeNotFound       = "not_found"             // 404
+	CodeRangeNotSatisf = "range_not_satisfiable" // 416
+	CodeOverloaded     = "overloaded"            // 503, Retry-After: 1
+	CodeDeadline       = "deadline"              // 503, Retry-After: 1
+	CodeStoreUnavail   = "store_unavailable"     // 503, Retry-After: 1
+	CodeStoreForbidden = "store_forbidden"       // 503, Retry-After: 60
+	CodeStoreError     = "store_error"           // 502: the store answered something else (500, corrupt pack)
+)
+
+// AuthorizeFunc decides whether r may read tenant's claims. When ok is
+// false the gateway answers status (401 or 403) with {"error":
+// "unauthorized"} or {"error":"forbidden"}.
+type AuthorizeFunc func(r *http.Request, tenant string) (status int, ok bool)
+
+// Gateway serves GET and HEAD /v1/claims/{tenant}/{claim_id} through a
+// Reader. Mount it with Handle("GET /v1/claims/{tenant}/{claim_id}", g)
+// (GET patterns match HEAD too) or under the "/v1/claims/" prefix.
+type Gateway struct {
+	Reader *Reader
+	// Deadline is read_deadline_ms: each request's reads must answer
+	// within it of the request's start. Defaults to the reader's.
+	Deadline time.Duration
+	// Authorize, if set, is asked before anything is read.
+	Authorize AuthorizeFunc
+	// Logger receives store errors, which are never echoed to clients.
+	// Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// WriteError writes the JSON error body {"error":code} with status, and
+// Retry-After when retryAfter > 0.
+func WriteError(w http.ResponseWriter, status int, code string, retryAfter int) {
+	h := w.Header()
+	h.Del("ETag")
+	h.Del("Accept-Ranges")
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	if retryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(retryAfter))
+	}
+	w.WriteHeader(status)
+	w.Write([]byte(`{"error":"` + code + `"}` + "\n"))
+}
+
+// ErrorStatus maps a Reader error to the gateway's answer.
+func ErrorStatus(err error) (status int, code string, retryAfter int) {
+	switch {
+	case errors.Is(err, ErrOverloaded):
+		return http.StatusServiceUnavailable, CodeOverloaded, 1
+	case errors.Is(err, ErrDeadline), errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable, CodeDeadline, 1
+	case errors.Is(err, ErrClosed), errors.Is(err, context.Canceled):
+		return http.StatusServiceUnavailable, CodeStoreUnavail, 1
+	}
+	switch Classify(err) {
+	case ErrMissing:
+		return http.StatusNotFound, CodeNotFound, 0
+	case ErrForbidden:
+		return http.StatusServiceUnavailable, CodeStoreForbidden, 60
+	case ErrThrottled, ErrUnavailable:
+		return http.StatusServiceUnavailable, CodeStoreUnavail, 1
+	}
+	return http.StatusBadGateway, CodeStoreError, 0
+}
+
+func (g *Gateway) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status, code, ra := ErrorStatus(err)
+	if code == CodeStoreError || code == CodeStoreForbidden {
+		lg := g.Logger
+		if lg == nil {
+			lg = slog.Default()
+		}
+		lg.Warn("claimcheck: read failed", "path", r.URL.Path, "err", err)
+	}
+	WriteError(w, status, code, ra)
+}
+
+// claimPath returns the tenant and id of a /v1/claims/{tenant}/{claim_id}
+// request, from the route's wildcards or from the path.
+func claimPath(r *http.Request) (tenant, id string) {
+	tenant, id = r.PathValue("tenant"), r.PathValue("claim_id")
+	if tenant != "" || id != "" {
+		return tenant, id
+	}
+	p := r.URL.Path
+	if i := strings.Index(p, "/v1/claims/"); i >= 0 {
+		p = p[i+len("/v1/claims/"):]
+	}
+	tenant, id, _ = strings.Cut(p, "/")
+	return tenant, id
+}
+
+// ServeHTTP answers one claim request. In order: method, tenant and id
+// syntax (400), Authorize (401/403), the node-wide gate (503 overloaded),
+// then the index and the bytes through the Reader within the deadline.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		WriteError(w, http.StatusMethodNotAllowed, "method_not_allowed", 0)
+		return
+	}
+	tenant, rawID := claimPath(r)
+	if !ValidTenant(tenant) {
+		WriteError(w, http.StatusBadRequest, CodeInvalidTenant, 0)
+		return
+	}
+	id, err := ParseClaimID(rawID)
+	if err != nil {
+		WriteError(w, http.StatusBadRequest, CodeInvalidID, 0)
+		return
+	}
+	if g.Authorize != nil {
+		if status, ok := g.Authorize(r, tenant); !ok {
+			code := CodeForbidden
+			if status == http.StatusUnauthorized {
+				code = CodeUnauthorized
+			}
+			WriteError(w, status, code, 0)
+			return
+		}
+	}
+	release, ok := g.Reader.Admit(r.Context())
+	if !ok {
+		WriteError(w, http.StatusServiceUnavailable, CodeOverloaded, 1)
+		return
+	}
+	defer release()
+	d := g.Deadline
+	if d <= 0 {
+		d = g.Reader.cfg.Deadline
+	}
+	ctx, cancel := context.WithDeadline(r.Context(), start.Add(d))
+	defer cancel()
+
+	loc, err := g.Reader.Locate(ctx, Ref{Tenant: tenant, ID: id})
+	if err != nil {
+		g.fail(w, r, err)
+		return
+	}
+	serveClaim(w, r, loc.Entry, immutable, func(first, length int64, whole bool) ([]byte, error) {
+		if whole {
+			return g.Reader.Bytes(ctx, loc)
+		}
+		return g.Reader.Range(ctx, loc, first, length)
+	}, g.fail)
+}
+
+const immutable = "private, max-age=31536000, immutable"
+
+// serveClaim writes the headers and body of a claim whose index entry is
+// e, reading the bytes with read only for GET.
+func serveClaim(w http.ResponseWriter, r *http.Request, e IndexEntry, cacheControl string,
+	read func(first, length int64, whole bool) ([]byte, error),
+	fail func(http.ResponseWriter, *http.Request, error)) {
+	h := w.Header()
+	etag := e.ETag()
+	h.Set("Content-Type", e.ContentType)
+	h.Set("Cache-Control", cacheControl)
+	h.Set("Accept-Ranges", "bytes")
+	h.Set("ETag", etag)
+	if inm := r.Header.Get("If-None-Match"); inm != "" && etagListMatch(inm, etag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	first, length, res := ParseRange(r.Header.Get("Range"), e.Length)
+	if ir := r.Header.Get("If-Range"); ir != "" && strings.TrimSpace(ir) != etag {
+		res = RangeWhole
+	}
+	status := http.StatusOK
+	switch res {
+	case RangeUnsatisfiable:
+		h.Set("Content-Range", "bytes */"+strconv.FormatInt(e.Length, 10))
+		WriteError(w, http.StatusRequestedRangeNotSatisfiable, CodeRangeNotSatisf, 0)
+		return
+	case RangePartial:
+		status = http.StatusPartialContent
+		h.Set("Content-Range", "bytes "+strconv.FormatInt(first, 10)+"-"+strconv.FormatInt(first+length-1, 10)+"/"+strconv.FormatInt(e.Length, 10))
+	default:
+		first, length = 0, e.Length
+	}
+	var body []byte
+	if r.Method != http.MethodHead {
+		var err error
+		if body, err = read(first, length, res != RangePartial); err != nil {
+			h.Del("Content-Range")
+			fail(w, r, err)
+			return
+		}
+	}
+	h.Set("Content-Length", strconv.FormatInt(length, 10))
+	w.WriteHeader(status)
+	if body != nil {
+		w.Write(body)
+	}
+}
+
+func etagListMatch(list, etag string) bool {
+	for _, t := range strings.Split(list, ",") {
+		t = strings.TrimSpace(t)
+		if t == "*" || strings.TrimPrefix(t, "W/") == etag {
+			return true
+		}
+	}
+	return false
+}
+
+// StatsHandler serves Stats as JSON (GET /v1/claimcheck/stats).
+func (r *Reader) StatsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		json.NewEncoder(w).Encode(r.Stats())
+	})
+}
