@@ -57,7 +57,7 @@ type Decoder struct {
 // hooks is how the decoder reaches the live link. Each is called on the
 // goroutine that calls Frame.
 type hooks struct {
-	resync  func(instID string)             // unsubscribe and resubscribe the book
+	resync  func(instID string)              // unsubscribe and resubscribe the book
 	ack     func(op, channel, instID string) // a subscribe or unsubscribe ack
 	refused func(channel, instID string)     // an error naming an instrument
 	forced  func(code, msg string)           // a forced-disconnect notice (64008)
@@ -66,14 +66,14 @@ type hooks struct {
 
 // inst is the decoder's state for one instrument.
 type inst struct {
-	id                  string
-	l2, trades, ticker  venue.Stream
-	book                *book
-	valid               bool  // book holds a snapshot and every update since
-	resyncing           bool  // a resync was asked for and no snapshot came yet
-	resyncAt            time.Time
-	haveSeq             bool  // lastSeq holds the seqId of the last frame applied
-	lastSeq             int64 // seqId of the last frame applied
+	id                 string
+	l2, trades, ticker venue.Stream
+	book               *book
+	valid              bool // book holds a snapshot and every update since
+	resyncing          bool // a resync was asked for and no snapshot came yet
+	resyncAt           time.Time
+	haveSeq            bool  // lastSeq holds the seqId of the last frame applied
+	lastSeq            int64 // seqId of the last frame applied
 }
 
 // rawLevel is a level as read from a frame, before it touches the book.
@@ -139,11 +139,11 @@ func (d *Decoder) LinkDown(time.Time) {
 type chanKind uint8
 
 const (
-	chanOther chanKind = iota
-	chanBooks          // books, books-l2-tbt, books50-l2-tbt: snapshot + updates
-	chanTrades         // trades, trades-all
-	chanTickers        // tickers
-	chanBBO            // bbo-tbt: one level per side, each push whole
+	chanOther   chanKind = iota
+	chanBooks            // books, books-l2-tbt, books50-l2-tbt: snapshot + updates
+	chanTrades           // trades, trades-all
+	chanTickers          // tickers
+	chanBBO              // bbo-tbt: one level per side, each push whole
 )
 
 func kindOfChannel(ch []byte) chanKind {
