@@ -157,7 +157,6 @@ func TestForcedDisconnect64008(t *testing.T) {
 	sink.Check(t)
 }
 
-
 func TestSequenceResetIsLegal(t *testing.T) {
 	m, _, sink := startAdapter(t, nil)
 	m.Step(3)

@@ -11,14 +11,21 @@ import (
 
 // level is one price level of the decoder's book. Prices are kept as an
 // integer key in units of 10^-scale of the book, so search and ordering
-// never touch big.Int; px is the same price as a decimal at that scale (the
-// value events carry) and sz the size as OKX wrote it.
+// never touch big.Int. The decimals live apart, in the book's vals at
+// slot: a level holds no pointer, so inserting and deleting in the sorted
+// slice is a plain memmove (with decimals inline, the GC write barriers on
+// every moved pointer took half the decode time).
 type level struct {
-	key int64
-	px  decimal.Decimal
-	sz  decimal.Decimal
-	txt uint32 // offset of "price:size", as OKX wrote them, in the book's text
-	tl  uint32 // its length; 0 when the book keeps no text
+	key  int64
+	slot int32  // index of the level's decimals in book.vals
+	txt  uint32 // offset of "price:size", as OKX wrote them, in the book's text
+	tl   uint32 // its length; 0 when the book keeps no text
+}
+
+// vals are a level's decimals: px at the book's scale (the value events
+// carry) and sz as OKX wrote it.
+type vals struct {
+	px, sz decimal.Decimal
 }
 
 // side is one side of a book, worst price first and best last (like
@@ -63,9 +70,28 @@ type book struct {
 	scale      int32 // price decimals of every key and px
 	bids, asks side
 	keepText   bool
-	text       []byte // arena of level texts
-	spare      []byte // the other arena, reused by compaction
-	dead       int    // bytes of text no level refers to
+	text       []byte  // arena of level texts
+	spare      []byte  // the other arena, reused by compaction
+	dead       int     // bytes of text no level refers to
+	vals       []vals  // decimals of the levels, by slot
+	free       []int32 // unused slots of vals
+}
+
+// newSlot stores px and sz and returns their slot.
+func (b *book) newSlot(px, sz decimal.Decimal) int32 {
+	if n := len(b.free); n > 0 {
+		s := b.free[n-1]
+		b.free = b.free[:n-1]
+		b.vals[s] = vals{px, sz}
+		return s
+	}
+	b.vals = append(b.vals, vals{px, sz})
+	return int32(len(b.vals) - 1)
+}
+
+func (b *book) freeSlot(s int32) {
+	b.vals[s] = vals{} // let the decimals go
+	b.free = append(b.free, s)
 }
 
 func newBook() *book { return &book{bids: side{bid: true}} }
@@ -82,6 +108,8 @@ func (b *book) reset(scale int32, keepText bool) {
 	b.scale, b.keepText = scale, keepText
 	b.bids.lv, b.asks.lv = b.bids.lv[:0], b.asks.lv[:0]
 	b.text, b.dead = b.text[:0], 0
+	clear(b.vals)
+	b.vals, b.free = b.vals[:0], b.free[:0]
 }
 
 // maxKey is the largest price key in magnitude (keys are never negative).
@@ -116,7 +144,7 @@ func (b *book) rescale(to int32) {
 	for _, s := range []*side{&b.bids, &b.asks} {
 		for i := range s.lv {
 			s.lv[i].key *= p
-			s.lv[i].px = decimal.New(s.lv[i].key, -to)
+			b.vals[s.lv[i].slot].px = decimal.New(s.lv[i].key, -to)
 		}
 	}
 	b.scale = to
@@ -172,14 +200,40 @@ func (b *book) set(bid bool, key int64, sz decimal.Decimal, pxText, szText []byt
 		if l.tl != 0 {
 			b.dropText(l)
 		}
-		l.sz = sz
+		v := &b.vals[l.slot]
+		v.sz = sz
 		l.txt, l.tl = b.addText(pxText, szText)
-		return l.px
+		return v.px
 	}
 	px := decimal.New(key, -b.scale)
 	off, n := b.addText(pxText, szText)
-	s.lv = slices.Insert(s.lv, i, level{key: key, px: px, sz: sz, txt: off, tl: n})
+	s.lv = slices.Insert(s.lv, i, level{key: key, slot: b.newSlot(px, sz), txt: off, tl: n})
 	return px
+}
+
+// fill appends levels that are already in order, best first and without
+// zero sizes, as a snapshot sends them; it reports false (and changes
+// nothing) if they are not strictly ordered.
+func (b *book) fill(bid bool, ls []rawLevel) bool {
+	s := b.side(bid)
+	if len(s.lv) != 0 {
+		return false
+	}
+	for i := 1; i < len(ls); i++ {
+		k0, _ := scaleUp(ls[i-1].pm, b.scale-ls[i-1].pf)
+		k1, _ := scaleUp(ls[i].pm, b.scale-ls[i].pf)
+		if (k1 < k0) != bid || k1 == k0 || ls[i].zero() || ls[0].zero() {
+			return false
+		}
+	}
+	s.lv = slices.Grow(s.lv, len(ls))[:len(ls)]
+	for i := range ls {
+		l := &ls[i]
+		key, _ := scaleUp(l.pm, b.scale-l.pf)
+		off, n := b.addText(l.px, l.sz)
+		s.lv[len(ls)-1-i] = level{key: key, slot: b.newSlot(decimal.New(key, -b.scale), l.size()), txt: off, tl: n}
+	}
+	return true
 }
 
 // remove deletes the level at key if present; it returns the price
@@ -191,10 +245,11 @@ func (b *book) remove(bid bool, key int64) decimal.Decimal {
 		return decimal.New(key, -b.scale)
 	}
 	l := &s.lv[i]
-	px := l.px
+	px := b.vals[l.slot].px
 	if l.tl != 0 {
 		b.dropText(l)
 	}
+	b.freeSlot(l.slot)
 	s.lv = slices.Delete(s.lv, i, i+1)
 	return px
 }
@@ -234,16 +289,18 @@ func (b *book) appendLevel(buf []byte, l *level) []byte {
 	if l.tl != 0 {
 		return append(buf, b.text[l.txt:l.txt+l.tl]...)
 	}
-	buf = append(buf, l.px.String()...)
+	v := &b.vals[l.slot]
+	buf = append(buf, v.px.String()...)
 	buf = append(buf, ':')
-	return append(buf, l.sz.String()...)
+	return append(buf, v.sz.String()...)
 }
 
 // levels appends the whole side, best first, as venue levels.
 func (b *book) levels(dst []venue.Level, bid bool) []venue.Level {
 	s := b.side(bid)
 	for i := len(s.lv) - 1; i >= 0; i-- {
-		dst = append(dst, venue.Level{Price: s.lv[i].px, Size: s.lv[i].sz})
+		v := &b.vals[s.lv[i].slot]
+		dst = append(dst, venue.Level{Price: v.px, Size: v.sz})
 	}
 	return dst
 }

@@ -507,18 +507,19 @@ func (d *Decoder) snapshot(recv time.Time, in *inst, m *bookMsg, b []byte) bool 
 	}
 	bk := in.book
 	bk.reset(sc, m.hasCS && m.cs != 0)
-	for i := range m.bids {
-		l := &m.bids[i]
-		if !l.zero() {
-			key, _ := scaleUp(l.pm, sc-l.pf)
-			bk.set(true, key, l.size(), l.px, l.sz)
+	for _, bid := range [2]bool{true, false} {
+		ls := m.asks
+		if bid {
+			ls = m.bids
 		}
-	}
-	for i := range m.asks {
-		l := &m.asks[i]
-		if !l.zero() {
-			key, _ := scaleUp(l.pm, sc-l.pf)
-			bk.set(false, key, l.size(), l.px, l.sz)
+		if bk.fill(bid, ls) {
+			continue // the usual case: best first, in order
+		}
+		for i := range ls {
+			if l := &ls[i]; !l.zero() {
+				key, _ := scaleUp(l.pm, sc-l.pf)
+				bk.set(bid, key, l.size(), l.px, l.sz)
+			}
 		}
 	}
 	if bk.crossed() {
