@@ -575,7 +575,7 @@ func (d *Decoder) update(recv time.Time, in *inst, m *bookMsg, b []byte) bool {
 		return d.bad(recv, in, "price out of range", b)
 	}
 	bk.rescale(sc)
-	lv := make([]venue.Level, len(m.bids)+len(m.asks))
+	ev, lv := newUpdate(len(m.bids) + len(m.asks))
 	for i := range m.bids {
 		lv[i] = d.applyLevel(bk, true, &m.bids[i])
 	}
@@ -593,11 +593,38 @@ func (d *Decoder) update(recv time.Time, in *inst, m *bookMsg, b []byte) bool {
 		in.haveSeq, in.lastSeq = true, m.seq
 	}
 	nb := len(m.bids)
-	d.emit(&venue.Event{
+	*ev = venue.Event{
 		Kind: venue.KindBook, Stream: in.l2, RecvTime: recv, VenueTime: msTime(m.ts),
 		VenueSeq: m.seq, Bids: lv[:nb:nb], Asks: lv[nb:],
-	}, recv)
+	}
+	d.emit(ev, recv)
 	return true
+}
+
+// newUpdate allocates an event and room for n levels, in one allocation
+// for the small updates that make up most of a feed. The sink owns both.
+func newUpdate(n int) (*venue.Event, []venue.Level) {
+	switch {
+	case n <= 2:
+		x := new(struct {
+			ev venue.Event
+			lv [2]venue.Level
+		})
+		return &x.ev, x.lv[:n]
+	case n <= 4:
+		x := new(struct {
+			ev venue.Event
+			lv [4]venue.Level
+		})
+		return &x.ev, x.lv[:n]
+	case n <= 8:
+		x := new(struct {
+			ev venue.Event
+			lv [8]venue.Level
+		})
+		return &x.ev, x.lv[:n]
+	}
+	return new(venue.Event), make([]venue.Level, n)
 }
 
 func (d *Decoder) applyLevel(bk *book, bid bool, l *rawLevel) venue.Level {

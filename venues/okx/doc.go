@@ -14,7 +14,7 @@
 // One request per symbol keeps a refused symbol from taking others down
 // with it and stays far below OKX's 480 subscribe operations per hour.
 // link_up is emitted once every initial arg is acked or refused (or a push
-// arrives). Streams are okx:level2:<instId>, okx:trades:<instId> and
+// arrives, or 10 s pass with the link answering pings). Streams are okx:level2:<instId>, okx:trades:<instId> and
 // okx:ticker:<instId>; the decoder also reads bbo-tbt pushes as tickers and
 // books-l2-tbt/books50-l2-tbt as level2 (replayed captures), and ignores
 // books5 and unknown channels.
@@ -104,7 +104,10 @@
 //
 // Unverified: the exact text of errors beyond 60018 (so refusals for other
 // codes name no stream when the message names no instId); whether OKX
-// rejects a whole multi-arg request when one arg is bad (the mock does);
+// answers each bad arg of a multi-arg request with its own error and
+// serves the good ones (a user report, burakoner/OKX.Api issue 34,
+// suggests so; the mock rejects the whole request, and the adapter's one
+// request per symbol is right either way);
 // the exact lead time of 64008 before the close; whether instIdCode
 // replaces instId for public market data (see research §8).
 package okx

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,10 @@ const (
 	outQueue = 256
 	// writeTimeout bounds one websocket write.
 	writeTimeout = 5 * time.Second
+	// ackDeadline is how long the initial subscriptions may stay
+	// unanswered before the link is declared up anyway (with the missing
+	// acks named), so a venue that never acks cannot hold link_up back.
+	ackDeadline = 10 * time.Second
 )
 
 // Errors New and Start return.
@@ -81,6 +86,7 @@ type session struct {
 	pending  map[string]bool // initial "channel\x00instId" awaiting an ack
 	up       bool            // link_up emitted
 	forced   string          // a forced-disconnect notice arrived: reconnect
+	start    time.Time       // when the link connected
 	lastRecv atomic.Int64    // unix nanos of the last frame
 }
 
@@ -381,7 +387,7 @@ func (a *Adapter) session(ctx context.Context) bool {
 	conn.SetReadLimit(readLimit)
 	sctx, scancel := context.WithCancel(ctx)
 	l := &link{out: make(chan []byte, outQueue), conn: conn}
-	s := &session{l: l, pending: map[string]bool{}}
+	s := &session{l: l, pending: map[string]bool{}, start: time.Now()}
 	s.lastRecv.Store(time.Now().UnixNano())
 	a.sess = s
 
@@ -452,6 +458,16 @@ func (a *Adapter) read(ctx context.Context, s *session) string {
 		a.dec.Frame(recv, buf)
 		if s.forced != "" {
 			return s.forced
+		}
+		if !s.up && recv.Sub(s.start) > ackDeadline {
+			// Frames (at least pongs) arrive but some acks never did.
+			var missing []string
+			for k := range s.pending {
+				missing = append(missing, strings.Replace(k, "\x00", ":", 1))
+			}
+			a.log.Warn("okx subscriptions not acknowledged", "args", missing)
+			clear(s.pending)
+			a.maybeUp(recv)
 		}
 	}
 }

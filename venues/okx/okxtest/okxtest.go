@@ -129,7 +129,7 @@ func (m *Mock) Message(c *venuetest.Conn, msg []byte) {
 		if a.InstID == m.Refused {
 			c.Send([]byte(`{"event":"error","code":"60018","msg":"Wrong URL or channel:` + a.Channel + `,instId:` + a.InstID +
 				` doesn't exist. Please use the correct URL, channel and parameters referring to API document.","connId":"a4d3ae55"}`))
-			return // OKX rejects the whole request
+			return // unverified whether OKX serves the other args; see okx's doc
 		}
 	}
 	for _, a := range req.Args {
