@@ -70,11 +70,12 @@ type book struct {
 	scale      int32 // price decimals of every key and px
 	bids, asks side
 	keepText   bool
-	text       []byte  // arena of level texts
-	spare      []byte  // the other arena, reused by compaction
-	dead       int     // bytes of text no level refers to
-	vals       []vals  // decimals of the levels, by slot
-	free       []int32 // unused slots of vals
+	text       []byte    // arena of level texts
+	spare      []byte    // the other arena, reused by compaction
+	dead       int       // bytes of text no level refers to
+	vals       []vals    // decimals of the levels, by slot
+	free       []int32   // unused slots of vals
+	cache      *decCache // the decoder's; nil makes every decimal anew
 }
 
 // newSlot stores px and sz and returns their slot.
@@ -94,7 +95,7 @@ func (b *book) freeSlot(s int32) {
 	b.free = append(b.free, s)
 }
 
-func newBook() *book { return &book{bids: side{bid: true}} }
+func newBook(c *decCache) *book { return &book{bids: side{bid: true}, cache: c} }
 
 func (b *book) side(bid bool) *side {
 	if bid {
@@ -205,7 +206,7 @@ func (b *book) set(bid bool, key int64, sz decimal.Decimal, pxText, szText []byt
 		l.txt, l.tl = b.addText(pxText, szText)
 		return v.px
 	}
-	px := decimal.New(key, -b.scale)
+	px := b.cache.get(cachePrice, pxText, key, -b.scale)
 	off, n := b.addText(pxText, szText)
 	s.lv = slices.Insert(s.lv, i, level{key: key, slot: b.newSlot(px, sz), txt: off, tl: n})
 	return px
@@ -231,7 +232,8 @@ func (b *book) fill(bid bool, ls []rawLevel) bool {
 		l := &ls[i]
 		key, _ := scaleUp(l.pm, b.scale-l.pf)
 		off, n := b.addText(l.px, l.sz)
-		s.lv[len(ls)-1-i] = level{key: key, slot: b.newSlot(decimal.New(key, -b.scale), l.size()), txt: off, tl: n}
+		px := b.cache.get(cachePrice, l.px, key, -b.scale)
+		s.lv[len(ls)-1-i] = level{key: key, slot: b.newSlot(px, l.size(b.cache)), txt: off, tl: n}
 	}
 	return true
 }

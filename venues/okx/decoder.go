@@ -37,6 +37,7 @@ type Decoder struct {
 	log  *slog.Logger
 
 	insts map[string]*inst
+	cache *decCache // shared by every book
 
 	// scratch, reused for every frame
 	bids, asks []rawLevel
@@ -93,7 +94,7 @@ func NewDecoder(cfg venue.Config) *Decoder {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Decoder{sink: cfg.Sink, log: log.With("venue", Name), insts: make(map[string]*inst)}
+	return &Decoder{sink: cfg.Sink, log: log.With("venue", Name), insts: make(map[string]*inst), cache: new(decCache)}
 }
 
 var _ venue.Decoder = (*Decoder)(nil)
@@ -121,7 +122,7 @@ func (d *Decoder) inst(id []byte) *inst {
 		l2:     venue.NewStream(Name, venue.Level2, s),
 		trades: venue.NewStream(Name, venue.Trades, s),
 		ticker: venue.NewStream(Name, venue.Ticker, s),
-		book:   newBook(),
+		book:   newBook(d.cache),
 	}
 	d.insts[s] = in
 	return in
@@ -467,14 +468,14 @@ func parseLevels(s *scanner, dst []rawLevel) ([]rawLevel, bool) {
 
 func (l *rawLevel) zero() bool { return !l.bigSz && l.sm == 0 }
 
-func (l *rawLevel) size() decimal.Decimal {
+func (l *rawLevel) size(c *decCache) decimal.Decimal {
 	switch {
 	case l.bigSz:
 		return l.szDec
 	case l.sm == 0:
 		return decimal.Decimal{}
 	}
-	return decimal.New(l.sm, -l.sf)
+	return c.get(cacheSize, l.sz, l.sm, -l.sf)
 }
 
 // scaleFor returns the price scale that holds the book and m's levels, and
@@ -518,7 +519,7 @@ func (d *Decoder) snapshot(recv time.Time, in *inst, m *bookMsg, b []byte) bool 
 		for i := range ls {
 			if l := &ls[i]; !l.zero() {
 				key, _ := scaleUp(l.pm, sc-l.pf)
-				bk.set(bid, key, l.size(), l.px, l.sz)
+				bk.set(bid, key, l.size(d.cache), l.px, l.sz)
 			}
 		}
 	}
@@ -632,7 +633,7 @@ func (d *Decoder) applyLevel(bk *book, bid bool, l *rawLevel) venue.Level {
 	if l.zero() {
 		return venue.Level{Price: bk.remove(bid, key)}
 	}
-	sz := l.size()
+	sz := l.size(d.cache)
 	return venue.Level{Price: bk.set(bid, key, sz, l.px, l.sz), Size: sz}
 }
 

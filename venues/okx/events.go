@@ -184,10 +184,10 @@ func (d *Decoder) bbo(recv time.Time, s *scanner, in *inst, b []byte) bool {
 	d.bids, d.asks = m.bids[:0], m.asks[:0]
 	ev := &venue.Event{Kind: venue.KindTicker, Stream: in.ticker, RecvTime: recv, VenueTime: msTime(m.ts)}
 	if len(m.bids) > 0 {
-		ev.Bid, ev.BidSize = decimal.New(m.bids[0].pm, -m.bids[0].pf), m.bids[0].size()
+		ev.Bid, ev.BidSize = decimal.New(m.bids[0].pm, -m.bids[0].pf), m.bids[0].size(nil)
 	}
 	if len(m.asks) > 0 {
-		ev.Ask, ev.AskSize = decimal.New(m.asks[0].pm, -m.asks[0].pf), m.asks[0].size()
+		ev.Ask, ev.AskSize = decimal.New(m.asks[0].pm, -m.asks[0].pf), m.asks[0].size(nil)
 	}
 	d.emit(ev, recv)
 	return true

@@ -346,3 +346,35 @@ func TestImpossibleFrames(t *testing.T) {
 		})
 	}
 }
+
+// TestChecksumWithoutKeptText: a snapshot without a checksum keeps no
+// text; a later non-zero checksum is checked against the decimals'
+// canonical form, which is how OKX writes them.
+func TestChecksumWithoutKeptText(t *testing.T) {
+	bids := [][2]string{{"100.1", "0.5"}}
+	asks := [][2]string{{"100.2", "1"}}
+	snap := bookFrame("snapshot", `[["100.2","1","0","1"]]`, `[["100.1","0.5","0","1"]]`, 0, -1, 1)
+	asks = append(asks, [2]string{"100.3", "2.25"})
+	upd := bookFrame("update", `[["100.3","2.25","0","1"]]`, `[]`, okxtest.ChecksumOf(bids, asks), 1, 2)
+	bad := bookFrame("update", `[["100.4","1","0","1"]]`, `[]`, 12345, 2, 3)
+	d, sink := decode(t, snap, upd)
+	if n := sink.Notices(); len(n) != 0 || d.Stats().Checksums != 1 {
+		t.Fatalf("notices %v, %d checksums; want none and 1", kinds(n), d.Stats().Checksums)
+	}
+	d.Frame(recv, bad)
+	if n := sink.Notices(); len(n) != 1 || n[0].Details["reason"] != "checksum" {
+		t.Fatalf("a wrong checksum gave %v", kinds(n))
+	}
+}
+
+// TestFieldOrder: data before arg and action, and several books elements
+// in one push, decode the same as OKX's usual order.
+func TestFieldOrder(t *testing.T) {
+	f := []byte(`{"data":[{"asks":[["101","1","0","1"]],"bids":[["100","1","0","1"]],"ts":"1","seqId":1,"prevSeqId":-1}],"action":"snapshot","arg":{"instId":"BTC-USDT","channel":"books"}}`)
+	two := []byte(`{"arg":{"channel":"books","instId":"BTC-USDT"},"action":"update","data":[{"asks":[["102","1","0","1"]],"bids":[],"prevSeqId":1,"seqId":2},{"asks":[],"bids":[["99","1","0","1"]],"prevSeqId":2,"seqId":3}]}`)
+	_, sink := decode(t, f, two)
+	evs := sink.Events()
+	if len(sink.Notices()) != 0 || len(evs) != 3 || !evs[0].Snapshot || evs[2].VenueSeq != 3 {
+		t.Fatalf("notices %v, %d events", kinds(sink.Notices()), len(evs))
+	}
+}
