@@ -176,3 +176,26 @@ func BenchmarkDecodeBooks(b *testing.B) {
 	b.Run("medium_1-20lvl", func(b *testing.B) { benchStream(b, genStream(20000, 400, 20, false)) })
 	b.Run("recorded_2022", func(b *testing.B) { benchStream(b, readLines(b, "books_sequence_BTC-USDT_2022.jsonl")) })
 }
+
+// TestAllocBudget pins the allocations of a typical update (1-3 levels):
+// the event with its levels in one allocation, and the decimals the
+// decimal cache misses (two each). The budget is an average over a
+// generated stream.
+func TestAllocBudget(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	frames := genStream(2000, 400, 3, false)
+	d := okx.NewDecoder(venue.Config{Sink: &discard{}})
+	now := time.Now()
+	d.Frame(now, frames[0])
+	i := 1
+	avg := testing.AllocsPerRun(len(frames)-2, func() {
+		d.Frame(now, frames[i])
+		i++
+	})
+	if avg > 5 {
+		t.Errorf("%.1f allocations per typical update, budget 5", avg)
+	}
+	t.Logf("%.2f allocations per typical update", avg)
+}

@@ -172,7 +172,9 @@ type frame struct {
 // Frame decodes one frame. Text "pong" (the answer to the adapter's
 // keepalive) is accepted and ignored.
 func (d *Decoder) Frame(recv time.Time, b []byte) {
-	b = bytes.TrimSpace(b)
+	if len(b) > 0 && (b[0] <= ' ' || b[len(b)-1] <= ' ') {
+		b = bytes.TrimSpace(b)
+	}
 	if string(b) == "pong" {
 		return
 	}

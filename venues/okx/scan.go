@@ -41,6 +41,10 @@ func (s *scanner) peek() byte {
 
 // eat consumes c if it is the next non-space byte.
 func (s *scanner) eat(c byte) bool {
+	if s.i < len(s.b) && s.b[s.i] == c { // OKX sends no whitespace: skip ws()
+		s.i++
+		return true
+	}
 	if s.peek() == c {
 		s.i++
 		return true
