@@ -231,3 +231,28 @@ func TestConfig(t *testing.T) {
 		t.Errorf("Stop before Start: %v", err)
 	}
 }
+
+// TestRefusedAtStart: a refused symbol among the initial ones does not hold
+// link_up back, and the good symbol's book flows.
+func TestRefusedAtStart(t *testing.T) {
+	m := okxtest.New()
+	m.Start(t)
+	sink := venuetest.NewSink()
+	ad, err := m.NewAdapter(venue.Config{Sink: sink, Symbols: []string{m.RefusedSymbol(), m.Symbol()}, Channels: []venue.Channel{venue.Level2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ad.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := ad.Stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
+	sink.WaitNotice(t, venuetest.Wait, 0, notice.Refusal)
+	sink.WaitNotice(t, venuetest.Wait, 0, notice.LinkUp)
+	m.Step(4)
+	sink.WaitBook(t, venuetest.Wait, l2(m), m.Book)
+	sink.Check(t)
+}
