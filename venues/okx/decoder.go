@@ -24,6 +24,10 @@ const (
 	// instrument keep arriving, so a silent venue is left to the link's
 	// own deadline).
 	resyncRetry = 10 * time.Second
+	// maxInsts bounds the instruments a decoder keeps state for, so a
+	// stream of made-up instIds cannot grow memory without bound. OKX
+	// lists a few thousand instruments in all.
+	maxInsts = 20000
 )
 
 // Decoder turns OKX v5 public frames into events and notices: it keeps a
@@ -305,10 +309,16 @@ func (d *Decoder) data(recv time.Time, s *scanner, f *frame, b []byte) bool {
 		}
 		return d.bad(recv, nil, "push without a valid instId", b)
 	}
+	in := d.insts[string(f.instID)]
+	if in == nil {
+		if len(d.insts) >= maxInsts {
+			return d.badFrame(recv, "too many instruments", b)
+		}
+		in = d.inst(f.instID)
+	}
 	if d.hooks.data != nil {
 		d.hooks.data()
 	}
-	in := d.inst(f.instID)
 	bookIn := in
 	if kind != chanBooks {
 		bookIn = nil
