@@ -79,6 +79,7 @@ type inst struct {
 	resyncAt           time.Time
 	haveSeq            bool  // lastSeq holds the seqId of the last frame applied
 	lastSeq            int64 // seqId of the last frame applied
+	snapFails          int   // snapshots in a row that failed their checks
 }
 
 // rawLevel is a level as read from a frame, before it touches the book.
@@ -514,8 +515,12 @@ func scaleFor(bk *book, base int32, m *bookMsg) (int32, bool) {
 }
 
 func (d *Decoder) snapshot(recv time.Time, in *inst, m *bookMsg, b []byte) bool {
+	// A snapshot answers any resync asked for: if it fails its own checks,
+	// that is a new failure to report.
+	in.resyncing = false
 	sc, ok := scaleFor(nil, 0, m)
 	if !ok {
+		in.snapFails++
 		return d.bad(recv, in, "price out of range", b)
 	}
 	bk := in.book
@@ -536,13 +541,17 @@ func (d *Decoder) snapshot(recv time.Time, in *inst, m *bookMsg, b []byte) bool 
 		}
 	}
 	if bk.crossed() {
+		in.snapFails++
 		d.bad(recv, in, "crossed snapshot", b)
 		return true
 	}
-	if m.hasCS && m.cs != 0 && !d.verify(recv, in, m) {
-		return true
+	if m.hasCS && m.cs != 0 {
+		in.snapFails++ // undone below if it verifies
+		if !d.verify(recv, in, m) {
+			return true
+		}
 	}
-	in.valid, in.resyncing = true, false
+	in.valid, in.resyncing, in.snapFails = true, false, 0
 	in.haveSeq, in.lastSeq = m.hasSeq, m.seq
 	ev := &venue.Event{
 		Kind: venue.KindBook, Stream: in.l2, RecvTime: recv, VenueTime: msTime(m.ts),
@@ -561,7 +570,7 @@ func (d *Decoder) update(recv time.Time, in *inst, m *bookMsg, b []byte) bool {
 	if !in.valid {
 		// Waiting for a snapshot: updates cannot be applied. Ask again if
 		// the resync seems lost.
-		if in.resyncing && recv.Sub(in.resyncAt) >= resyncRetry && d.hooks.resync != nil {
+		if in.resyncing && recv.Sub(in.resyncAt) >= retryAfter(in.snapFails) && d.hooks.resync != nil {
 			in.resyncAt = recv
 			d.hooks.resync(in.id)
 		}
@@ -698,9 +707,19 @@ func (d *Decoder) invalidate(recv time.Time, in *inst, reason string, det map[st
 	if d.cov != nil {
 		d.cov.Resync()
 	}
-	if d.hooks.resync != nil {
+	// After a snapshot that itself failed, the next request waits for the
+	// retry path (doubling from resyncRetry), so a venue that keeps sending
+	// bad snapshots does not get a resubscribe loop (OKX allows 480
+	// subscribe operations an hour).
+	if d.hooks.resync != nil && in.snapFails <= 1 {
 		d.hooks.resync(in.id)
 	}
+}
+
+// retryAfter is how long a resync may go unanswered before it is asked
+// again, after fails bad snapshots in a row.
+func retryAfter(fails int) time.Duration {
+	return resyncRetry << min(max(fails-1, 0), 5)
 }
 
 // bad counts a frame that did not parse or made an impossible book,

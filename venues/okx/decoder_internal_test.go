@@ -74,3 +74,34 @@ func TestTextArenaCompaction(t *testing.T) {
 }
 
 var decimalOne = decimal.New(1, 0)
+
+// TestBadSnapshotNoLoop: a snapshot that fails its checksum is reported
+// and resynced once; further bad snapshots are reported but the next
+// request waits for the doubling retry.
+func TestBadSnapshotNoLoop(t *testing.T) {
+	sink := venuetest.NewSink()
+	d := NewDecoder(venue.Config{Sink: sink})
+	var asked int
+	d.hooks.resync = func(string) { asked++ }
+	t0 := time.Unix(1_700_000_000, 0)
+	bad := []byte(`{"arg":{"channel":"books","instId":"BTC-USDT"},"action":"snapshot","data":[{"asks":[["101","1","0","1"]],"bids":[["100","1","0","1"]],"ts":"1","checksum":1,"prevSeqId":-1,"seqId":5}]}`)
+	d.Frame(t0, bad)
+	d.Frame(t0, bad)
+	d.Frame(t0, bad)
+	if n := len(sink.Notices()); n != 3 || asked != 1 {
+		t.Fatalf("%d notices, %d resync requests; want 3 and 1", n, asked)
+	}
+	d.Frame(t0.Add(retryAfter(3)-time.Second), frameAt("update", 5, 6, "102"))
+	if asked != 1 {
+		t.Fatalf("asked again before the doubled retry")
+	}
+	d.Frame(t0.Add(retryAfter(3)), frameAt("update", 6, 7, "102"))
+	if asked != 2 {
+		t.Fatalf("not asked again after the doubled retry")
+	}
+	d.Frame(t0.Add(retryAfter(3)), frameAt("snapshot", -1, 20, "100"))
+	if n := sink.NumEvents(); n != 1 {
+		t.Fatalf("%d events after a good snapshot, want 1", n)
+	}
+	sink.Check(t)
+}

@@ -70,7 +70,11 @@
 // computed), and the adapter unsubscribes and resubscribes the books
 // channel for that instId, which makes OKX send a new snapshot, published
 // as a snapshot:true event. If no snapshot arrives within 10 s while
-// updates keep coming, the resubscribe is sent again. Bad frames are
+// updates keep coming, the resubscribe is sent again. A snapshot that
+// itself fails (checksum, crossed) is reported like any failure, but after
+// the first such snapshot the next request waits 10 s, doubling per bad
+// snapshot in a row up to 320 s: no resubscribe loop against OKX's 480
+// subscribe operations an hour. Bad frames are
 // counted and reported as one data_quality notice per 10 s burst; one that
 // cannot be tied to an instrument invalidates every valid book.
 //
