@@ -1,0 +1,258 @@
+package okx_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fanoutd/fanoutd/notice"
+	"github.com/fanoutd/fanoutd/venue"
+	"github.com/fanoutd/fanoutd/venue/venuetest"
+	"github.com/fanoutd/fanoutd/venues/okx"
+	"github.com/fanoutd/fanoutd/venues/okx/okxtest"
+)
+
+type recorder struct {
+	mu      sync.Mutex
+	frames  int
+	pongs   int
+	downs   int
+	changed chan struct{} // closed and replaced on every frame
+}
+
+func newRecorder() *recorder { return &recorder{changed: make(chan struct{})} }
+
+func (r *recorder) Frame(v string, _ time.Time, f []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.frames++
+	if string(f) == "pong" {
+		r.pongs++
+	}
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// waitPongs waits until n pongs were recorded.
+func (r *recorder) waitPongs(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.After(venuetest.Wait)
+	for {
+		r.mu.Lock()
+		got, ch := r.pongs, r.changed
+		r.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("%d pongs recorded, want %d", got, n)
+		}
+	}
+}
+
+func (r *recorder) Disconnect(string, time.Time) {
+	r.mu.Lock()
+	r.downs++
+	r.mu.Unlock()
+}
+
+func (r *recorder) counts() (int, int, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.frames, r.pongs, r.downs
+}
+
+// startAdapter runs an adapter on every channel against a fresh mock.
+func startAdapter(t *testing.T, rec venue.Recorder) (*okxtest.Mock, venue.Adapter, *venuetest.Sink) {
+	t.Helper()
+	m := okxtest.New()
+	m.Start(t)
+	sink := venuetest.NewSink()
+	cfg := venue.Config{Sink: sink, Symbols: []string{m.Symbol()}}
+	if rec != nil {
+		cfg.Recorder = rec
+	}
+	ad, err := m.NewAdapter(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ad.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), venuetest.Wait)
+		defer cancel()
+		if err := ad.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	sink.WaitNotice(t, venuetest.Wait, 0, notice.LinkUp)
+	return m, ad, sink
+}
+
+func l2(m *okxtest.Mock) venue.Stream { return venue.NewStream("okx", venue.Level2, m.Symbol()) }
+
+func TestAllChannelsAndRecorder(t *testing.T) {
+	rec := newRecorder()
+	m, ad, sink := startAdapter(t, rec)
+	m.Step(12)
+	sink.WaitBook(t, venuetest.Wait, l2(m), m.Book)
+	var trades, tickers int
+	for _, e := range sink.Events() {
+		switch e.Kind {
+		case venue.KindTrade:
+			trades++
+		case venue.KindTicker:
+			tickers++
+			if e.Bid.Cmp(e.Ask) >= 0 {
+				t.Errorf("ticker bid %v >= ask %v", e.Bid, e.Ask)
+			}
+		}
+	}
+	if trades == 0 || tickers == 0 {
+		// Trades and tickers travel on the same connection before the last
+		// book update; by the time the book matches they have arrived.
+		t.Fatalf("%d trades, %d tickers, want some of each", trades, tickers)
+	}
+	if f, _, _ := rec.counts(); f < 14 {
+		t.Fatalf("recorder saw %d frames, want every frame", f)
+	}
+	cov := ad.Coverage()
+	if len(cov.Streams) != 3 {
+		t.Fatalf("coverage %+v, want 3 streams", cov.Streams)
+	}
+	sink.Check(t)
+}
+
+func TestKeepaliveTextPing(t *testing.T) {
+	rec := newRecorder()
+	_, _, sink := startAdapter(t, rec)
+	// Nothing is pushed; the adapter's text pings keep the link alive and
+	// the mock answers each with "pong".
+	rec.waitPongs(t, 5)
+	for _, n := range sink.Notices() {
+		if n.Kind == notice.LinkDown {
+			t.Fatalf("link went down while pings were answered: %v", n.Message)
+		}
+	}
+}
+
+func TestForcedDisconnect64008(t *testing.T) {
+	m, _, sink := startAdapter(t, nil)
+	from := sink.NumNotices()
+	acc := m.Server().Accepted()
+	m.ForceDisconnectNotice()
+	n, i := sink.WaitNotice(t, venuetest.Wait, from, notice.LinkDown)
+	if r, _ := n.Details["reason"].(string); r == "" || !strings.Contains(r, "64008") {
+		t.Fatalf("link_down reason %q, want the 64008 notice", r)
+	}
+	m.Server().WaitAccepted(t, acc+1, venuetest.Wait)
+	sink.WaitNotice(t, venuetest.Wait, i, notice.LinkUp)
+	m.Step(5)
+	sink.WaitBook(t, venuetest.Wait, l2(m), m.Book)
+	sink.Check(t)
+}
+
+func TestSequenceResetIsLegal(t *testing.T) {
+	m, _, sink := startAdapter(t, nil)
+	m.Step(3)
+	m.ResetSeqNext()
+	m.Step(5)
+	sink.WaitBook(t, venuetest.Wait, l2(m), m.Book)
+	for _, n := range sink.Notices() {
+		if n.Kind == notice.BookResync {
+			t.Fatalf("a sequence reset caused %v", n.Details)
+		}
+	}
+	sink.Check(t)
+}
+
+func TestRefusedSymbolNotRetried(t *testing.T) {
+	m, ad, sink := startAdapter(t, nil)
+	from := sink.NumNotices()
+	if err := ad.Subscribe(m.RefusedSymbol()); err != nil {
+		t.Fatal(err)
+	}
+	n, _ := sink.WaitNotice(t, venuetest.Wait, from, notice.Refusal)
+	if n.Stream != "okx:level2:"+m.RefusedSymbol() || n.Details["code"] != "60018" {
+		t.Fatalf("refusal %+v", n)
+	}
+	// After a reconnect the refused symbol is not asked for again.
+	from = sink.NumNotices()
+	m.Server().CloseAll()
+	_, i := sink.WaitNotice(t, venuetest.Wait, from, notice.LinkDown)
+	sink.WaitNotice(t, venuetest.Wait, i, notice.LinkUp)
+	m.Step(3)
+	sink.WaitBook(t, venuetest.Wait, l2(m), m.Book)
+	for _, n := range sink.Notices()[i:] {
+		if n.Kind == notice.Refusal {
+			t.Fatalf("refused symbol subscribed again after reconnect")
+		}
+	}
+}
+
+func TestUnsubscribe(t *testing.T) {
+	m, ad, sink := startAdapter(t, nil)
+	m.Step(3)
+	sink.WaitBook(t, venuetest.Wait, l2(m), m.Book)
+	if err := ad.Unsubscribe(m.Symbol()); err != nil {
+		t.Fatal(err)
+	}
+	if cov := ad.Coverage(); len(cov.Streams) != 0 {
+		t.Fatalf("coverage after unsubscribe: %+v", cov.Streams)
+	}
+	if err := ad.Subscribe(m.Symbol()); err != nil {
+		t.Fatal(err)
+	}
+	m.Step(3)
+	sink.WaitBook(t, venuetest.Wait, l2(m), m.Book)
+	sink.Check(t)
+}
+
+func TestConfig(t *testing.T) {
+	if _, err := okx.New(venue.Config{}); err == nil {
+		t.Error("New without a sink succeeded")
+	}
+	if _, err := okx.New(venue.Config{Sink: venuetest.NewSink(), Symbols: []string{`BAD"SYM`}}); err == nil {
+		t.Error("New with a bad symbol succeeded")
+	}
+	ad, err := okx.New(venue.Config{Sink: venuetest.NewSink()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ad.Venue() != "okx" || ad.Coverage().Link != "idle" {
+		t.Errorf("new adapter: venue %q link %q", ad.Venue(), ad.Coverage().Link)
+	}
+	if err := ad.Stop(context.Background()); err != nil {
+		t.Errorf("Stop before Start: %v", err)
+	}
+}
+
+// TestRefusedAtStart: a refused symbol among the initial ones does not hold
+// link_up back, and the good symbol's book flows.
+func TestRefusedAtStart(t *testing.T) {
+	m := okxtest.New()
+	m.Start(t)
+	sink := venuetest.NewSink()
+	ad, err := m.NewAdapter(venue.Config{Sink: sink, Symbols: []string{m.RefusedSymbol(), m.Symbol()}, Channels: []venue.Channel{venue.Level2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ad.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := ad.Stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
+	sink.WaitNotice(t, venuetest.Wait, 0, notice.Refusal)
+	sink.WaitNotice(t, venuetest.Wait, 0, notice.LinkUp)
+	m.Step(4)
+	sink.WaitBook(t, venuetest.Wait, l2(m), m.Book)
+	sink.Check(t)
+}

@@ -1,0 +1,312 @@
+package okx
+
+import (
+	"hash/crc32"
+	"slices"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/fanoutd/fanoutd/venue"
+)
+
+// level is one price level of the decoder's book. Prices are kept as an
+// integer key in units of 10^-scale of the book, so search and ordering
+// never touch big.Int. The decimals live apart, in the book's vals at
+// slot: a level holds no pointer, so inserting and deleting in the sorted
+// slice is a plain memmove (with decimals inline, the GC write barriers on
+// every moved pointer took half the decode time).
+type level struct {
+	key  int64
+	slot int32  // index of the level's decimals in book.vals
+	txt  uint32 // offset of "price:size", as OKX wrote them, in the book's text
+	tl   uint32 // its length; 0 when the book keeps no text
+}
+
+// vals are a level's decimals: px at the book's scale (the value events
+// carry) and sz as OKX wrote it.
+type vals struct {
+	px, sz decimal.Decimal
+}
+
+// side is one side of a book, worst price first and best last (like
+// venue.Book), so changes near the top move little memory.
+type side struct {
+	bid bool
+	lv  []level
+}
+
+// find returns the index of key, and whether it is there; if not, where it
+// would be inserted.
+func (s *side) find(key int64) (int, bool) {
+	lo, hi := 0, len(s.lv)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		k := s.lv[m].key
+		if k == key {
+			return m, true
+		}
+		if (k < key) == s.bid { // lv[m] is worse than key
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, false
+}
+
+// best returns the i-th best level (0 is the best).
+func (s *side) best(i int) *level { return &s.lv[len(s.lv)-1-i] }
+
+// book is an OKX order book as the decoder keeps it: exact, keyed by
+// integer price, with the original text of every level while the venue
+// sends checksums.
+//
+// The text lives in one arena per book rather than a string per level: a
+// string per level would cost an allocation per update; the arena is
+// appended to and compacted when most of it is dead, so it costs none in
+// the steady state. Once OKX stopped sending checksums (2026-06-23) the
+// text is not kept at all: keepText follows the snapshot's checksum.
+type book struct {
+	scale      int32 // price decimals of every key and px
+	bids, asks side
+	keepText   bool
+	text       []byte    // arena of level texts
+	spare      []byte    // the other arena, reused by compaction
+	dead       int       // bytes of text no level refers to
+	vals       []vals    // decimals of the levels, by slot
+	free       []int32   // unused slots of vals
+	cache      *decCache // the decoder's; nil makes every decimal anew
+}
+
+// newSlot stores px and sz and returns their slot.
+func (b *book) newSlot(px, sz decimal.Decimal) int32 {
+	if n := len(b.free); n > 0 {
+		s := b.free[n-1]
+		b.free = b.free[:n-1]
+		b.vals[s] = vals{px, sz}
+		return s
+	}
+	b.vals = append(b.vals, vals{px, sz})
+	return int32(len(b.vals) - 1)
+}
+
+func (b *book) freeSlot(s int32) {
+	b.vals[s] = vals{} // let the decimals go
+	b.free = append(b.free, s)
+}
+
+func newBook(c *decCache) *book { return &book{bids: side{bid: true}, cache: c} }
+
+func (b *book) side(bid bool) *side {
+	if bid {
+		return &b.bids
+	}
+	return &b.asks
+}
+
+// reset empties the book, keeping its memory.
+func (b *book) reset(scale int32, keepText bool) {
+	b.scale, b.keepText = scale, keepText
+	b.bids.lv, b.asks.lv = b.bids.lv[:0], b.asks.lv[:0]
+	b.text, b.dead = b.text[:0], 0
+	clear(b.vals)
+	b.vals, b.free = b.vals[:0], b.free[:0]
+}
+
+// maxKey is the largest price key in magnitude (keys are never negative).
+func (b *book) maxKey() int64 {
+	var m int64
+	if n := len(b.bids.lv); n > 0 {
+		m = b.bids.lv[n-1].key // best bid is the highest
+	}
+	if len(b.asks.lv) > 0 {
+		m = max(m, b.asks.lv[0].key) // worst ask is the highest
+	}
+	return m
+}
+
+// canRescale reports whether every key fits at scale to.
+func (b *book) canRescale(to int32) bool {
+	if to <= b.scale {
+		return true
+	}
+	_, ok := scaleUp(b.maxKey(), to-b.scale)
+	return ok
+}
+
+// rescale moves every key and price to scale to (> b.scale); canRescale
+// must have said yes. It allocates a decimal per level and happens only
+// when a price arrives with more decimals than any before.
+func (b *book) rescale(to int32) {
+	if to <= b.scale {
+		return
+	}
+	p := pow10[to-b.scale]
+	for _, s := range []*side{&b.bids, &b.asks} {
+		for i := range s.lv {
+			s.lv[i].key *= p
+			b.vals[s.lv[i].slot].px = decimal.New(s.lv[i].key, -to)
+		}
+	}
+	b.scale = to
+}
+
+// addText appends "px:sz" to the arena and returns its offset and length.
+func (b *book) addText(px, sz []byte) (uint32, uint32) {
+	if !b.keepText {
+		return 0, 0
+	}
+	off := len(b.text)
+	b.text = append(b.text, px...)
+	b.text = append(b.text, ':')
+	b.text = append(b.text, sz...)
+	return uint32(off), uint32(len(b.text) - off)
+}
+
+func (b *book) dropText(l *level) {
+	b.dead += int(l.tl)
+	if b.dead > 4096 && b.dead > len(b.text)/2 {
+		b.compact(l)
+	}
+}
+
+// compact copies the live texts to the spare arena and swaps the two;
+// skip's text is dead already.
+func (b *book) compact(skip *level) {
+	out := b.spare[:0]
+	for _, s := range []*side{&b.bids, &b.asks} {
+		for i := range s.lv {
+			l := &s.lv[i]
+			if l == skip || l.tl == 0 {
+				continue
+			}
+			off := len(out)
+			out = append(out, b.text[l.txt:l.txt+l.tl]...)
+			l.txt = uint32(off)
+		}
+	}
+	if skip != nil {
+		skip.tl = 0
+	}
+	b.spare, b.text, b.dead = b.text[:0], out, 0
+}
+
+// set puts size sz (non-zero) at key; pxd is used for a new level if
+// valid, else a decimal is made. It returns the level's price decimal.
+func (b *book) set(bid bool, key int64, sz decimal.Decimal, pxText, szText []byte) decimal.Decimal {
+	s := b.side(bid)
+	i, found := s.find(key)
+	if found {
+		l := &s.lv[i]
+		if l.tl != 0 {
+			b.dropText(l)
+		}
+		v := &b.vals[l.slot]
+		v.sz = sz
+		l.txt, l.tl = b.addText(pxText, szText)
+		return v.px
+	}
+	px := b.cache.get(cachePrice, pxText, key, -b.scale)
+	off, n := b.addText(pxText, szText)
+	s.lv = slices.Insert(s.lv, i, level{key: key, slot: b.newSlot(px, sz), txt: off, tl: n})
+	return px
+}
+
+// fill appends levels that are already in order, best first and without
+// zero sizes, as a snapshot sends them; it reports false (and changes
+// nothing) if they are not strictly ordered.
+func (b *book) fill(bid bool, ls []rawLevel) bool {
+	s := b.side(bid)
+	if len(s.lv) != 0 {
+		return false
+	}
+	for i := 1; i < len(ls); i++ {
+		k0, _ := scaleUp(ls[i-1].pm, b.scale-ls[i-1].pf)
+		k1, _ := scaleUp(ls[i].pm, b.scale-ls[i].pf)
+		if (k1 < k0) != bid || k1 == k0 || ls[i].zero() || ls[0].zero() {
+			return false
+		}
+	}
+	s.lv = slices.Grow(s.lv, len(ls))[:len(ls)]
+	for i := range ls {
+		l := &ls[i]
+		key, _ := scaleUp(l.pm, b.scale-l.pf)
+		off, n := b.addText(l.px, l.sz)
+		px := b.cache.get(cachePrice, l.px, key, -b.scale)
+		s.lv[len(ls)-1-i] = level{key: key, slot: b.newSlot(px, l.size(b.cache)), txt: off, tl: n}
+	}
+	return true
+}
+
+// remove deletes the level at key if present; it returns the price
+// decimal to report (the level's own, or a new one).
+func (b *book) remove(bid bool, key int64) decimal.Decimal {
+	s := b.side(bid)
+	i, found := s.find(key)
+	if !found {
+		return decimal.New(key, -b.scale)
+	}
+	l := &s.lv[i]
+	px := b.vals[l.slot].px
+	if l.tl != 0 {
+		b.dropText(l)
+	}
+	b.freeSlot(l.slot)
+	s.lv = slices.Delete(s.lv, i, i+1)
+	return px
+}
+
+// crossed reports whether the best bid is at or above the best ask.
+func (b *book) crossed() bool {
+	nb, na := len(b.bids.lv), len(b.asks.lv)
+	return nb > 0 && na > 0 && b.bids.lv[nb-1].key >= b.asks.lv[na-1].key
+}
+
+// checksumDepth is how many levels per side OKX's checksum covers.
+const checksumDepth = 25
+
+// checksum appends OKX's checksum string to buf[:0] — bid:ask pairs
+// interleaved best first over the top 25 of each side, the longer side
+// continuing alone — and returns the buffer and the signed CRC32 of it.
+// Without kept text (the snapshot came with no checksum) it formats the
+// decimals, which matches OKX's own text whenever OKX writes no trailing
+// zeros.
+func (b *book) checksum(buf []byte) ([]byte, int32) {
+	buf = buf[:0]
+	for i := 0; i < checksumDepth; i++ {
+		if i < len(b.bids.lv) {
+			buf = b.appendLevel(buf, b.bids.best(i))
+		}
+		if i < len(b.asks.lv) {
+			buf = b.appendLevel(buf, b.asks.best(i))
+		}
+	}
+	return buf, int32(crc32.ChecksumIEEE(buf))
+}
+
+func (b *book) appendLevel(buf []byte, l *level) []byte {
+	if len(buf) > 0 {
+		buf = append(buf, ':')
+	}
+	if l.tl != 0 {
+		return append(buf, b.text[l.txt:l.txt+l.tl]...)
+	}
+	v := &b.vals[l.slot]
+	buf = append(buf, v.px.String()...)
+	buf = append(buf, ':')
+	return append(buf, v.sz.String()...)
+}
+
+// levels appends the whole side, best first, as venue levels.
+func (b *book) levels(dst []venue.Level, bid bool) []venue.Level {
+	s := b.side(bid)
+	for i := len(s.lv) - 1; i >= 0; i-- {
+		v := &b.vals[s.lv[i].slot]
+		dst = append(dst, venue.Level{Price: v.px, Size: v.sz})
+	}
+	return dst
+}
+
+// Checksum returns OKX's signed CRC32 of a checksum string; exported for
+// tests and tools that verify recorded frames.
+func Checksum(s []byte) int32 { return int32(crc32.ChecksumIEEE(s)) }

@@ -1,0 +1,758 @@
+package okx
+
+import (
+	"bytes"
+	"log/slog"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/fanoutd/fanoutd/notice"
+	"github.com/fanoutd/fanoutd/venue"
+)
+
+// Name is the venue's name in streams and notices.
+const Name = "okx"
+
+const (
+	// dqWindow is the shortest time between two data_quality notices: bad
+	// frames inside it are counted into the next notice, so a burst gives
+	// one notice.
+	dqWindow = 10 * time.Second
+	// resyncRetry is how long a book may wait for the snapshot its resync
+	// asked for before the decoder asks again (only while frames for the
+	// instrument keep arriving, so a silent venue is left to the link's
+	// own deadline).
+	resyncRetry = 10 * time.Second
+	// maxInsts bounds the instruments a decoder keeps state for, so a
+	// stream of made-up instIds cannot grow memory without bound. OKX
+	// lists a few thousand instruments in all.
+	maxInsts = 20000
+)
+
+// Decoder turns OKX v5 public frames into events and notices: it keeps a
+// book per instrument, checks the seqId chain and, where OKX still sends
+// one, the checksum, and marks a book invalid (and asks for a resync
+// through the adapter) when either fails. The live Adapter drives one from
+// its websocket; replay drives one from a capture. Not safe for concurrent
+// use. The zero Decoder is not usable; call NewDecoder.
+type Decoder struct {
+	sink venue.Sink
+	log  *slog.Logger
+
+	insts map[string]*inst
+	cache *decCache // shared by every book
+
+	// scratch, reused for every frame
+	bids, asks []rawLevel
+	cbuf       []byte
+
+	badFrames  uint64    // frames that did not parse or made an impossible book
+	dqPending  uint64    // bad frames not yet reported
+	lastDQ     time.Time // receive time of the last data_quality notice
+	resyncs    uint64
+	checksums  uint64 // checksums verified
+	keepalives uint64 // no-change updates (seqId == prevSeqId) skipped
+
+	// Set by the Adapter; nil when a capture drives the decoder.
+	cov   *venue.CoverageTracker
+	hooks hooks
+}
+
+// hooks is how the decoder reaches the live link. Each is called on the
+// goroutine that calls Frame.
+type hooks struct {
+	resync  func(instID string)              // unsubscribe and resubscribe the book
+	ack     func(op, channel, instID string) // a subscribe or unsubscribe ack
+	refused func(channel, instID string)     // an error naming an instrument
+	forced  func(code, msg string)           // a forced-disconnect notice (64008)
+	data    func()                           // any data push arrived
+}
+
+// inst is the decoder's state for one instrument.
+type inst struct {
+	id                 string
+	l2, trades, ticker venue.Stream
+	book               *book
+	valid              bool // book holds a snapshot and every update since
+	resyncing          bool // a resync was asked for and no snapshot came yet
+	resyncAt           time.Time
+	haveSeq            bool  // lastSeq holds the seqId of the last frame applied
+	lastSeq            int64 // seqId of the last frame applied
+	snapFails          int   // snapshots in a row that failed their checks
+}
+
+// rawLevel is a level as read from a frame, before it touches the book.
+type rawLevel struct {
+	px, sz []byte
+	pm, sm int64 // price and size mantissas
+	pf, sf int32 // their decimals
+	bigSz  bool  // size longer than an int64: szDec holds it
+	szDec  decimal.Decimal
+}
+
+// NewDecoder returns a decoder that emits to cfg.Sink and logs to
+// cfg.Logger. It keeps no link: a gap or a bad checksum marks the book
+// invalid and the decoder waits for the next snapshot in its input.
+func NewDecoder(cfg venue.Config) *Decoder {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Decoder{sink: cfg.Sink, log: log.With("venue", Name), insts: make(map[string]*inst), cache: new(decCache)}
+}
+
+var _ venue.Decoder = (*Decoder)(nil)
+
+// Stats are the decoder's counters.
+type Stats struct {
+	BadFrames  uint64 // frames that did not parse or made an impossible book
+	Resyncs    uint64 // books marked invalid (gap, checksum, bad frame)
+	Checksums  uint64 // checksums verified
+	Keepalives uint64 // no-change updates skipped
+}
+
+// Stats returns the counters so far.
+func (d *Decoder) Stats() Stats {
+	return Stats{BadFrames: d.badFrames, Resyncs: d.resyncs, Checksums: d.checksums, Keepalives: d.keepalives}
+}
+
+func (d *Decoder) inst(id []byte) *inst {
+	if in := d.insts[string(id)]; in != nil {
+		return in
+	}
+	s := string(id)
+	in := &inst{
+		id:     s,
+		l2:     venue.NewStream(Name, venue.Level2, s),
+		trades: venue.NewStream(Name, venue.Trades, s),
+		ticker: venue.NewStream(Name, venue.Ticker, s),
+		book:   newBook(d.cache),
+	}
+	d.insts[s] = in
+	return in
+}
+
+// LinkDown marks every book invalid: the link that fed them is gone, and
+// only a new snapshot makes them whole again.
+func (d *Decoder) LinkDown(time.Time) {
+	for _, in := range d.insts {
+		in.valid, in.resyncing, in.haveSeq = false, false, false
+	}
+}
+
+// channel kinds the decoder understands
+type chanKind uint8
+
+const (
+	chanOther   chanKind = iota
+	chanBooks            // books, books-l2-tbt, books50-l2-tbt: snapshot + updates
+	chanTrades           // trades, trades-all
+	chanTickers          // tickers
+	chanBBO              // bbo-tbt: one level per side, each push whole
+)
+
+func kindOfChannel(ch []byte) chanKind {
+	switch string(ch) {
+	case "books", "books-l2-tbt", "books50-l2-tbt":
+		return chanBooks
+	case "trades", "trades-all":
+		return chanTrades
+	case "tickers":
+		return chanTickers
+	case "bbo-tbt":
+		return chanBBO
+	}
+	return chanOther
+}
+
+// frame is what the top level of a frame said.
+type frame struct {
+	event, code, msg []byte
+	channel, instID  []byte
+	action           []byte
+	hasArg           bool
+}
+
+// Frame decodes one frame. Text "pong" (the answer to the adapter's
+// keepalive) is accepted and ignored.
+func (d *Decoder) Frame(recv time.Time, b []byte) {
+	if len(b) > 0 && (b[0] <= ' ' || b[len(b)-1] <= ' ') {
+		b = bytes.TrimSpace(b)
+	}
+	if string(b) == "pong" {
+		return
+	}
+	s := scanner{b: b}
+	var f frame
+	if !s.eat('{') {
+		d.bad(recv, nil, "not a JSON object", b)
+		return
+	}
+	dataAt := -1
+	if !s.eat('}') {
+		for {
+			k, ok := s.str()
+			if !ok || !s.eat(':') {
+				d.bad(recv, nil, "bad key", b)
+				return
+			}
+			switch string(k) {
+			case "arg":
+				if !d.arg(&s, &f) {
+					d.bad(recv, nil, "bad arg", b)
+					return
+				}
+			case "event":
+				f.event, ok = s.str()
+			case "action":
+				f.action, ok = s.str()
+			case "code":
+				f.code, ok = s.str()
+			case "msg":
+				f.msg, ok = s.str()
+			case "data":
+				if f.hasArg && (f.action != nil || kindOfChannel(f.channel) != chanBooks) {
+					// The usual order (arg, action, data): decode in place.
+					if !d.data(recv, &s, &f, b) {
+						return
+					}
+					dataAt = -2
+				} else {
+					dataAt = s.i
+					ok = s.skip(0)
+				}
+			default:
+				ok = s.skip(0)
+			}
+			if !ok {
+				d.bad(recv, d.maybeInst(&f), "bad value for "+string(k), b)
+				return
+			}
+			if s.eat(',') {
+				continue
+			}
+			if !s.eat('}') {
+				d.bad(recv, d.maybeInst(&f), "unterminated object", b)
+				return
+			}
+			break
+		}
+	}
+	if s.peek() != 0 {
+		d.bad(recv, d.maybeInst(&f), "trailing bytes", b)
+		return
+	}
+	switch {
+	case f.event != nil:
+		d.event(recv, &f, b)
+	case dataAt >= 0:
+		if !f.hasArg {
+			d.bad(recv, nil, "data without arg", b)
+			return
+		}
+		ds := scanner{b: b, i: dataAt}
+		d.data(recv, &ds, &f, b)
+	case dataAt == -2:
+	default:
+		d.bad(recv, d.maybeInst(&f), "neither event nor data", b)
+	}
+}
+
+func (d *Decoder) maybeInst(f *frame) *inst {
+	if !f.hasArg || len(f.instID) == 0 || kindOfChannel(f.channel) != chanBooks {
+		return nil
+	}
+	return d.insts[string(f.instID)]
+}
+
+func (d *Decoder) arg(s *scanner, f *frame) bool {
+	if !s.eat('{') {
+		return false
+	}
+	f.hasArg = true
+	if s.eat('}') {
+		return true
+	}
+	for {
+		k, ok := s.str()
+		if !ok || !s.eat(':') {
+			return false
+		}
+		switch string(k) {
+		case "channel":
+			f.channel, ok = s.str()
+		case "instId":
+			f.instID, ok = s.str()
+		default:
+			ok = s.skip(1)
+		}
+		if !ok {
+			return false
+		}
+		if s.eat(',') {
+			continue
+		}
+		return s.eat('}')
+	}
+}
+
+// data decodes a push's data array; it reports false if it reported the
+// frame bad.
+func (d *Decoder) data(recv time.Time, s *scanner, f *frame, b []byte) bool {
+	kind := kindOfChannel(f.channel)
+	if kind == chanOther {
+		return s.skip(0) || d.bad(recv, nil, "bad data", b)
+	}
+	if len(f.instID) == 0 || !validInstID(f.instID) {
+		if kind != chanBooks {
+			return d.badFrame(recv, "push without a valid instId", b)
+		}
+		return d.bad(recv, nil, "push without a valid instId", b)
+	}
+	in := d.insts[string(f.instID)]
+	if in == nil {
+		if len(d.insts) >= maxInsts {
+			return d.badFrame(recv, "too many instruments", b)
+		}
+		in = d.inst(f.instID)
+	}
+	if d.hooks.data != nil {
+		d.hooks.data()
+	}
+	bookIn := in
+	if kind != chanBooks {
+		bookIn = nil
+	}
+	if !s.eat('[') {
+		return d.bad(recv, bookIn, "data is not an array", b)
+	}
+	if s.eat(']') {
+		return true
+	}
+	for {
+		var ok bool
+		switch kind {
+		case chanBooks:
+			ok = d.bookData(recv, s, in, f.action, b)
+		case chanTrades:
+			ok = d.trade(recv, s, in, b)
+		case chanTickers:
+			ok = d.ticker(recv, s, in, b)
+		case chanBBO:
+			ok = d.bbo(recv, s, in, b)
+		}
+		if !ok {
+			return false
+		}
+		if s.eat(',') {
+			continue
+		}
+		if !s.eat(']') {
+			return d.bad(recv, bookIn, "unterminated data", b)
+		}
+		return true
+	}
+}
+
+// validInstID accepts what a stream symbol may hold.
+func validInstID(b []byte) bool {
+	if len(b) > 64 {
+		return false
+	}
+	for _, c := range b {
+		if c <= ' ' || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// bookMsg is one element of a books push.
+type bookMsg struct {
+	bids, asks        []rawLevel
+	ts, cs, prev, seq int64
+	hasCS, hasSeq     bool
+	hasPrev           bool
+}
+
+func (d *Decoder) bookData(recv time.Time, s *scanner, in *inst, action []byte, b []byte) bool {
+	var m bookMsg
+	if !s.eat('{') {
+		return d.bad(recv, in, "book data is not an object", b)
+	}
+	m.bids, m.asks = d.bids[:0], d.asks[:0]
+	if !s.eat('}') {
+		for {
+			k, ok := s.str()
+			if !ok || !s.eat(':') {
+				return d.bad(recv, in, "bad key in book data", b)
+			}
+			switch string(k) {
+			case "asks":
+				m.asks, ok = parseLevels(s, m.asks)
+			case "bids":
+				m.bids, ok = parseLevels(s, m.bids)
+			case "ts":
+				m.ts, ok = s.intOrString()
+			case "checksum":
+				m.cs, ok = s.intOrString()
+				m.hasCS = ok
+			case "prevSeqId":
+				m.prev, ok = s.intOrString()
+				m.hasPrev = ok
+			case "seqId":
+				m.seq, ok = s.intOrString()
+				m.hasSeq = ok
+			default:
+				ok = s.skip(1)
+			}
+			if !ok {
+				return d.bad(recv, in, "bad "+string(k)+" in book data", b)
+			}
+			if s.eat(',') {
+				continue
+			}
+			if !s.eat('}') {
+				return d.bad(recv, in, "unterminated book data", b)
+			}
+			break
+		}
+	}
+	d.bids, d.asks = m.bids[:0], m.asks[:0] // keep grown scratch
+	switch string(action) {
+	case "snapshot":
+		return d.snapshot(recv, in, &m, b)
+	case "update":
+		return d.update(recv, in, &m, b)
+	}
+	return d.bad(recv, in, "unknown action", b)
+}
+
+// parseLevels reads [[px, sz, ...], ...] into dst, checking every number.
+func parseLevels(s *scanner, dst []rawLevel) ([]rawLevel, bool) {
+	if !s.eat('[') {
+		return dst, false
+	}
+	if s.eat(']') {
+		return dst, true
+	}
+	for {
+		if !s.eat('[') {
+			return dst, false
+		}
+		var l rawLevel
+		var ok bool
+		if l.px, ok = s.str(); !ok || !s.eat(',') {
+			return dst, false
+		}
+		if l.sz, ok = s.str(); !ok {
+			return dst, false
+		}
+		for s.eat(',') { // the deprecated "0" and the order count
+			if !s.skip(2) {
+				return dst, false
+			}
+		}
+		if !s.eat(']') {
+			return dst, false
+		}
+		var st numStatus
+		if l.pm, l.pf, st = parseNum(l.px); st != numOK || l.pm == 0 {
+			return dst, false // a price beyond int64 is not a price
+		}
+		switch l.sm, l.sf, st = parseNum(l.sz); st {
+		case numBad:
+			return dst, false
+		case numBig:
+			var err error
+			if l.szDec, err = decimal.NewFromString(string(l.sz)); err != nil {
+				return dst, false
+			}
+			l.bigSz = true
+		}
+		dst = append(dst, l)
+		if s.eat(',') {
+			continue
+		}
+		return dst, s.eat(']')
+	}
+}
+
+func (l *rawLevel) zero() bool { return !l.bigSz && l.sm == 0 }
+
+func (l *rawLevel) size(c *decCache) decimal.Decimal {
+	switch {
+	case l.bigSz:
+		return l.szDec
+	case l.sm == 0:
+		return decimal.Decimal{}
+	}
+	return c.get(cacheSize, l.sz, l.sm, -l.sf)
+}
+
+// scaleFor returns the price scale that holds the book and m's levels, and
+// whether every key fits in an int64 at it.
+func scaleFor(bk *book, base int32, m *bookMsg) (int32, bool) {
+	sc := base
+	for i := range m.bids {
+		sc = max(sc, m.bids[i].pf)
+	}
+	for i := range m.asks {
+		sc = max(sc, m.asks[i].pf)
+	}
+	if sc >= int32(len(pow10)) {
+		return 0, false
+	}
+	for _, ls := range [2][]rawLevel{m.bids, m.asks} {
+		for i := range ls {
+			if _, ok := scaleUp(ls[i].pm, sc-ls[i].pf); !ok {
+				return 0, false
+			}
+		}
+	}
+	return sc, bk == nil || bk.canRescale(sc)
+}
+
+func (d *Decoder) snapshot(recv time.Time, in *inst, m *bookMsg, b []byte) bool {
+	// A snapshot answers any resync asked for: if it fails its own checks,
+	// that is a new failure to report.
+	in.resyncing = false
+	sc, ok := scaleFor(nil, 0, m)
+	if !ok {
+		in.snapFails++
+		return d.bad(recv, in, "price out of range", b)
+	}
+	bk := in.book
+	bk.reset(sc, m.hasCS && m.cs != 0)
+	for _, bid := range [2]bool{true, false} {
+		ls := m.asks
+		if bid {
+			ls = m.bids
+		}
+		if bk.fill(bid, ls) {
+			continue // the usual case: best first, in order
+		}
+		for i := range ls {
+			if l := &ls[i]; !l.zero() {
+				key, _ := scaleUp(l.pm, sc-l.pf)
+				bk.set(bid, key, l.size(d.cache), l.px, l.sz)
+			}
+		}
+	}
+	if bk.crossed() {
+		in.snapFails++
+		d.bad(recv, in, "crossed snapshot", b)
+		return true
+	}
+	if m.hasCS && m.cs != 0 {
+		in.snapFails++ // undone below if it verifies
+		if !d.verify(recv, in, m) {
+			return true
+		}
+	}
+	in.valid, in.resyncing, in.snapFails = true, false, 0
+	in.haveSeq, in.lastSeq = m.hasSeq, m.seq
+	ev := &venue.Event{
+		Kind: venue.KindBook, Stream: in.l2, RecvTime: recv, VenueTime: msTime(m.ts),
+		Snapshot: true, VenueSeq: m.seq,
+	}
+	lv := make([]venue.Level, 0, len(bk.bids.lv)+len(bk.asks.lv))
+	lv = bk.levels(lv, true)
+	nb := len(lv)
+	lv = bk.levels(lv, false)
+	ev.Bids, ev.Asks = lv[:nb:nb], lv[nb:]
+	d.emit(ev, recv)
+	return true
+}
+
+func (d *Decoder) update(recv time.Time, in *inst, m *bookMsg, b []byte) bool {
+	if !in.valid {
+		// Waiting for a snapshot: updates cannot be applied. Ask again if
+		// the resync seems lost.
+		if in.resyncing && recv.Sub(in.resyncAt) >= retryAfter(in.snapFails) && d.hooks.resync != nil {
+			in.resyncAt = recv
+			d.hooks.resync(in.id)
+		}
+		return true
+	}
+	if m.hasSeq && m.hasPrev {
+		if in.haveSeq && m.prev != in.lastSeq {
+			d.invalidate(recv, in, "gap", map[string]any{
+				"last_seq_id": in.lastSeq, "prev_seq_id": m.prev, "seq_id": m.seq,
+			})
+			return true
+		}
+		if m.seq == m.prev {
+			// No change for a while: OKX's keepalive. Not applied, not a gap.
+			d.keepalives++
+			in.haveSeq, in.lastSeq = true, m.seq
+			return true
+		}
+		// m.seq < m.prev is OKX's reset after maintenance: legal.
+	}
+	bk := in.book
+	sc, ok := scaleFor(bk, bk.scale, m)
+	if !ok {
+		return d.bad(recv, in, "price out of range", b)
+	}
+	bk.rescale(sc)
+	ev, lv := newUpdate(len(m.bids) + len(m.asks))
+	for i := range m.bids {
+		lv[i] = d.applyLevel(bk, true, &m.bids[i])
+	}
+	for i := range m.asks {
+		lv[len(m.bids)+i] = d.applyLevel(bk, false, &m.asks[i])
+	}
+	if bk.crossed() {
+		d.bad(recv, in, "update crossed the book", b)
+		return true
+	}
+	if m.hasCS && m.cs != 0 && !d.verify(recv, in, m) {
+		return true
+	}
+	if m.hasSeq {
+		in.haveSeq, in.lastSeq = true, m.seq
+	}
+	nb := len(m.bids)
+	*ev = venue.Event{
+		Kind: venue.KindBook, Stream: in.l2, RecvTime: recv, VenueTime: msTime(m.ts),
+		VenueSeq: m.seq, Bids: lv[:nb:nb], Asks: lv[nb:],
+	}
+	d.emit(ev, recv)
+	return true
+}
+
+// newUpdate allocates an event and room for n levels, in one allocation
+// for the small updates that make up most of a feed. The sink owns both.
+func newUpdate(n int) (*venue.Event, []venue.Level) {
+	switch {
+	case n <= 2:
+		x := new(struct {
+			ev venue.Event
+			lv [2]venue.Level
+		})
+		return &x.ev, x.lv[:n]
+	case n <= 4:
+		x := new(struct {
+			ev venue.Event
+			lv [4]venue.Level
+		})
+		return &x.ev, x.lv[:n]
+	case n <= 8:
+		x := new(struct {
+			ev venue.Event
+			lv [8]venue.Level
+		})
+		return &x.ev, x.lv[:n]
+	}
+	return new(venue.Event), make([]venue.Level, n)
+}
+
+func (d *Decoder) applyLevel(bk *book, bid bool, l *rawLevel) venue.Level {
+	key, _ := scaleUp(l.pm, bk.scale-l.pf) // scaleFor checked it fits
+	if l.zero() {
+		return venue.Level{Price: bk.remove(bid, key)}
+	}
+	sz := l.size(d.cache)
+	return venue.Level{Price: bk.set(bid, key, sz, l.px, l.sz), Size: sz}
+}
+
+// verify checks m's checksum against the book; on a mismatch it
+// invalidates the book and reports false.
+func (d *Decoder) verify(recv time.Time, in *inst, m *bookMsg) bool {
+	var got int32
+	d.cbuf, got = in.book.checksum(d.cbuf)
+	if int64(got) == m.cs {
+		d.checksums++
+		return true
+	}
+	det := map[string]any{"checksum": m.cs, "computed": int64(got)}
+	if m.hasSeq {
+		det["seq_id"], det["prev_seq_id"] = m.seq, m.prev
+	}
+	d.invalidate(recv, in, "checksum", det)
+	return false
+}
+
+func msTime(ms int64) time.Time {
+	if ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
+
+func (d *Decoder) emit(ev *venue.Event, recv time.Time) {
+	d.sink.Event(ev)
+	if d.cov != nil && d.cov.Observe(ev.Stream, recv) {
+		d.sink.Notice(notice.Must(notice.CoverageChange, Name, string(ev.Stream), recv,
+			"stream observed live", map[string]any{"added": string(ev.Stream)}))
+	}
+}
+
+// invalidate marks in's book wrong, tells the sink, and asks the link for
+// a fresh snapshot. A book already waiting for one is left alone.
+func (d *Decoder) invalidate(recv time.Time, in *inst, reason string, det map[string]any) {
+	if !in.valid && in.resyncing {
+		return
+	}
+	in.valid, in.resyncing, in.resyncAt, in.haveSeq = false, true, recv, false
+	d.resyncs++
+	if det == nil {
+		det = map[string]any{}
+	}
+	det["reason"] = reason
+	d.sink.Notice(notice.Must(notice.BookResync, Name, string(in.l2), recv,
+		"book "+in.id+" is invalid ("+reason+"); resubscribing for a new snapshot", det))
+	if d.cov != nil {
+		d.cov.Resync()
+	}
+	// After a snapshot that itself failed, the next request waits for the
+	// retry path (doubling from resyncRetry), so a venue that keeps sending
+	// bad snapshots does not get a resubscribe loop (OKX allows 480
+	// subscribe operations an hour).
+	if d.hooks.resync != nil && in.snapFails <= 1 {
+		d.hooks.resync(in.id)
+	}
+}
+
+// retryAfter is how long a resync may go unanswered before it is asked
+// again, after fails bad snapshots in a row.
+func retryAfter(fails int) time.Duration {
+	return resyncRetry << min(max(fails-1, 0), 5)
+}
+
+// bad counts a frame that did not parse or made an impossible book,
+// reports it at most once per dqWindow, and resyncs the book it concerns
+// — or, when it cannot tell which, every valid book whose next frame could
+// have been lost. It always returns false, so callers can return it.
+func (d *Decoder) bad(recv time.Time, in *inst, why string, b []byte) bool {
+	d.badFrame(recv, why, b)
+	if in != nil {
+		d.invalidate(recv, in, "bad_frame", map[string]any{"error": why})
+		return false
+	}
+	for _, in := range d.insts {
+		if in.valid {
+			d.invalidate(recv, in, "bad_frame", map[string]any{"error": why})
+		}
+	}
+	return false
+}
+
+// badFrame counts and reports a bad frame that concerns no book (a trade
+// or ticker push): nothing needs a resync.
+func (d *Decoder) badFrame(recv time.Time, why string, b []byte) bool {
+	d.badFrames++
+	d.dqPending++
+	if d.lastDQ.IsZero() || recv.Sub(d.lastDQ) >= dqWindow || recv.Before(d.lastDQ) {
+		sample := b
+		if len(sample) > 96 {
+			sample = sample[:96]
+		}
+		d.sink.Notice(notice.Must(notice.DataQuality, Name, "", recv, "bad frame: "+why,
+			map[string]any{"bad_frames": d.dqPending, "total_bad_frames": d.badFrames, "sample": string(sample)}))
+		d.lastDQ, d.dqPending = recv, 0
+	}
+	return false
+}

@@ -1,0 +1,135 @@
+// Package okx is fanoutd's adapter for OKX's v5 public websocket: level2
+// books, trades and tickers, with exact books kept by the venue's sequence
+// and (where OKX still sends it) checksum rules.
+//
+// # Protocol
+//
+// Endpoint: wss://ws.okx.com:8443/ws/v5/public (DefaultWSURL; any other
+// host through venue.Config.WSURL). For each symbol (an instId exactly as
+// OKX writes it, "BTC-USDT") the adapter sends one request
+//
+//	{"op":"subscribe","args":[{"channel":"books","instId":"BTC-USDT"},{"channel":"trades",…},{"channel":"tickers",…}]}
+//
+// and confirms each arg from its ack ({"event":"subscribe","arg":{…}}).
+// One request per symbol keeps a refused symbol from taking others down
+// with it and stays far below OKX's 480 subscribe operations per hour.
+// link_up is emitted once every initial arg is acked or refused (or a push
+// arrives, or 10 s pass with the link answering pings). Streams are okx:level2:<instId>, okx:trades:<instId> and
+// okx:ticker:<instId>; the decoder also reads bbo-tbt pushes as tickers and
+// books-l2-tbt/books50-l2-tbt as level2 (replayed captures), and ignores
+// books5 and unknown channels.
+//
+// Errors: {"event":"error","code":"60018","msg":"… channel:books,instId:FOO …"}
+// carries no arg; the channel and instrument are read from the message. The
+// decoder emits a refusal notice naming the stream and code, and the
+// adapter drops the symbol from its wanted set: it is not asked for again,
+// on this link or after a reconnect. Codes 60014, 50011 and 63999 (request
+// rate) are rate_limited notices instead.
+//
+// Keepalive: OKX closes a link with no traffic for 30 s. The adapter sends
+// the text frame "ping" once nothing has arrived for PingInterval (default
+// 20 s) and OKX answers "pong". A link with nothing received for
+// ReadTimeout (default 30 s) is dead: it is closed and reconnected.
+//
+// Reconnect: venue.Backoff (at once, then 1 s doubling to 30 s with
+// jitter), never sooner than 350 ms after the previous attempt (OKX allows
+// 3 connection attempts per second per IP). The backoff restarts after a
+// link that came up. {"event":"notice","code":"64008"} (service upgrade;
+// OKX closes the link about 60 s later) makes the adapter reconnect at
+// once. Every drop emits link_down (with the reason), each retry
+// link_reconnecting, and each new subscribed link link_up. Coverage is
+// what arrived since link_up, cleared on link_down.
+//
+// # Books
+//
+// A books push is {"arg":…,"action":"snapshot"|"update","data":[{"asks":[[px,sz,"0",n],…],"bids":…,"ts":"ms","checksum":int,"prevSeqId":int,"seqId":int}]}.
+// A snapshot (prevSeqId -1, up to 400 levels a side) replaces the book;
+// update sizes are absolute and "0" removes the level. The websocket read
+// limit is 8 MiB (a 400-level snapshot is about 40 KB).
+//
+// Sequence: each update's prevSeqId must equal the seqId of the frame
+// before it, else it is a gap. An update with seqId == prevSeqId is OKX's
+// no-change keepalive (about once a minute): not applied, not a gap, no
+// event. seqId < prevSeqId (with prevSeqId chained) is OKX's reset after
+// maintenance: legal, applied, and the chain continues from the new seqId.
+// Frames without seqId (captures from before OKX added it, such as the
+// 2022 recordings) are checked by checksum alone.
+//
+// Checksum: the CRC32 (IEEE) of "bid1px:bid1sz:ask1px:ask1sz:…" over the
+// top 25 levels of each side after the frame is applied (the longer side
+// continuing alone), compared as a signed int32, over the price and size
+// strings exactly as OKX wrote them. A checksum of 0 means none: OKX sends
+// 0 on every frame since 2026-06-23. The book keeps the original strings
+// in one arena per book (no allocation per level) only while its snapshot
+// carried a checksum.
+//
+// A gap, a checksum mismatch, or a frame that does not parse or makes an
+// impossible book (a bad number, a negative size, a crossed book) marks the
+// book invalid: its updates stop, a book_resync notice names the reason and
+// the seq ids (last_seq_id, prev_seq_id, seq_id) or checksums (checksum,
+// computed), and the adapter unsubscribes and resubscribes the books
+// channel for that instId, which makes OKX send a new snapshot, published
+// as a snapshot:true event. If no snapshot arrives within 10 s while
+// updates keep coming, the resubscribe is sent again. A snapshot that
+// itself fails (checksum, crossed) is reported like any failure, but after
+// the first such snapshot the next request waits 10 s, doubling per bad
+// snapshot in a row up to 320 s: no resubscribe loop against OKX's 480
+// subscribe operations an hour. Bad frames are
+// counted and reported as one data_quality notice per 10 s burst; one that
+// cannot be tied to an instrument invalidates every valid book.
+//
+// Prices are kept as int64 keys at the book's scale (the most decimals seen
+// for the instrument) and published as decimals at that one exponent, so
+// consumers' venue.Book comparisons do not allocate; a price with more
+// decimals rescales the book. Sizes keep OKX's own exponent.
+//
+// # Cost
+//
+// Frames are read by a hand-written scanner over the bytes (no tree, no
+// maps); the book's sorted levels hold no pointers (decimals live in a
+// side table), so inserts and deletes are plain memmoves without GC write
+// barriers; a direct-mapped cache shares the decimals of repeated price and
+// size texts. A typical update (1-3 levels) costs 4 allocations: the event
+// with its levels (one), and the decimals the cache misses (two each; a
+// shopspring decimal is a big.Int and its word array). TestAllocBudget pins
+// that. BenchmarkDecodeBooks measured, on the shared 2-core build machine
+// under a load average of about 15 (strconv.Atoi ran 4-8x slower than
+// unloaded), about 0.8 million typical updates per CPU-second with
+// GOMAXPROCS=1 (GC included), 0.55-0.63 million with checksums, 0.25-0.29
+// million for 1-20 levels and 62-72 thousand for the 2022 capture's
+// frames (43 levels each on average, 80 allocations); wall-clock rates on
+// that machine are a fraction of these and not meaningful. What remains is
+// mostly allocation: the event the sink owns and the decimals.
+//
+// # Replay
+//
+// NewDecoder is the frame-level half; Adapter feeds the same decoder from
+// its socket. A decoder driven from a capture cannot resubscribe: after a
+// gap it waits for the next snapshot in the capture (the live adapter's
+// resync put one there).
+//
+// # Verified, and against what
+//
+//   - Checksum: the OKX docs' two vectors (-1881014294, 831078360), and the
+//     real 2022-05-13 BTC-USDT books capture in testdata/venues/okx (a
+//     snapshot and 97 updates, every checksum verifies, and the final book
+//     equals an independent encoding/json rebuild). The research notes 290
+//     frames over three instruments; only the 98 BTC-USDT frames are in
+//     the shared frames directory.
+//   - The docs' books example's checksum (-855196043) does not match its
+//     own levels (they give -2102840145); a test pins that.
+//   - Sequence rules: the docs' example chain (-1,10) (10,15) (15,15)
+//     (15,3) (3,5), as quoted in the research (OKX docs, 2026 verification
+//     record).
+//   - Frame shapes: recorded 2022 and 2026 trades, tickers, acks and the
+//     60018 error frames.
+//
+// Unverified: the exact text of errors beyond 60018 (so refusals for other
+// codes name no stream when the message names no instId); whether OKX
+// answers each bad arg of a multi-arg request with its own error and
+// serves the good ones (a user report, burakoner/OKX.Api issue 34,
+// suggests so; the mock rejects the whole request, and the adapter's one
+// request per symbol is right either way);
+// the exact lead time of 64008 before the close; whether instIdCode
+// replaces instId for public market data (see research §8).
+package okx

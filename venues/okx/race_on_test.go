@@ -1,0 +1,5 @@
+//go:build race
+
+package okx_test
+
+const raceEnabled = true
