@@ -23,6 +23,8 @@ import (
 	"github.com/fanoutd/fanoutd/venues/coinbase/coinbasetest"
 	"github.com/fanoutd/fanoutd/venues/kraken"
 	"github.com/fanoutd/fanoutd/venues/kraken/krakentest"
+	"github.com/fanoutd/fanoutd/venues/okx"
+	"github.com/fanoutd/fanoutd/venues/okx/okxtest"
 )
 
 var update = flag.Bool("update", false, "regenerate testdata/replay captures by recording the mock venues")
@@ -36,6 +38,7 @@ type venueCase struct {
 }
 
 var venueCases = []venueCase{
+	{"okx", func() venuetest.Venue { return okxtest.New() }, func(c venue.Config) venue.Decoder { return okx.NewDecoder(c) }},
 	{"coinbase", func() venuetest.Venue { return &coinbasetest.Mock{} }, func(c venue.Config) venue.Decoder { return coinbase.NewDecoder(c) }},
 	{"kraken", func() venuetest.Venue { return &krakentest.Mock{} }, func(c venue.Config) venue.Decoder { return kraken.NewDecoder(c) }},
 }
