@@ -572,9 +572,7 @@ func (a *Adapter) answer(c *controlMsg) {
 		a.log.Debug("request confirmed", "op", r.op, "args", r.args)
 		if r.op == "unsubscribe" && !r.resync {
 			a.dec.forget(r.symbol)
-			for _, st := range a.streams(r.symbol) {
-				a.cov.Forget(st)
-			}
+			a.forget(now, r.symbol)
 		}
 	}
 	if r.initial {
@@ -604,6 +602,19 @@ func (a *Adapter) matchFailure(msg string) (request, bool) {
 	return request{}, false
 }
 
+// forget drops symbol's streams from coverage, with a coverage_change
+// notice for each that was live.
+func (a *Adapter) forget(now time.Time, symbol string) {
+	cov := a.cov.Snapshot()
+	for _, st := range a.streams(symbol) {
+		if slices.ContainsFunc(cov.Streams, func(sc venue.StreamCoverage) bool { return sc.Stream == st }) {
+			a.cov.Forget(st)
+			a.cfg.Sink.Notice(notice.Must(notice.CoverageChange, Name, string(st), now,
+				"bybit: "+string(st)+" is no longer live", map[string]any{"state": "gone"}))
+		}
+	}
+}
+
 // refused reports a request Bybit refused. A refused subscribe drops the
 // symbol: it is not retried, on this link or the next.
 func (a *Adapter) refused(now time.Time, r request, msg string) {
@@ -613,9 +624,7 @@ func (a *Adapter) refused(now time.Time, r request, msg string) {
 			a.symbols = slices.Delete(a.symbols, i, i+1)
 		}
 		a.mu.Unlock()
-		for _, st := range a.streams(r.symbol) {
-			a.cov.Forget(st)
-		}
+		a.forget(now, r.symbol)
 	}
 	a.log.Warn("request refused", "op", r.op, "symbol", r.symbol, "ret_msg", msg)
 	a.cfg.Sink.Notice(notice.Must(notice.Refusal, Name, "", now,

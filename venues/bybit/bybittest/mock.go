@@ -44,6 +44,7 @@ type Mock struct {
 	subs    map[*venuetest.Conn]map[string]bool
 	refused map[string]bool
 	reqs    []Request
+	changed chan struct{} // closed and replaced when reqs grows
 }
 
 // Request is one request a client sent, as the mock read it.
@@ -65,7 +66,7 @@ var _ venuetest.Venue = (*Mock)(nil)
 // New returns a mock with a book of 20 levels a side around 30000.
 func New() *Mock {
 	m := &Mock{Depth: bybit.DefaultDepth, rng: rand.New(rand.NewPCG(1, 2)), u: 1000, u1: 500, seq: 7000000,
-		refused: map[string]bool{RefusedSymbol: true}}
+		refused: map[string]bool{RefusedSymbol: true}, changed: make(chan struct{})}
 	for i := 1; i <= 20; i++ {
 		m.book.Set(venue.Bid, tick(30000_0-int64(i)), decimal.New(int64(i)*1000, -3))
 		m.book.Set(venue.Ask, tick(30000_0+int64(i)), decimal.New(int64(i)*2000, -3))
@@ -122,6 +123,27 @@ func (m *Mock) Requests() []Request {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return slices.Clone(m.reqs)
+}
+
+// WaitRequests waits until cond holds for the requests read so far,
+// failing t after timeout with what.
+func (m *Mock) WaitRequests(t testing.TB, timeout time.Duration, what string, cond func([]Request) bool) {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		m.mu.Lock()
+		ok, ch := cond(m.reqs), m.changed
+		m.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			t.Fatalf("bybittest: timed out after %v waiting for %s; requests: %+v", timeout, what, m.Requests())
+		}
+	}
 }
 
 // Refuse makes the mock refuse symbol.
@@ -334,6 +356,8 @@ func (h handler) Message(c *venuetest.Conn, msg []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.reqs = append(m.reqs, Request{Conn: c.N, Op: req.Op, ReqID: reqID, Args: req.Args})
+	close(m.changed)
+	m.changed = make(chan struct{})
 	subs := m.subs[c]
 	if subs == nil {
 		subs = map[string]bool{}
