@@ -278,11 +278,13 @@ func (a *Adapter) streams(symbol string) []venue.Stream {
 type coverageSink struct{ a *Adapter }
 
 func (c coverageSink) Event(ev *venue.Event) {
-	if c.a.cov.Observe(ev.Stream, ev.RecvTime) {
-		c.a.cfg.Sink.Notice(notice.Must(notice.CoverageChange, Name, string(ev.Stream), ev.RecvTime,
-			"bybit: "+string(ev.Stream)+" is live", map[string]any{"state": "live"}))
-	}
+	st, at := ev.Stream, ev.RecvTime // the sink owns ev once handed over
+	first := c.a.cov.Observe(st, at)
 	c.a.cfg.Sink.Event(ev)
+	if first {
+		c.a.cfg.Sink.Notice(notice.Must(notice.CoverageChange, Name, string(st), at,
+			"bybit: "+string(st)+" is live", map[string]any{"state": "live"}))
+	}
 }
 
 func (c coverageSink) Notice(n notice.Notice) {
