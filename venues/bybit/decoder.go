@@ -40,12 +40,13 @@ type Decoder struct {
 	resync  func(topic string)  // ask the venue for a fresh snapshot of topic
 	control func(c *controlMsg) // a subscribe/unsubscribe/ping answer
 
-	sc    scanner
-	dsc   scanner // the data object, scanned after the envelope
-	cache decCache
-	bids  []venue.Level // scratch for one frame's levels
-	asks  []venue.Level
-	ctl   controlMsg
+	sc     scanner
+	dsc    scanner // the data object, scanned after the envelope
+	cache  decCache
+	bids   []venue.Level // scratch for one frame's levels
+	asks   []venue.Level
+	trades []*venue.Event // one frame's trades, emitted once all parse
+	ctl    controlMsg
 
 	// Bad-frame accounting.
 	bad       uint64    // bad frames in all
@@ -147,22 +148,11 @@ func (d *Decoder) forget(symbol string) {
 	}
 }
 
-var (
-	keyTopic   = []byte("topic")
-	keyType    = []byte("type")
-	keyTS      = []byte("ts")
-	keyCTS     = []byte("cts")
-	keyData    = []byte("data")
-	keyOp      = []byte("op")
-	keySuccess = []byte("success")
-	keyRetMsg  = []byte("ret_msg")
-	keyReqID   = []byte("req_id")
-	keyConnID  = []byte("conn_id")
-	valDelta   = []byte("delta")
-	valSnap    = []byte("snapshot")
-)
-
 // Frame decodes one raw frame received at recv.
+//
+// Bybit writes "topic" and "type" before "data", so the data is parsed in
+// the same pass as the envelope; a frame in another key order has its
+// data parsed after the envelope instead.
 func (d *Decoder) Frame(recv time.Time, frame []byte) {
 	s := &d.sc
 	s.reset(frame)
@@ -172,29 +162,39 @@ func (d *Decoder) Frame(recv time.Time, frame []byte) {
 		dataStart, dataEnd    = -1, -1
 		success, hasSuccess   bool
 		retMsg, reqID, connID []byte
+		t                     *topic
+		parsed                bool // data parsed in place
+		p                     parsedData
 	)
 	s.object(func(k []byte) {
-		switch {
-		case bytes.Equal(k, keyTopic):
+		switch string(k) {
+		case "topic":
 			topicName = s.str()
-		case bytes.Equal(k, keyType):
+		case "type":
 			typ = s.str()
-		case bytes.Equal(k, keyTS):
+		case "ts":
 			ts = s.int()
-		case bytes.Equal(k, keyCTS):
+		case "cts":
 			cts = s.int()
-		case bytes.Equal(k, keyData):
+		case "data":
 			s.ws()
+			if topicName != nil && (typ != nil || bytes.HasPrefix(topicName, []byte("publicTrade."))) {
+				if t = d.lookup(topicName); t != nil {
+					p = d.parseData(s, t, typ)
+					parsed = true
+					return
+				}
+			}
 			dataStart = s.i
 			s.skip()
 			dataEnd = s.i
-		case bytes.Equal(k, keyOp):
+		case "op":
 			op = s.str()
-		case bytes.Equal(k, keySuccess):
+		case "success":
 			success, hasSuccess = s.boolean(), true
-		case bytes.Equal(k, keyRetMsg):
+		case "ret_msg":
 			retMsg = s.str()
-		case bytes.Equal(k, keyReqID):
+		case "req_id":
 			if s.peek() == '"' {
 				reqID = s.str()
 			} else {
@@ -202,7 +202,7 @@ func (d *Decoder) Frame(recv time.Time, frame []byte) {
 				s.skip()
 				reqID = s.b[st:s.i]
 			}
-		case bytes.Equal(k, keyConnID):
+		case "conn_id":
 			connID = s.str()
 		default:
 			s.skip()
@@ -210,7 +210,14 @@ func (d *Decoder) Frame(recv time.Time, frame []byte) {
 	})
 	s.end()
 	if s.bad {
-		d.badFrame(recv, nil, "frame does not parse", frame)
+		if t == nil && topicName != nil {
+			t = d.lookup(topicName)
+		}
+		why := p.why
+		if why == "" {
+			why = "frame does not parse"
+		}
+		d.badFrame(recv, t, why, frame)
 		return
 	}
 	if topicName == nil {
@@ -224,13 +231,28 @@ func (d *Decoder) Frame(recv time.Time, frame []byte) {
 		}
 		return
 	}
-	t := d.lookup(topicName)
+	if t == nil {
+		t = d.lookup(topicName)
+	}
 	if t == nil {
 		d.unhandled++
 		return
 	}
-	if dataStart < 0 {
-		d.badFrame(recv, t, "data frame without data", frame)
+	if !parsed {
+		if dataStart < 0 {
+			d.badFrame(recv, t, "data frame without data", frame)
+			return
+		}
+		ds := &d.dsc
+		ds.reset(frame[dataStart:dataEnd])
+		p = d.parseData(ds, t, typ)
+		ds.end()
+		if ds.bad && p.why == "" {
+			p.why = "data does not parse"
+		}
+	}
+	if p.why != "" {
+		d.badFrame(recv, t, p.why, frame)
 		return
 	}
 	vt := ts
@@ -241,22 +263,67 @@ func (d *Decoder) Frame(recv time.Time, frame []byte) {
 	if vt > 0 {
 		venueTime = time.UnixMilli(vt)
 	}
-	data := frame[dataStart:dataEnd]
 	switch t.kind {
 	case topicBook:
-		var snap bool
-		switch {
-		case bytes.Equal(typ, valSnap):
-			snap = true
-		case bytes.Equal(typ, valDelta):
-		default:
-			d.badFrame(recv, t, "orderbook frame type is neither snapshot nor delta", frame)
-			return
-		}
-		d.bookFrame(recv, venueTime, t, snap, data, frame)
+		d.applyBook(recv, venueTime, t, p, frame)
 	case topicTrade:
-		d.tradeFrame(recv, t, data, frame)
+		for _, ev := range d.trades {
+			ev.RecvTime = recv
+			d.sink.Event(ev)
+		}
+		clear(d.trades)
+		d.trades = d.trades[:0]
 	}
+}
+
+// parsedData is what parseData read: for a book, the levels are in
+// d.bids and d.asks; for trades, the events are in d.trades. why is set
+// when the data is impossible or does not parse.
+type parsedData struct {
+	snap bool
+	u    int64
+	why  errText
+}
+
+// parseData reads the value of "data" at s for topic t. The scanner is
+// left after the value (or failed).
+func (d *Decoder) parseData(s *scanner, t *topic, typ []byte) parsedData {
+	var p parsedData
+	switch t.kind {
+	case topicBook:
+		switch string(typ) {
+		case "snapshot":
+			p.snap = true
+		case "delta":
+		default:
+			s.skip()
+			p.why = "orderbook frame type is neither snapshot nor delta"
+			return p
+		}
+		d.bids, d.asks = d.bids[:0], d.asks[:0]
+		p.u = -1
+		s.object(func(k []byte) {
+			switch string(k) {
+			case "b":
+				d.bids, p.why = d.levels(s, t, d.bids, p.snap, p.why)
+			case "a":
+				d.asks, p.why = d.levels(s, t, d.asks, p.snap, p.why)
+			case "u":
+				p.u = s.int()
+			default:
+				s.skip()
+			}
+		})
+		switch {
+		case s.bad:
+			p.why = "orderbook data does not parse"
+		case p.why == "" && p.u <= 0:
+			p.why = "orderbook frame without a positive u"
+		}
+	case topicTrade:
+		p.why = d.parseTrades(s, t)
+	}
+	return p
 }
 
 // lookup returns the state of a topic the decoder decodes, creating it on
@@ -300,49 +367,25 @@ func (d *Decoder) lookup(name []byte) *topic {
 	return t
 }
 
-var (
-	keyB   = []byte("b")
-	keyA   = []byte("a")
-	keyU   = []byte("u")
-	keySeq = []byte("seq")
-)
-
 // errText names why a frame was refused; a constant string so a bad frame
 // costs no allocation until it is reported.
 type errText = string
 
-// bookFrame handles an orderbook snapshot or delta.
-func (d *Decoder) bookFrame(recv, venueTime time.Time, t *topic, snap bool, data, frame []byte) {
-	s := &d.dsc
-	s.reset(data)
-	d.bids, d.asks = d.bids[:0], d.asks[:0]
-	var u int64 = -1
-	var why errText
-	s.object(func(k []byte) {
-		switch {
-		case bytes.Equal(k, keyB):
-			d.bids, why = d.levels(s, t, d.bids, snap, why)
-		case bytes.Equal(k, keyA):
-			d.asks, why = d.levels(s, t, d.asks, snap, why)
-		case bytes.Equal(k, keyU):
-			u = s.int()
-		default:
-			s.skip()
-		}
-	})
-	s.end()
-	switch {
-	case s.bad:
-		d.badFrame(recv, t, "orderbook data does not parse", frame)
-		return
-	case why != "":
-		d.badFrame(recv, t, why, frame)
-		return
-	case u <= 0:
-		d.badFrame(recv, t, "orderbook frame without a positive u", frame)
-		return
-	}
+// smallLevels is how many levels an update event carries in the same
+// allocation as the event itself; most Bybit deltas have at most this many.
+const smallLevels = 6
 
+// smallEvent is an update event and its levels in one allocation. The
+// sink holds the event, which keeps the levels alive with it.
+type smallEvent struct {
+	ev venue.Event
+	lv [smallLevels]venue.Level
+}
+
+// applyBook applies an orderbook snapshot or delta already parsed into
+// d.bids and d.asks.
+func (d *Decoder) applyBook(recv, venueTime time.Time, t *topic, p parsedData, frame []byte) {
+	snap, u := p.snap, p.u
 	if snap || u == 1 {
 		// A snapshot, or u == 1 (the venue restarted): overwrite the book.
 		t.book.Replace(d.bids, d.asks)
@@ -386,10 +429,17 @@ func (d *Decoder) bookFrame(recv, venueTime time.Time, t *topic, snap bool, data
 	}
 	if t.l2 != "" {
 		nb, na := len(d.bids), len(d.asks)
-		lv := make([]venue.Level, nb+na)
+		var ev *venue.Event
+		var lv []venue.Level
+		if nb+na <= smallLevels {
+			blk := new(smallEvent)
+			ev, lv = &blk.ev, blk.lv[:nb+na]
+		} else {
+			ev, lv = new(venue.Event), make([]venue.Level, nb+na)
+		}
 		copy(lv, d.bids)
 		copy(lv[nb:], d.asks)
-		ev := &venue.Event{
+		*ev = venue.Event{
 			Kind: venue.KindBook, Stream: t.l2, VenueSeq: u, VenueTime: venueTime, RecvTime: recv,
 			Bids: lv[:nb:nb], Asks: lv[nb:],
 		}
@@ -514,82 +564,69 @@ func slowDecimal(b []byte) (decimal.Decimal, bool) {
 	return v, true
 }
 
-var (
-	keyI  = []byte("i")
-	keyT  = []byte("T")
-	keyP  = []byte("p")
-	keyV  = []byte("v")
-	keyS  = []byte("S")
-	valBy = []byte("Buy")
-	valSl = []byte("Sell")
-)
-
-// tradeFrame handles publicTrade: one trade event per element of data, in
+// parseTrades reads publicTrade data into d.trades, one event per trade in
 // the venue's order. A frame with any bad trade emits none of them.
-func (d *Decoder) tradeFrame(recv time.Time, t *topic, data, frame []byte) {
-	s := &d.dsc
-	s.reset(data)
+func (d *Decoder) parseTrades(s *scanner, t *topic) errText {
+	d.trades = d.trades[:0]
 	s.expect('[')
 	if s.bad {
-		d.badFrame(recv, t, "publicTrade data is not an array", frame)
-		return
+		return "publicTrade data is not an array"
 	}
-	var evs []*venue.Event
-	if !s.eat(']') {
-		for !s.bad {
-			ev := &venue.Event{Kind: venue.KindTrade, Stream: t.trades, RecvTime: recv}
-			var id, side, price, size []byte
-			var ts int64
-			s.object(func(k []byte) {
-				switch {
-				case bytes.Equal(k, keyI):
-					id = s.str()
-				case bytes.Equal(k, keyT):
-					ts = s.int()
-				case bytes.Equal(k, keyP):
-					price = s.str()
-				case bytes.Equal(k, keyV):
-					size = s.str()
-				case bytes.Equal(k, keyS):
-					side = s.str()
-				default:
-					s.skip()
-				}
-			})
-			if s.bad {
-				break
+	if s.eat(']') {
+		return ""
+	}
+	var why errText
+	for !s.bad {
+		var id, side, price, size []byte
+		var ts int64
+		s.object(func(k []byte) {
+			switch string(k) {
+			case "i":
+				id = s.str()
+			case "T":
+				ts = s.int()
+			case "p":
+				price = s.str()
+			case "v":
+				size = s.str()
+			case "S":
+				side = s.str()
+			default:
+				s.skip()
 			}
-			p, ok1 := d.size(price)
-			z, ok2 := d.size(size)
-			if !ok1 || !ok2 || p.Sign() <= 0 || z.Sign() <= 0 || len(id) == 0 {
-				d.badFrame(recv, t, "trade without a positive price and size and an id", frame)
-				return
-			}
-			ev.Price, ev.Size, ev.TradeID = p, z, string(id)
-			switch {
-			case bytes.Equal(side, valBy):
-				ev.Side = venue.SideBuy
-			case bytes.Equal(side, valSl):
-				ev.Side = venue.SideSell
-			}
-			if ts > 0 {
-				ev.VenueTime = time.UnixMilli(ts)
-			}
-			evs = append(evs, ev)
+		})
+		if s.bad {
+			break
+		}
+		p, ok1 := d.size(price)
+		z, ok2 := d.size(size)
+		if !ok1 || !ok2 || p.Sign() <= 0 || z.Sign() <= 0 || len(id) == 0 {
+			why = "trade without a positive price and size and an id"
+		}
+		if why != "" {
 			if s.eat(']') {
-				break
+				return why
 			}
 			s.expect(',')
+			continue
 		}
+		ev := &venue.Event{Kind: venue.KindTrade, Stream: t.trades, Price: p, Size: z, TradeID: string(id)}
+		switch string(side) {
+		case "Buy":
+			ev.Side = venue.SideBuy
+		case "Sell":
+			ev.Side = venue.SideSell
+		}
+		if ts > 0 {
+			ev.VenueTime = time.UnixMilli(ts)
+		}
+		d.trades = append(d.trades, ev)
+		if s.eat(']') {
+			return ""
+		}
+		s.expect(',')
 	}
-	s.end()
-	if s.bad {
-		d.badFrame(recv, t, "publicTrade data does not parse", frame)
-		return
-	}
-	for _, ev := range evs {
-		d.sink.Event(ev)
-	}
+	return "publicTrade data does not parse"
 }
 
 // badFrame counts a frame that does not parse or makes an impossible book,

@@ -1,6 +1,8 @@
 package bybit
 
 import (
+	"bytes"
+
 	"github.com/shopspring/decimal"
 )
 
@@ -66,24 +68,24 @@ func (s *scanner) str() []byte {
 		return nil
 	}
 	start := s.i
-	for s.i < len(s.b) {
-		c := s.b[s.i]
-		switch {
-		case c == '"':
-			out := s.b[start:s.i]
-			s.i++
-			return out
-		case c == '\\':
-			s.i += 2
-		case c < 0x20:
+	for {
+		j := bytes.IndexByte(s.b[s.i:], '"')
+		if j < 0 {
 			s.fail()
 			return nil
-		default:
-			s.i++
+		}
+		end := s.i + j
+		// The quote ends the string unless an odd run of backslashes
+		// escapes it.
+		k := end
+		for k > start && s.b[k-1] == '\\' {
+			k--
+		}
+		s.i = end + 1
+		if (end-k)%2 == 0 {
+			return s.b[start:end]
 		}
 	}
-	s.fail()
-	return nil
 }
 
 // int reads an integer, written as a JSON number or as a string of digits
@@ -302,8 +304,9 @@ func rescale(m int64, exp, to int32) (int64, bool) {
 	return m * p, true
 }
 
-// decCacheBits sizes decCache: 4096 slots of 32 bytes.
-const decCacheBits = 12
+// decCacheBits sizes decCache: 1024 slots of 40 bytes, enough for the
+// prices of a 200-level book and the sizes that recur.
+const decCacheBits = 10
 
 // decCache hands out one shared decimal.Decimal per (mantissa, exponent)
 // it has seen recently. decimal.New allocates a big.Int each time; on a
