@@ -73,8 +73,9 @@ type Adapter struct {
 	initial int // initial subscribe requests of this session not yet answered
 
 	wg       sync.WaitGroup
-	lastRead atomic.Int64 // unix nanos of the newest frame on the current link
-	linkUp   bool         // run goroutine only
+	lastRead atomic.Int64    // unix nanos of the newest frame on the current link
+	linkUp   bool            // run goroutine only
+	conn     *websocket.Conn // the current link; run goroutine only
 }
 
 var _ venue.Adapter = (*Adapter)(nil)
@@ -343,6 +344,7 @@ func (a *Adapter) session(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	}
 	conn.SetReadLimit(readLimit)
+	a.conn = conn
 	connected := time.Now()
 	a.lastRead.Store(connected.UnixNano())
 
@@ -352,6 +354,7 @@ func (a *Adapter) session(ctx context.Context) (time.Duration, error) {
 		scancel()
 		conn.CloseNow()
 		wg.Wait()
+		a.conn = nil
 	}()
 
 	// The first subscriptions go out before reading starts, so link_up can
@@ -568,7 +571,14 @@ func (a *Adapter) answer(c *controlMsg) {
 		return
 	}
 	now := time.Now()
-	if c.HasSuccess && !c.Success {
+	if c.HasSuccess && !c.Success && r.resync {
+		// The symbol was fine a moment ago; a new link is the sure way to
+		// fresh snapshots.
+		a.log.Warn("resync request refused; reconnecting", "op", r.op, "args", r.args, "ret_msg", string(c.RetMsg))
+		if a.conn != nil {
+			a.conn.CloseNow()
+		}
+	} else if c.HasSuccess && !c.Success {
 		a.refused(now, r, string(c.RetMsg))
 	} else {
 		a.log.Debug("request confirmed", "op", r.op, "args", r.args)
