@@ -335,3 +335,40 @@ func TestBadFramesOneNoticePerBurst(t *testing.T) {
 	}
 	sink.Check(t)
 }
+
+// TestGeneratedStreamMatchesReference decodes a long generated level2
+// stream and compares the consumer's book with an independent reading.
+func TestGeneratedStreamMatchesReference(t *testing.T) {
+	frames := genStream(3000, 12)
+	sink, d := decode(t, 50, frames)
+	sink.Check(t)
+	if !sink.Book("bybit:level2:BTCUSDT").Equal(refBook(t, frames, "orderbook.50.BTCUSDT")) {
+		t.Fatal("book differs from the reference reading")
+	}
+	if s := d.Stats(); s.BadFrames != 0 || s.DroppedUpdates != 0 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+// TestTruncateToDepth: a level pushed out of the topic's depth without a
+// removal from the venue leaves our book, and the update says so.
+func TestTruncateToDepth(t *testing.T) {
+	frames := readFrames(t, "orderbook_spot_v5_tardis_fixture.jsonl")[:1]
+	better := []byte(`{"topic":"orderbook.1.BTCUSDT","ts":1680652806615,"type":"delta","data":{"s":"BTCUSDT","b":[["28165.075","1"]],"a":[],"u":20404755,"seq":4281281875}}`)
+	sink, _ := decode(t, 1, append(frames, better))
+	sink.Check(t)
+	evs := sink.Events()
+	var upd *venue.Event
+	for _, ev := range evs {
+		if ev.Kind == venue.KindBook && !ev.Snapshot {
+			upd = ev
+		}
+	}
+	if upd == nil || len(upd.Bids) != 2 || !upd.Bids[1].Size.IsZero() || !upd.Bids[1].Price.Equal(dec("28165.07")) {
+		t.Fatalf("update = %+v, want the new bid and the removal of 28165.07", upd)
+	}
+	b := sink.Book("bybit:level2:BTCUSDT")
+	if b.Len(venue.Bid) != 1 {
+		t.Errorf("bids = %d, want 1", b.Len(venue.Bid))
+	}
+}
