@@ -373,7 +373,7 @@ type errText = string
 
 // smallLevels is how many levels an update event carries in the same
 // allocation as the event itself; most Bybit deltas have at most this many.
-const smallLevels = 6
+const smallLevels = 4
 
 // smallEvent is an update event and its levels in one allocation. The
 // sink holds the event, which keeps the levels alive with it.

@@ -1,8 +1,6 @@
 package bybit
 
 import (
-	"bytes"
-
 	"github.com/shopspring/decimal"
 )
 
@@ -27,7 +25,7 @@ func (s *scanner) reset(b []byte) { s.b, s.i, s.bad = b, 0, false }
 func (s *scanner) fail() { s.bad = true; s.i = len(s.b) }
 
 func (s *scanner) ws() {
-	for s.i < len(s.b) {
+	for s.i < len(s.b) && s.b[s.i] <= ' ' {
 		switch s.b[s.i] {
 		case ' ', '\t', '\n', '\r':
 			s.i++
@@ -62,30 +60,25 @@ func (s *scanner) expect(c byte) {
 }
 
 // str reads a string and returns its raw contents (escapes not decoded).
+// A byte loop beats bytes.IndexByte here: Bybit's strings are a few bytes
+// long, shorter than IndexByte's set-up pays for.
 func (s *scanner) str() []byte {
 	if !s.eat('"') {
 		s.fail()
 		return nil
 	}
-	start := s.i
-	for {
-		j := bytes.IndexByte(s.b[s.i:], '"')
-		if j < 0 {
-			s.fail()
-			return nil
-		}
-		end := s.i + j
-		// The quote ends the string unless an odd run of backslashes
-		// escapes it.
-		k := end
-		for k > start && s.b[k-1] == '\\' {
-			k--
-		}
-		s.i = end + 1
-		if (end-k)%2 == 0 {
-			return s.b[start:end]
+	b, start := s.b, s.i
+	for i := start; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			s.i = i + 1
+			return b[start:i]
+		case '\\':
+			i++
 		}
 	}
+	s.fail()
+	return nil
 }
 
 // int reads an integer, written as a JSON number or as a string of digits
