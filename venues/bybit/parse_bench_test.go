@@ -11,7 +11,7 @@ type venueConfig = venue.Config
 
 type nopSink struct{}
 
-func (nopSink) Event(*venue.Event)    {}
+func (nopSink) Event(*venue.Event)   {}
 func (nopSink) Notice(notice.Notice) {}
 
 // BenchmarkParseOnly scans a typical delta frame's envelope and data
