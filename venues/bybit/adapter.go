@@ -127,6 +127,11 @@ func New(cfg venue.Config) (*Adapter, error) {
 	if a.read <= 0 {
 		a.read = DefaultReadTimeout
 	}
+	if a.ping*2 > a.read {
+		// A quiet link (trades of an idle symbol) lives on pongs alone: at
+		// least two pings must fit in the read timeout.
+		a.ping = a.read / 3
+	}
 	for _, s := range cfg.Symbols {
 		if err := checkSymbol(s); err != nil {
 			return nil, err

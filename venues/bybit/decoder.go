@@ -20,6 +20,10 @@ const Name = "bybit"
 // the others are only counted.
 const burstGap = 5 * time.Second
 
+// maxTopics bounds the topics a decoder keeps state for, so that a
+// hostile or corrupt stream cannot grow it without limit.
+const maxTopics = 10000
+
 // resyncRetry is how long a book waits for the snapshot a resync asked for
 // before asking again (the venue may have lost the request).
 const resyncRetry = 10 * time.Second
@@ -332,7 +336,7 @@ func (d *Decoder) lookup(name []byte) *topic {
 	if t, ok := d.topics[string(name)]; ok {
 		return t
 	}
-	if bytes.IndexByte(name, '\\') >= 0 {
+	if bytes.IndexByte(name, '\\') >= 0 || len(d.topics) >= maxTopics {
 		return nil
 	}
 	t := &topic{name: string(name)}

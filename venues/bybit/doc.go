@@ -38,7 +38,9 @@
 // Bybit's recommendation; Bybit drops a link after 10 minutes without
 // one). Any frame, pong or data, counts as life: a link that delivers
 // nothing for Config.ReadTimeout (default 45 s: two missed pongs and some
-// slack) is closed and reconnected. Pongs come as {"success":true,
+// slack) is closed and reconnected. A PingInterval above half the
+// ReadTimeout is lowered to a third of it, so a quiet link survives on
+// pongs. Pongs come as {"success":true,
 // "ret_msg":"pong",…,"op":"ping"} on spot and {"op":"pong",…} elsewhere;
 // both are accepted.
 //
