@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -342,10 +343,16 @@ func errString(err error) string {
 func (a *Adapter) session(ctx context.Context) (time.Duration, error) {
 	a.cov.SetLink(venue.LinkConnecting, time.Now())
 	dctx, dcancel := context.WithTimeout(ctx, dialTimeout)
-	conn, _, err := websocket.Dial(dctx, a.cfg.WSURL, nil)
+	conn, resp, err := websocket.Dial(dctx, a.cfg.WSURL, nil)
 	dcancel()
 	if err != nil {
 		a.log.Warn("dial failed", "url", a.cfg.WSURL, "err", err)
+		if resp != nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusForbidden) {
+			// Bybit limits connections per IP (500 per 5 minutes); the
+			// backoff slows the next attempts.
+			a.cfg.Sink.Notice(notice.Must(notice.RateLimited, Name, "", time.Now(),
+				"bybit refused the connection: "+resp.Status, map[string]any{"status": resp.StatusCode}))
+		}
 		return 0, err
 	}
 	conn.SetReadLimit(readLimit)

@@ -3,6 +3,8 @@ package bybit_test
 import (
 	"context"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -261,5 +263,37 @@ func TestNewValidates(t *testing.T) {
 	}
 	if err := a.Stop(context.Background()); err != nil {
 		t.Errorf("Stop before Start = %v", err)
+	}
+}
+
+func TestHandshakeRateLimited(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	defer srv.Close()
+	sink := venuetest.NewSink()
+	a, err := bybit.New(venue.Config{WSURL: "ws" + strings.TrimPrefix(srv.URL, "http"), Sink: sink,
+		Symbols: []string{"BTCUSDT"}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	n, _ := sink.WaitNotice(t, venuetest.Wait, 0, notice.RateLimited)
+	if n.Details["status"] != 429 {
+		t.Errorf("rate_limited details = %v", n.Details)
+	}
+	r, _ := sink.WaitNotice(t, venuetest.Wait, 0, notice.LinkReconnecting)
+	if r.Details["attempt"] != 1 {
+		t.Errorf("reconnecting = %v", r.Details)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), venuetest.Wait)
+	defer cancel()
+	if err := a.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if cov := a.Coverage(); cov.Link == venue.LinkUp.String() {
+		t.Errorf("link %s after refused handshakes", cov.Link)
 	}
 }

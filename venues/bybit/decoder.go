@@ -457,6 +457,9 @@ func (d *Decoder) applyBook(recv, venueTime time.Time, t *topic, p parsedData, f
 			ev.Asks = t.book.Truncate(ev.Asks, venue.Ask, t.depth)
 		}
 		d.sink.Event(ev)
+	} else {
+		t.book.Truncate(nil, venue.Bid, t.depth)
+		t.book.Truncate(nil, venue.Ask, t.depth)
 	}
 	d.ticker(recv, venueTime, t)
 }

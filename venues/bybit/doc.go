@@ -48,7 +48,9 @@
 //
 // venue.Backoff: the first retry at once, then 1 s doubling to 30 s with
 // jitter; the sequence restarts after a link that stayed up 30 s. That
-// stays far below Bybit's 500 connections per 5 minutes. Each drop emits
+// stays far below Bybit's 500 connections per 5 minutes. A handshake
+// answered 429 or 403 also gives a rate_limited notice (how Bybit answers
+// an IP over its connection limit is unverified). Each drop emits
 // link_down, then link_reconnecting (attempt, delay); every book is
 // invalid until the new link's snapshots.
 //
