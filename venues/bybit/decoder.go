@@ -1,0 +1,700 @@
+package bybit
+
+import (
+	"bytes"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/fanoutd/fanoutd/notice"
+	"github.com/fanoutd/fanoutd/venue"
+)
+
+// Name is the venue's name in streams and notices.
+const Name = "bybit"
+
+// burstGap separates bursts of bad frames: a bad frame more than burstGap
+// after the previous one starts a new burst and gets a data_quality notice;
+// the others are only counted.
+const burstGap = 5 * time.Second
+
+// maxTopics bounds the topics a decoder keeps state for, so that a
+// hostile or corrupt stream cannot grow it without limit.
+const maxTopics = 10000
+
+// resyncRetry is how long a book waits for the snapshot a resync asked for
+// before asking again (the venue may have lost the request).
+const resyncRetry = 10 * time.Second
+
+// Decoder turns Bybit v5 public frames into events, keeping one book per
+// orderbook topic and checking its update ids. It implements
+// venue.Decoder; the Adapter drives one from its websocket and replay
+// drives one from a capture. The zero Decoder is not usable: call
+// NewDecoder. A Decoder is not safe for concurrent use.
+type Decoder struct {
+	sink  venue.Sink
+	log   *slog.Logger
+	depth int // the level2 depth; orderbook.1 is also level2 only when depth is 1
+
+	topics map[string]*topic // by topic as Bybit writes it
+
+	// Hooks the Adapter sets; nil in replay.
+	resync  func(topic string)  // ask the venue for a fresh snapshot of topic
+	control func(c *controlMsg) // a subscribe/unsubscribe/ping answer
+
+	sc     scanner
+	dsc    scanner // the data object, scanned after the envelope
+	cache  decCache
+	bids   []venue.Level // scratch for one frame's levels
+	asks   []venue.Level
+	trades []*venue.Event // one frame's trades, emitted once all parse
+	ctl    controlMsg
+
+	// Bad-frame accounting.
+	bad       uint64    // bad frames in all
+	burstBad  uint64    // bad frames in the current burst
+	lastBad   time.Time // receive time of the newest bad frame
+	dropped   uint64    // book updates dropped while their book was invalid
+	unhandled uint64    // well-formed frames on topics we do not decode
+}
+
+// topicKind is what a Bybit topic carries.
+type topicKind uint8
+
+const (
+	topicBook  topicKind = iota + 1 // orderbook.{depth}.{symbol}
+	topicTrade                      // publicTrade.{symbol}
+)
+
+// topic is the decoder's state for one Bybit topic.
+type topic struct {
+	name   string
+	kind   topicKind
+	depth  int // levels per side for a book topic
+	symbol string
+
+	l2     venue.Stream // "" when the topic does not feed level2
+	ticker venue.Stream // "" when the topic does not feed the ticker
+	trades venue.Stream
+
+	book     venue.Book
+	valid    bool      // book holds the venue's book; updates may be applied
+	lastU    int64     // u of the last frame applied
+	priceExp int32     // exponent every price in book is rescaled to
+	expSet   bool      // priceExp was taken from a snapshot
+	resyncAt time.Time // when a resync was last asked for; zero if none pending
+}
+
+// controlMsg is a Bybit answer to a request: {"success":…,"ret_msg":…,
+// "conn_id":…,"req_id":…,"op":…}, or an option-style {"op":"pong","args":[…]}.
+// The slices point into the frame and are valid only during the call.
+type controlMsg struct {
+	Op         []byte
+	Success    bool
+	HasSuccess bool
+	RetMsg     []byte
+	ReqID      []byte
+	ConnID     []byte
+}
+
+// NewDecoder returns a decoder that writes to cfg.Sink. cfg.Depth says
+// whether orderbook.1 also feeds the level2 stream (Depth 1); every other
+// orderbook.{N} topic feeds level2 at its own depth, and orderbook.1 always
+// feeds the ticker stream.
+func NewDecoder(cfg venue.Config) *Decoder {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	depth := cfg.Depth
+	if depth == 0 {
+		depth = DefaultDepth
+	}
+	return &Decoder{
+		sink:   cfg.Sink,
+		log:    log.With("venue", Name),
+		depth:  depth,
+		topics: make(map[string]*topic),
+	}
+}
+
+var _ venue.Decoder = (*Decoder)(nil)
+
+// Stats are a decoder's counters.
+type Stats struct {
+	BadFrames      uint64 // frames that did not parse or made an impossible book
+	DroppedUpdates uint64 // book updates dropped while their book awaited a snapshot
+	Unhandled      uint64 // well-formed frames on topics the decoder does not decode
+}
+
+// Stats returns the decoder's counters.
+func (d *Decoder) Stats() Stats {
+	return Stats{BadFrames: d.bad, DroppedUpdates: d.dropped, Unhandled: d.unhandled}
+}
+
+// LinkDown marks every book invalid until the venue sends a new snapshot.
+// It emits nothing: the caller reports the link drop.
+func (d *Decoder) LinkDown(time.Time) {
+	for _, t := range d.topics {
+		t.valid = false
+		t.resyncAt = time.Time{}
+	}
+}
+
+// forget drops the state of every topic of symbol (after an unsubscribe).
+func (d *Decoder) forget(symbol string) {
+	for k, t := range d.topics {
+		if t.symbol == symbol {
+			delete(d.topics, k)
+		}
+	}
+}
+
+// Frame decodes one raw frame received at recv.
+//
+// Bybit writes "topic" and "type" before "data", so the data is parsed in
+// the same pass as the envelope; a frame in another key order has its
+// data parsed after the envelope instead.
+func (d *Decoder) Frame(recv time.Time, frame []byte) {
+	s := &d.sc
+	s.reset(frame)
+	var (
+		topicName, typ, op    []byte
+		ts, cts               int64
+		dataStart, dataEnd    = -1, -1
+		success, hasSuccess   bool
+		retMsg, reqID, connID []byte
+		t                     *topic
+		parsed                bool // data parsed in place
+		p                     parsedData
+	)
+	s.object(func(k []byte) {
+		switch string(k) {
+		case "topic":
+			topicName = s.str()
+		case "type":
+			typ = s.str()
+		case "ts":
+			ts = s.int()
+		case "cts":
+			cts = s.int()
+		case "data":
+			s.ws()
+			if topicName != nil && (typ != nil || bytes.HasPrefix(topicName, []byte("publicTrade."))) {
+				if t = d.lookup(topicName); t != nil {
+					p = d.parseData(s, t, typ)
+					parsed = true
+					return
+				}
+			}
+			dataStart = s.i
+			s.skip()
+			dataEnd = s.i
+		case "op":
+			op = s.str()
+		case "success":
+			success, hasSuccess = s.boolean(), true
+		case "ret_msg":
+			retMsg = s.str()
+		case "req_id":
+			if s.peek() == '"' {
+				reqID = s.str()
+			} else {
+				st := s.i
+				s.skip()
+				reqID = s.b[st:s.i]
+			}
+		case "conn_id":
+			connID = s.str()
+		default:
+			s.skip()
+		}
+	})
+	s.end()
+	if s.bad {
+		if t == nil && topicName != nil {
+			t = d.lookup(topicName)
+		}
+		why := p.why
+		if why == "" {
+			why = "frame does not parse"
+		}
+		d.badFrame(recv, t, why, frame)
+		return
+	}
+	if topicName == nil {
+		if op == nil && !hasSuccess {
+			d.badFrame(recv, nil, "frame is neither data nor a control answer", frame)
+			return
+		}
+		d.ctl = controlMsg{Op: op, Success: success, HasSuccess: hasSuccess, RetMsg: retMsg, ReqID: reqID, ConnID: connID}
+		if d.control != nil {
+			d.control(&d.ctl)
+		}
+		return
+	}
+	if t == nil {
+		t = d.lookup(topicName)
+	}
+	if t == nil {
+		d.unhandled++
+		return
+	}
+	if !parsed {
+		if dataStart < 0 {
+			d.badFrame(recv, t, "data frame without data", frame)
+			return
+		}
+		ds := &d.dsc
+		ds.reset(frame[dataStart:dataEnd])
+		p = d.parseData(ds, t, typ)
+		ds.end()
+		if ds.bad && p.why == "" {
+			p.why = "data does not parse"
+		}
+	}
+	if p.why != "" {
+		d.badFrame(recv, t, p.why, frame)
+		return
+	}
+	vt := ts
+	if cts > 0 {
+		vt = cts
+	}
+	var venueTime time.Time
+	if vt > 0 {
+		venueTime = time.UnixMilli(vt)
+	}
+	switch t.kind {
+	case topicBook:
+		d.applyBook(recv, venueTime, t, p, frame)
+	case topicTrade:
+		for _, ev := range d.trades {
+			ev.RecvTime = recv
+			d.sink.Event(ev)
+		}
+		clear(d.trades)
+		d.trades = d.trades[:0]
+	}
+}
+
+// parsedData is what parseData read: for a book, the levels are in
+// d.bids and d.asks; for trades, the events are in d.trades. why is set
+// when the data is impossible or does not parse.
+type parsedData struct {
+	snap bool
+	u    int64
+	why  errText
+}
+
+// parseData reads the value of "data" at s for topic t. The scanner is
+// left after the value (or failed).
+func (d *Decoder) parseData(s *scanner, t *topic, typ []byte) parsedData {
+	var p parsedData
+	switch t.kind {
+	case topicBook:
+		switch string(typ) {
+		case "snapshot":
+			p.snap = true
+		case "delta":
+		default:
+			s.skip()
+			p.why = "orderbook frame type is neither snapshot nor delta"
+			return p
+		}
+		d.bids, d.asks = d.bids[:0], d.asks[:0]
+		p.u = -1
+		s.object(func(k []byte) {
+			switch string(k) {
+			case "b":
+				d.bids, p.why = d.levels(s, t, d.bids, p.snap, p.why)
+			case "a":
+				d.asks, p.why = d.levels(s, t, d.asks, p.snap, p.why)
+			case "u":
+				p.u = s.int()
+			default:
+				s.skip()
+			}
+		})
+		switch {
+		case s.bad:
+			p.why = "orderbook data does not parse"
+		case p.why == "" && p.u <= 0:
+			p.why = "orderbook frame without a positive u"
+		}
+	case topicTrade:
+		p.why = d.parseTrades(s, t)
+	}
+	return p
+}
+
+// lookup returns the state of a topic the decoder decodes, creating it on
+// first sight, or nil for any other topic.
+func (d *Decoder) lookup(name []byte) *topic {
+	if t, ok := d.topics[string(name)]; ok {
+		return t
+	}
+	if bytes.IndexByte(name, '\\') >= 0 || len(d.topics) >= maxTopics {
+		return nil
+	}
+	t := &topic{name: string(name)}
+	switch {
+	case bytes.HasPrefix(name, []byte("orderbook.")):
+		rest := name[len("orderbook."):]
+		i := bytes.IndexByte(rest, '.')
+		if i <= 0 {
+			return nil
+		}
+		n, err := strconv.Atoi(string(rest[:i]))
+		if err != nil || n <= 0 || n > 100000 {
+			return nil
+		}
+		t.kind, t.depth, t.symbol = topicBook, n, string(rest[i+1:])
+		if n != 1 || d.depth == 1 {
+			t.l2 = venue.NewStream(Name, venue.Level2, t.symbol)
+		}
+		if n == 1 {
+			t.ticker = venue.NewStream(Name, venue.Ticker, t.symbol)
+		}
+	case bytes.HasPrefix(name, []byte("publicTrade.")):
+		t.kind, t.symbol = topicTrade, string(name[len("publicTrade."):])
+		t.trades = venue.NewStream(Name, venue.Trades, t.symbol)
+	default:
+		return nil
+	}
+	if t.symbol == "" {
+		return nil
+	}
+	d.topics[t.name] = t
+	return t
+}
+
+// errText names why a frame was refused; a constant string so a bad frame
+// costs no allocation until it is reported.
+type errText = string
+
+// smallLevels is how many levels an update event carries in the same
+// allocation as the event itself; most Bybit deltas have at most this many.
+const smallLevels = 4
+
+// smallEvent is an update event and its levels in one allocation. The
+// sink holds the event, which keeps the levels alive with it.
+type smallEvent struct {
+	ev venue.Event
+	lv [smallLevels]venue.Level
+}
+
+// applyBook applies an orderbook snapshot or delta already parsed into
+// d.bids and d.asks.
+func (d *Decoder) applyBook(recv, venueTime time.Time, t *topic, p parsedData, frame []byte) {
+	snap, u := p.snap, p.u
+	if snap || u == 1 {
+		// A snapshot, or u == 1 (the venue restarted): overwrite the book.
+		t.book.Replace(d.bids, d.asks)
+		t.lastU, t.valid, t.resyncAt = u, true, time.Time{}
+		if t.book.Crossed() {
+			d.badFrame(recv, t, "snapshot makes a crossed book", frame)
+			return
+		}
+		if t.l2 != "" {
+			ev := t.book.Snapshot(t.l2)
+			ev.VenueSeq, ev.VenueTime, ev.RecvTime = u, venueTime, recv
+			d.sink.Event(ev)
+		}
+		d.ticker(recv, venueTime, t)
+		return
+	}
+
+	if !t.valid {
+		d.dropped++
+		if !t.resyncAt.IsZero() && recv.Sub(t.resyncAt) > resyncRetry {
+			d.askResync(recv, t)
+		}
+		return
+	}
+	if u != t.lastU+1 {
+		d.resyncBook(recv, t, "gap", map[string]any{
+			"topic": t.name, "last_u": t.lastU, "got_u": u, "want_u": t.lastU + 1,
+		})
+		return
+	}
+	t.lastU = u
+	for _, l := range d.bids {
+		t.book.Set(venue.Bid, l.Price, l.Size)
+	}
+	for _, l := range d.asks {
+		t.book.Set(venue.Ask, l.Price, l.Size)
+	}
+	if t.book.Crossed() {
+		d.badFrame(recv, t, "update makes a crossed book", frame)
+		return
+	}
+	if t.l2 != "" {
+		nb, na := len(d.bids), len(d.asks)
+		var ev *venue.Event
+		var lv []venue.Level
+		if nb+na <= smallLevels {
+			blk := new(smallEvent)
+			ev, lv = &blk.ev, blk.lv[:nb+na]
+		} else {
+			ev, lv = new(venue.Event), make([]venue.Level, nb+na)
+		}
+		copy(lv, d.bids)
+		copy(lv[nb:], d.asks)
+		*ev = venue.Event{
+			Kind: venue.KindBook, Stream: t.l2, VenueSeq: u, VenueTime: venueTime, RecvTime: recv,
+			Bids: lv[:nb:nb], Asks: lv[nb:],
+		}
+		// Bybit keeps its book at the topic's depth and says when a level
+		// leaves it; if it ever does not, drop the level here too and tell
+		// the consumer, so its book stays ours.
+		if t.book.Len(venue.Bid) > t.depth {
+			ev.Bids = t.book.Truncate(ev.Bids, venue.Bid, t.depth)
+		}
+		if t.book.Len(venue.Ask) > t.depth {
+			ev.Asks = t.book.Truncate(ev.Asks, venue.Ask, t.depth)
+		}
+		d.sink.Event(ev)
+	} else {
+		t.book.Truncate(nil, venue.Bid, t.depth)
+		t.book.Truncate(nil, venue.Ask, t.depth)
+	}
+	d.ticker(recv, venueTime, t)
+}
+
+// ticker emits the best bid and ask of an orderbook.1 topic as a ticker.
+// A book with an empty side gives no ticker (there is no best price to
+// report).
+func (d *Decoder) ticker(recv, venueTime time.Time, t *topic) {
+	if t.ticker == "" {
+		return
+	}
+	bid, ok1 := t.book.Best(venue.Bid)
+	ask, ok2 := t.book.Best(venue.Ask)
+	if !ok1 || !ok2 {
+		return
+	}
+	d.sink.Event(&venue.Event{
+		Kind: venue.KindTicker, Stream: t.ticker, VenueTime: venueTime, RecvTime: recv,
+		Bid: bid.Price, BidSize: bid.Size, Ask: ask.Price, AskSize: ask.Size,
+	})
+}
+
+// levels reads [["price","size"],…] into dst. It returns a reason when a
+// level is impossible (price not positive, size negative).
+func (d *Decoder) levels(s *scanner, t *topic, dst []venue.Level, snap bool, why errText) ([]venue.Level, errText) {
+	s.expect('[')
+	if s.bad || s.eat(']') {
+		return dst, why
+	}
+	for !s.bad {
+		s.expect('[')
+		pb := s.str()
+		s.expect(',')
+		sb := s.str()
+		s.expect(']')
+		if s.bad {
+			return dst, why
+		}
+		p, pok := d.price(t, pb, snap)
+		z, zok := d.size(sb)
+		switch {
+		case !pok || !zok:
+			if why == "" {
+				why = "level price or size is not a decimal"
+			}
+		case p.Sign() <= 0:
+			if why == "" {
+				why = "level price is not positive"
+			}
+		case z.Sign() < 0:
+			if why == "" {
+				why = "level size is negative"
+			}
+		default:
+			dst = append(dst, venue.Level{Price: p, Size: z})
+		}
+		if s.eat(']') {
+			return dst, why
+		}
+		s.expect(',')
+	}
+	return dst, why
+}
+
+// price parses a price and rescales it to the book's exponent, so that
+// every price in a book shares one exponent and Book's comparisons do not
+// allocate. The first snapshot fixes the exponent at its first price's;
+// a later price with more decimals keeps its own exponent (still correct,
+// only slower to compare).
+func (d *Decoder) price(t *topic, b []byte, snap bool) (decimal.Decimal, bool) {
+	m, exp, ok := parseFixed(b)
+	if !ok {
+		return slowDecimal(b)
+	}
+	if !t.expSet || (snap && exp < t.priceExp) {
+		t.priceExp, t.expSet = exp, true
+	}
+	if exp > t.priceExp {
+		if m2, ok := rescale(m, exp, t.priceExp); ok {
+			m, exp = m2, t.priceExp
+		}
+	}
+	return d.cache.get(m, exp), true
+}
+
+func (d *Decoder) size(b []byte) (decimal.Decimal, bool) {
+	m, exp, ok := parseFixed(b)
+	if !ok {
+		return slowDecimal(b)
+	}
+	return d.cache.get(m, exp), true
+}
+
+// slowDecimal parses what parseFixed does not take (more than 18 digits,
+// an exponent).
+func slowDecimal(b []byte) (decimal.Decimal, bool) {
+	if len(b) == 0 || len(b) > 64 {
+		return decimal.Decimal{}, false
+	}
+	for _, c := range b {
+		if !(c >= '0' && c <= '9' || c == '.' || c == '-' || c == 'e' || c == 'E' || c == '+') {
+			return decimal.Decimal{}, false
+		}
+	}
+	v, err := decimal.NewFromString(string(b))
+	if err != nil || v.Exponent() < -64 || v.Exponent() > 64 {
+		return decimal.Decimal{}, false
+	}
+	return v, true
+}
+
+// parseTrades reads publicTrade data into d.trades, one event per trade in
+// the venue's order. A frame with any bad trade emits none of them.
+func (d *Decoder) parseTrades(s *scanner, t *topic) errText {
+	d.trades = d.trades[:0]
+	s.expect('[')
+	if s.bad {
+		return "publicTrade data is not an array"
+	}
+	if s.eat(']') {
+		return ""
+	}
+	var why errText
+	for !s.bad {
+		var id, side, price, size []byte
+		var ts int64
+		s.object(func(k []byte) {
+			switch string(k) {
+			case "i":
+				id = s.str()
+			case "T":
+				ts = s.int()
+			case "p":
+				price = s.str()
+			case "v":
+				size = s.str()
+			case "S":
+				side = s.str()
+			default:
+				s.skip()
+			}
+		})
+		if s.bad {
+			break
+		}
+		p, ok1 := d.size(price)
+		z, ok2 := d.size(size)
+		if !ok1 || !ok2 || p.Sign() <= 0 || z.Sign() <= 0 || len(id) == 0 {
+			why = "trade without a positive price and size and an id"
+		}
+		if why != "" {
+			if s.eat(']') {
+				return why
+			}
+			s.expect(',')
+			continue
+		}
+		ev := &venue.Event{Kind: venue.KindTrade, Stream: t.trades, Price: p, Size: z, TradeID: string(id)}
+		switch string(side) {
+		case "Buy":
+			ev.Side = venue.SideBuy
+		case "Sell":
+			ev.Side = venue.SideSell
+		}
+		if ts > 0 {
+			ev.VenueTime = time.UnixMilli(ts)
+		}
+		d.trades = append(d.trades, ev)
+		if s.eat(']') {
+			return ""
+		}
+		s.expect(',')
+	}
+	return "publicTrade data does not parse"
+}
+
+// badFrame counts a frame that does not parse or makes an impossible book,
+// reports it once per burst, and resyncs the book it concerns.
+func (d *Decoder) badFrame(recv time.Time, t *topic, why string, frame []byte) {
+	d.bad++
+	newBurst := d.lastBad.IsZero() || recv.Sub(d.lastBad) > burstGap || recv.Before(d.lastBad)
+	d.lastBad = recv
+	if newBurst {
+		d.burstBad = 0
+	}
+	d.burstBad++
+	stream := ""
+	if t != nil {
+		stream = string(t.streamName())
+	}
+	if newBurst {
+		sample := frame
+		if len(sample) > 160 {
+			sample = sample[:160]
+		}
+		d.log.Warn("bad frame", "reason", why, "stream", stream, "bad_frames", d.bad)
+		d.sink.Notice(notice.Must(notice.DataQuality, Name, stream, recv,
+			"bybit: "+why+" (further bad frames in this burst are only counted)",
+			map[string]any{"reason": why, "bad_frames_total": d.bad, "sample": string(sample)}))
+	}
+	if t != nil && t.kind == topicBook && t.valid {
+		d.resyncBook(recv, t, "bad_frame", map[string]any{"topic": t.name, "last_u": t.lastU, "cause": why})
+	}
+}
+
+func (t *topic) streamName() venue.Stream {
+	switch {
+	case t.l2 != "":
+		return t.l2
+	case t.ticker != "":
+		return t.ticker
+	}
+	return t.trades
+}
+
+// resyncBook marks t's book invalid, says so, and asks for a new snapshot.
+// Nothing more is published for the book until that snapshot arrives.
+func (d *Decoder) resyncBook(recv time.Time, t *topic, reason string, details map[string]any) {
+	t.valid = false
+	details["reason"] = reason
+	if t.l2 != "" {
+		d.sink.Notice(notice.Must(notice.BookResync, Name, string(t.l2), recv,
+			"bybit: "+t.name+" book is being rebuilt: "+reason, details))
+	} else {
+		d.log.Info("ticker book resync", "topic", t.name, "reason", reason)
+	}
+	d.askResync(recv, t)
+}
+
+func (d *Decoder) askResync(recv time.Time, t *topic) {
+	t.resyncAt = recv
+	if t.resyncAt.IsZero() { // a zero receive time (a test) still counts as asked
+		t.resyncAt = time.Unix(0, 1)
+	}
+	if d.resync != nil {
+		d.resync(t.name)
+	}
+}

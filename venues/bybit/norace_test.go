@@ -1,0 +1,5 @@
+//go:build !race
+
+package bybit_test
+
+const raceEnabled = false
