@@ -19,6 +19,8 @@ import (
 	"github.com/fanoutd/fanoutd/replay"
 	"github.com/fanoutd/fanoutd/venue"
 	"github.com/fanoutd/fanoutd/venue/venuetest"
+	"github.com/fanoutd/fanoutd/venues/bybit"
+	"github.com/fanoutd/fanoutd/venues/bybit/bybittest"
 	"github.com/fanoutd/fanoutd/venues/coinbase"
 	"github.com/fanoutd/fanoutd/venues/coinbase/coinbasetest"
 	"github.com/fanoutd/fanoutd/venues/kraken"
@@ -38,6 +40,7 @@ type venueCase struct {
 }
 
 var venueCases = []venueCase{
+	{"bybit", func() venuetest.Venue { return bybittest.New() }, func(c venue.Config) venue.Decoder { return bybit.NewDecoder(c) }},
 	{"okx", func() venuetest.Venue { return okxtest.New() }, func(c venue.Config) venue.Decoder { return okx.NewDecoder(c) }},
 	{"coinbase", func() venuetest.Venue { return &coinbasetest.Mock{} }, func(c venue.Config) venue.Decoder { return coinbase.NewDecoder(c) }},
 	{"kraken", func() venuetest.Venue { return &krakentest.Mock{} }, func(c venue.Config) venue.Decoder { return kraken.NewDecoder(c) }},
