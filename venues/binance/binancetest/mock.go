@@ -51,7 +51,7 @@ type Mock struct {
 }
 
 type connState struct {
-	streams map[string]bool
+	streams  map[string]bool
 	combined bool
 	window   time.Time // start of the current one-second message window
 	msgs     int
