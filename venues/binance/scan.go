@@ -343,6 +343,9 @@ func parseDecimalSlow(b []byte) (decimal.Decimal, bool) {
 	if len(b) > 2*maxFrac {
 		return decimal.Decimal{}, false
 	}
+	if dot := indexByte(b, '.'); dot >= 0 && len(b)-dot-1 > maxFrac {
+		return decimal.Decimal{}, false
+	}
 	for _, c := range b {
 		if !(c >= '0' && c <= '9' || c == '.' || c == '-') {
 			return decimal.Decimal{}, false
