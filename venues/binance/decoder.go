@@ -87,6 +87,7 @@ type Decoder struct {
 	syms  map[string]*symbol // keyed by lower-case symbol, as in stream names
 
 	bids, asks []venue.Level // scratch for the frame being decoded
+	prices     priceCache
 
 	badFrames uint64    // frames that did not parse or were impossible
 	badBurst  uint64    // in the current burst
@@ -456,9 +457,9 @@ func (d *Decoder) parseDepth(sc *scanner) (du depthUpdate, ok bool) {
 		case "u":
 			du.last, haveu = sc.int(), true
 		case "b":
-			d.bids, haveB = sc.levels(d.bids), true
+			d.bids, haveB = sc.levels(&d.prices, d.bids), true
 		case "a":
-			d.asks, haveA = sc.levels(d.asks), true
+			d.asks, haveA = sc.levels(&d.prices, d.asks), true
 		default:
 			sc.skip()
 		}
@@ -544,9 +545,9 @@ func (d *Decoder) snapshot(recv time.Time, lower []byte, sc *scanner, frame []by
 			case "lastUpdateId":
 				id, haveID = sc.int(), true
 			case "bids":
-				d.bids, haveB = sc.levels(d.bids), true
+				d.bids, haveB = sc.levels(&d.prices, d.bids), true
 			case "asks":
-				d.asks, haveA = sc.levels(d.asks), true
+				d.asks, haveA = sc.levels(&d.prices, d.asks), true
 			default:
 				sc.skip()
 			}

@@ -290,18 +290,37 @@ const maxFrac = 18
 // (no exponent, no '+', no spaces). It costs one decimal.New (two small
 // allocations) for a non-zero value.
 func parseDecimal(b []byte) (decimal.Decimal, bool) {
-	if len(b) == 0 {
+	m, frac, neg, res := decimalParts(b)
+	switch res {
+	case partsBad:
 		return decimal.Decimal{}, false
+	case partsBig:
+		return parseDecimalSlow(b)
 	}
-	i, neg := 0, false
+	return makeDecimal(m, frac, neg), true
+}
+
+// decimalParts results.
+const (
+	partsOK = iota
+	partsBad
+	partsBig // over 18 significant digits: use parseDecimalSlow
+)
+
+// decimalParts splits a decimal string into its mantissa, its number of
+// fraction digits and its sign, without allocating.
+func decimalParts(b []byte) (m uint64, frac int, neg bool, res int) {
+	if len(b) == 0 {
+		return 0, 0, false, partsBad
+	}
+	i := 0
 	if b[0] == '-' {
 		neg, i = true, 1
 	}
 	if i == len(b) || b[i] == '.' || b[len(b)-1] == '.' {
-		return decimal.Decimal{}, false
+		return 0, 0, false, partsBad
 	}
-	var m uint64
-	digits, frac, dot := 0, 0, false
+	digits, dot := 0, false
 	for ; i < len(b); i++ {
 		c := b[i]
 		switch {
@@ -310,7 +329,7 @@ func parseDecimal(b []byte) (decimal.Decimal, bool) {
 				digits++
 			}
 			if digits > 18 {
-				return parseDecimalSlow(b)
+				return 0, 0, false, partsBig
 			}
 			m = m*10 + uint64(c-'0')
 			if dot {
@@ -319,23 +338,58 @@ func parseDecimal(b []byte) (decimal.Decimal, bool) {
 		case c == '.' && !dot:
 			dot = true
 		default:
-			return decimal.Decimal{}, false
+			return 0, 0, false, partsBad
 		}
 	}
 	if frac > maxFrac {
-		return decimal.Decimal{}, false
+		return 0, 0, false, partsBad
 	}
+	return m, frac, neg, partsOK
+}
+
+func makeDecimal(m uint64, frac int, neg bool) decimal.Decimal {
 	if m == 0 {
-		if frac < len(zeros) {
-			return zeros[frac], true
-		}
-		return decimal.New(0, int32(-frac)), true
+		return zeros[frac]
 	}
 	v := int64(m)
 	if neg {
 		v = -v
 	}
-	return decimal.New(v, int32(-frac)), true
+	return decimal.New(v, int32(-frac))
+}
+
+// priceCache interns prices: a live book's updates name the same few
+// hundred prices near the top again and again, and a Decimal is immutable,
+// so one value per price serves every event and the book. A lookup costs a
+// map access instead of two allocations. Sizes are not interned: they rarely
+// repeat. The zero priceCache is ready to use.
+type priceCache struct {
+	m map[uint64]decimal.Decimal // key: mantissa<<5 | fraction digits
+}
+
+// maxCachedPrices bounds the cache; past it the cache starts afresh.
+const maxCachedPrices = 1 << 14
+
+func (c *priceCache) parse(b []byte) (decimal.Decimal, bool) {
+	m, frac, neg, res := decimalParts(b)
+	switch {
+	case res == partsBad:
+		return decimal.Decimal{}, false
+	case res == partsBig:
+		return parseDecimalSlow(b)
+	case neg || m >= 1<<58:
+		return makeDecimal(m, frac, neg), true
+	}
+	key := m<<5 | uint64(frac)
+	if d, ok := c.m[key]; ok {
+		return d, true
+	}
+	if c.m == nil || len(c.m) >= maxCachedPrices {
+		c.m = make(map[uint64]decimal.Decimal, 1024)
+	}
+	d := makeDecimal(m, frac, false)
+	c.m[key] = d
+	return d, true
 }
 
 // parseDecimalSlow handles values with more than 18 significant digits.
@@ -357,7 +411,7 @@ func parseDecimalSlow(b []byte) (decimal.Decimal, bool) {
 
 // levels reads an array of [price, size] string pairs and appends them to
 // dst. A negative or malformed value fails the scan.
-func (s *scanner) levels(dst []venue.Level) []venue.Level {
+func (s *scanner) levels(prices *priceCache, dst []venue.Level) []venue.Level {
 	if !s.want('[') {
 		return dst
 	}
@@ -369,7 +423,7 @@ func (s *scanner) levels(dst []venue.Level) []venue.Level {
 		if !s.want('[') {
 			return dst
 		}
-		p, ok1 := parseDecimal(s.str())
+		p, ok1 := prices.parse(s.str())
 		if !s.want(',') {
 			return dst
 		}
