@@ -107,6 +107,7 @@ type link struct {
 type request struct {
 	method  string
 	streams []string
+	at      time.Time
 }
 
 // New returns an adapter for cfg. cfg.Sink is required; endpoints default to
@@ -480,7 +481,8 @@ func readAll(r io.Reader, buf []byte) ([]byte, error) {
 }
 
 // watchdog pings every pingInterval and closes the link when nothing (no
-// frame, no ping, no pong) arrived for readTimeout.
+// frame, no ping, no pong) arrived for readTimeout, or a request went
+// unanswered for as long.
 func (a *Adapter) watchdog(ctx context.Context, l *link) {
 	tick := min(a.readTimeout/4, a.pingInterval)
 	tick = max(tick, 10*time.Millisecond)
@@ -496,10 +498,18 @@ func (a *Adapter) watchdog(ctx context.Context, l *link) {
 			return
 		case now := <-t.C:
 			idle := now.Sub(time.Unix(0, l.activity.Load()))
+			a.smu.Lock()
 			if idle > a.readTimeout {
-				a.smu.Lock()
 				l.reason = fmt.Sprintf("nothing received for %v (read timeout %v)", idle.Round(time.Millisecond), a.readTimeout)
-				a.smu.Unlock()
+			}
+			for id, r := range l.reqs {
+				if l.reason == "" && now.Sub(r.at) > a.readTimeout {
+					l.reason = fmt.Sprintf("no reply to %s id %d within %v", r.method, id, a.readTimeout)
+				}
+			}
+			dead := l.reason != ""
+			a.smu.Unlock()
+			if dead {
 				l.ws.CloseNow()
 				return
 			}
@@ -652,7 +662,7 @@ func (a *Adapter) send(ctx context.Context, l *link, method string, streams []st
 		a.smu.Lock()
 		l.nextID++
 		id := l.nextID
-		l.reqs[id] = request{method: method, streams: chunk}
+		l.reqs[id] = request{method: method, streams: chunk, at: time.Now()}
 		for _, st := range chunk {
 			if method == "SUBSCRIBE" {
 				l.subs[st] = id

@@ -152,3 +152,31 @@ func BenchmarkDecodeDepth(b *testing.B) {
 		b.Run(fmt.Sprintf("levels=%d", levels), func(b *testing.B) { benchDepth(b, levels) })
 	}
 }
+
+// TestDepthAllocBudget holds decode + apply of a four-level update to the
+// event, its levels and the non-zero sizes (prices are interned).
+func TestDepthAllocBudget(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts differ under -race")
+	}
+	s := newDepthStream(512, 4)
+	sink := &discard{}
+	d := binance.NewDecoder(venue.Config{Sink: sink})
+	recv := time.Now()
+	d.Frame(recv, s.snap)
+	for _, f := range s.frames { // warm the price cache
+		d.Frame(recv, f)
+	}
+	s.advance()
+	n := 0
+	allocs := testing.AllocsPerRun(len(s.frames)-1, func() {
+		d.Frame(recv, s.frames[n])
+		n++
+	})
+	if allocs > 8 {
+		t.Errorf("%.1f allocations per frame, want at most 8 (event, levels, 2 per non-zero size)", allocs)
+	}
+	if sink.notices != 0 {
+		t.Fatalf("%d notices: the stream does not chain", sink.notices)
+	}
+}

@@ -48,8 +48,9 @@ func FuzzDecoder(f *testing.F) {
 			}
 		}
 	}
-	// A small book keeps each run cheap: the first levels of the real
-	// BLZETH snapshot, which the seeds' BLZETH events chain to.
+	// A small book keeps each run cheap: five levels a side at BLZETH's
+	// prices, with the real snapshot's lastUpdateId, so the seeds' BLZETH
+	// events chain to it.
 	snap := []byte(`{"lastUpdateId":281916627,"bids":[["0.00006547","100.00000000"],["0.00006542","1528.00000000"],["0.00006540","170.00000000"],["0.00006538","5715.00000000"],["0.00006537","4002.00000000"]],"asks":[["0.00006555","1528.00000000"],["0.00006556","100.00000000"],["0.00006560","1528.00000000"],["0.00006561","4015.00000000"],["0.00006615","1528.00000000"]]}`)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		sink := venuetest.NewSink()
