@@ -36,7 +36,7 @@ const burstGap = 10 * time.Second
 type pending struct {
 	first, last int64 // U and u
 	at          time.Time
-	levels      []venue.Level
+	levels      []lvl
 	nbids       int
 }
 
@@ -45,7 +45,7 @@ type symbol struct {
 	name                   string // as Binance writes it: BTCUSDT
 	l2, trades, ticker     venue.Stream
 	state                  syncState
-	book                   venue.Book
+	book                   book
 	lastU                  int64 // u of the last event applied, or the snapshot's lastUpdateId
 	straddle               bool  // synced from a snapshot; the next event must straddle lastU+1
 	requested              bool  // a snapshot was asked for and has not arrived
@@ -86,7 +86,7 @@ type Decoder struct {
 	names map[string]string  // lower-case symbol → as configured
 	syms  map[string]*symbol // keyed by lower-case symbol, as in stream names
 
-	bids, asks []venue.Level // scratch for the frame being decoded
+	bids, asks []lvl // scratch for the frame being decoded
 	prices     priceCache
 
 	badFrames uint64    // frames that did not parse or were impossible
@@ -177,7 +177,7 @@ func (d *Decoder) LinkDown(time.Time) {
 
 func (s *symbol) reset() {
 	s.state = stateWaiting
-	s.book.Reset()
+	s.book.reset()
 	s.buf = s.buf[:0]
 	s.straddle = false
 	s.lastU = 0
@@ -497,20 +497,25 @@ func (d *Decoder) depth(recv time.Time, lower []byte, sc *scanner, frame []byte)
 		d.buffer(s, du) // newer than anything: it may bridge the next snapshot
 		return
 	}
-	for _, l := range d.bids {
-		s.book.Set(venue.Bid, l.Price, l.Size)
+	for i := range d.bids {
+		s.book.setBid(&d.bids[i])
 	}
-	for _, l := range d.asks {
-		s.book.Set(venue.Ask, l.Price, l.Size)
+	for i := range d.asks {
+		s.book.setAsk(&d.asks[i])
 	}
-	if s.book.Crossed() {
+	if s.book.crossed() {
 		d.bad(recv, "crossed book after update", frame, s)
 		return
 	}
 	s.lastU, s.straddle = du.last, false
 	levels := make([]venue.Level, len(d.bids)+len(d.asks))
-	n := copy(levels, d.bids)
-	copy(levels[n:], d.asks)
+	for i := range d.bids {
+		levels[i] = d.bids[i].Level
+	}
+	n := len(d.bids)
+	for i := range d.asks {
+		levels[n+i] = d.asks[i].Level
+	}
 	d.sink.Event(&venue.Event{
 		Kind:      venue.KindBook,
 		Stream:    s.l2,
@@ -527,7 +532,7 @@ func (d *Decoder) buffer(s *symbol, du depthUpdate) {
 	if len(s.buf) >= maxBuffered {
 		s.buf = append(s.buf[:0], s.buf[1:]...)
 	}
-	levels := make([]venue.Level, len(d.bids)+len(d.asks))
+	levels := make([]lvl, len(d.bids)+len(d.asks))
 	n := copy(levels, d.bids)
 	copy(levels[n:], d.asks)
 	s.buf = append(s.buf, pending{first: du.first, last: du.last, at: du.at, levels: levels, nbids: n})
@@ -569,8 +574,8 @@ func (d *Decoder) snapshot(recv time.Time, lower []byte, sc *scanner, frame []by
 		return // older than the book we hold: nothing to do
 	}
 	s.state = stateWaiting
-	s.book.Replace(d.bids, d.asks)
-	if s.book.Crossed() {
+	s.book.replace(d.bids, d.asks)
+	if s.book.crossed() {
 		s.reset()
 		d.bad(recv, "crossed depth snapshot", frame, nil)
 		d.request(string(lower), s)
@@ -593,29 +598,29 @@ func (d *Decoder) snapshot(recv time.Time, lower []byte, sc *scanner, frame []by
 			// hole): keep what follows and ask again.
 			d.log.Debug("binance: snapshot does not bridge", "symbol", s.name, "lastUpdateId", id, "U", p.first, "last_u", s.lastU)
 			s.buf = append(s.buf[:0], s.buf[i:]...)
-			s.book.Reset()
+			s.book.reset()
 			s.lastU = 0
 			d.request(string(lower), s)
 			return
 		}
-		for _, l := range p.levels[:p.nbids] {
-			s.book.Set(venue.Bid, l.Price, l.Size)
+		for j := range p.levels[:p.nbids] {
+			s.book.setBid(&p.levels[j])
 		}
-		for _, l := range p.levels[p.nbids:] {
-			s.book.Set(venue.Ask, l.Price, l.Size)
+		for j := p.nbids; j < len(p.levels); j++ {
+			s.book.setAsk(&p.levels[j])
 		}
 		s.lastU, at = p.last, p.at
 		applied++
 	}
 	s.buf = s.buf[:0]
-	if s.book.Crossed() {
+	if s.book.crossed() {
 		s.reset()
 		d.bad(recv, "crossed book after bridging", frame, nil)
 		d.request(string(lower), s)
 		return
 	}
 	s.state, s.straddle = stateSynced, applied == 0
-	ev := s.book.Snapshot(s.l2)
+	ev := s.book.snapshot(s.l2)
 	ev.VenueSeq, ev.RecvTime, ev.VenueTime = s.lastU, recv, at
 	d.sink.Event(ev)
 }

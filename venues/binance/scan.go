@@ -358,7 +358,8 @@ func makeDecimal(m uint64, frac int, neg bool) decimal.Decimal {
 	return decimal.New(v, int32(-frac))
 }
 
-// priceCache interns prices: a live book's updates name the same few
+// priceCache parses prices, with their book keys (see priceKey), and
+// interns them: a live book's updates name the same few
 // hundred prices near the top again and again, and a Decimal is immutable,
 // so one value per price serves every event and the book. A lookup costs a
 // map access instead of two allocations. Sizes are not interned: they rarely
@@ -370,26 +371,25 @@ type priceCache struct {
 // maxCachedPrices bounds the cache; past it the cache starts afresh.
 const maxCachedPrices = 1 << 14
 
-func (c *priceCache) parse(b []byte) (decimal.Decimal, bool) {
+func (c *priceCache) parse(b []byte) (decimal.Decimal, int64, bool) {
 	m, frac, neg, res := decimalParts(b)
-	switch {
-	case res == partsBad:
-		return decimal.Decimal{}, false
-	case res == partsBig:
-		return parseDecimalSlow(b)
-	case neg || m >= 1<<58:
-		return makeDecimal(m, frac, neg), true
+	if res != partsOK || neg {
+		return decimal.Decimal{}, 0, false // over 18 digits or negative: no Binance price
 	}
-	key := m<<5 | uint64(frac)
-	if d, ok := c.m[key]; ok {
-		return d, true
+	key, ok := priceKey(m, frac)
+	if !ok {
+		return decimal.Decimal{}, 0, false
+	}
+	ck := m<<5 | uint64(frac)
+	if d, ok := c.m[ck]; ok {
+		return d, key, true
 	}
 	if c.m == nil || len(c.m) >= maxCachedPrices {
 		c.m = make(map[uint64]decimal.Decimal, 1024)
 	}
 	d := makeDecimal(m, frac, false)
-	c.m[key] = d
-	return d, true
+	c.m[ck] = d
+	return d, key, true
 }
 
 // parseDecimalSlow handles values with more than 18 significant digits.
@@ -411,7 +411,7 @@ func parseDecimalSlow(b []byte) (decimal.Decimal, bool) {
 
 // levels reads an array of [price, size] string pairs and appends them to
 // dst. A negative or malformed value fails the scan.
-func (s *scanner) levels(prices *priceCache, dst []venue.Level) []venue.Level {
+func (s *scanner) levels(prices *priceCache, dst []lvl) []lvl {
 	if !s.want('[') {
 		return dst
 	}
@@ -423,7 +423,7 @@ func (s *scanner) levels(prices *priceCache, dst []venue.Level) []venue.Level {
 		if !s.want('[') {
 			return dst
 		}
-		p, ok1 := prices.parse(s.str())
+		p, key, ok1 := prices.parse(s.str())
 		if !s.want(',') {
 			return dst
 		}
@@ -440,7 +440,7 @@ func (s *scanner) levels(prices *priceCache, dst []venue.Level) []venue.Level {
 			s.fail()
 			return dst
 		}
-		dst = append(dst, venue.Level{Price: p, Size: q})
+		dst = append(dst, lvl{key, venue.Level{Price: p, Size: q}})
 		if !s.more(']') {
 			return dst
 		}

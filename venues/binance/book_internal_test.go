@@ -1,0 +1,76 @@
+package binance
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/fanoutd/fanoutd/venue"
+)
+
+// TestBookMatchesVenueBook drives the int-keyed book and venue.Book with
+// the same random changes and snapshots, and compares them throughout.
+func TestBookMatchesVenueBook(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	mk := func(ticks int64, sz int64) lvl {
+		m := uint64(ticks) * 1e6
+		key, _ := priceKey(m, 8)
+		return lvl{key, venue.Level{Price: decimal.New(int64(m), -8), Size: decimal.New(sz, -8)}}
+	}
+	var b book
+	var want venue.Book
+	for round := range 2000 {
+		if round%500 == 0 { // a snapshot, best first, with a duplicate
+			var bids, asks []lvl
+			for i := range int64(50) {
+				bids = append(bids, mk(10000-1-i, 1+r.Int64N(1e9)))
+				asks = append(asks, mk(10000+i, 1+r.Int64N(1e9)))
+			}
+			if round == 1000 {
+				r.Shuffle(len(bids), func(i, j int) { bids[i], bids[j] = bids[j], bids[i] })
+			}
+			b.replace(bids, asks)
+			lv := func(s []lvl) (out []venue.Level) {
+				for _, l := range s {
+					out = append(out, l.Level)
+				}
+				return out
+			}
+			want.Replace(lv(bids), lv(asks))
+		}
+		l := mk(9900+r.Int64N(200), r.Int64N(3)*r.Int64N(1e9))
+		if l.key < 10000*1e8 {
+			b.setBid(&l)
+			want.Set(venue.Bid, l.Price, l.Size)
+		} else {
+			b.setAsk(&l)
+			want.Set(venue.Ask, l.Price, l.Size)
+		}
+		var got venue.Book
+		got.Apply(b.snapshot("x:level2:y"))
+		if !got.Equal(&want) {
+			t.Fatalf("round %d: books differ", round)
+		}
+		if b.crossed() != want.Crossed() {
+			t.Fatalf("round %d: crossed %v, want %v", round, b.crossed(), want.Crossed())
+		}
+	}
+}
+
+func TestPriceKey(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		key  int64
+		good bool
+	}{
+		{"0.35130000", 35130000, true}, {"100", 100e8, true}, {"1.5", 15e7, true},
+		{"0.000000001", 0, false}, {"92233720369", 0, false}, {"92233720368", 9223372036800000000, true}, {"92233720367.1", 9223372036710000000, true},
+	} {
+		m, frac, _, res := decimalParts([]byte(c.in))
+		k, ok := priceKey(m, frac)
+		if res != partsOK || ok != c.good || ok && k != c.key {
+			t.Errorf("priceKey(%s) = %d, %v; want %d, %v", c.in, k, ok, c.key, c.good)
+		}
+	}
+}
