@@ -508,7 +508,14 @@ func (d *Decoder) depth(recv time.Time, lower []byte, sc *scanner, frame []byte)
 		return
 	}
 	s.lastU, s.straddle = du.last, false
-	levels := make([]venue.Level, len(d.bids)+len(d.asks))
+	var ev *venue.Event
+	var levels []venue.Level
+	if n := len(d.bids) + len(d.asks); n <= smallEventLevels {
+		x := new(smallBookEvent) // one allocation for the event and its levels
+		ev, levels = &x.ev, x.levels[:n]
+	} else {
+		ev, levels = new(venue.Event), make([]venue.Level, n)
+	}
 	for i := range d.bids {
 		levels[i] = d.bids[i].Level
 	}
@@ -516,7 +523,7 @@ func (d *Decoder) depth(recv time.Time, lower []byte, sc *scanner, frame []byte)
 	for i := range d.asks {
 		levels[n+i] = d.asks[i].Level
 	}
-	d.sink.Event(&venue.Event{
+	*ev = venue.Event{
 		Kind:      venue.KindBook,
 		Stream:    s.l2,
 		VenueTime: du.at,
@@ -524,7 +531,17 @@ func (d *Decoder) depth(recv time.Time, lower []byte, sc *scanner, frame []byte)
 		VenueSeq:  du.last,
 		Bids:      levels[:n:n],
 		Asks:      levels[n:],
-	})
+	}
+	d.sink.Event(ev)
+}
+
+// smallEventLevels is how many levels an update carries in the same
+// allocation as its event; most 100 ms depth frames carry a handful.
+const smallEventLevels = 4
+
+type smallBookEvent struct {
+	ev     venue.Event
+	levels [smallEventLevels]venue.Level
 }
 
 // buffer keeps a depth event of a waiting book.
