@@ -215,3 +215,41 @@ func TestRefusalFromExchangeInfo(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotRateLimitedThenRetried: a 429 on the depth snapshot is a
+// rate_limited notice, a 502 is retried quietly, and the book still
+// arrives.
+func TestSnapshotRateLimitedThenRetried(t *testing.T) {
+	m := &binancetest.Mock{}
+	m.Start(t)
+	m.FailDepth(1, 429, `{"code":-1003,"msg":"Too many requests; current limit of IP is 6000 request weight per 1 MINUTE."}`, 1)
+	m.FailDepth(1, 502, `<html>bad gateway</html>`, 0)
+	sink := venuetest.NewSink()
+	ad, err := m.NewAdapter(venue.Config{Sink: sink, Symbols: []string{m.Symbol()}, Channels: []venue.Channel{venue.Level2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ad.Start(context.Background())
+	defer ad.Stop(context.Background())
+	n, _ := sink.WaitNotice(t, venuetest.Wait, 0, notice.RateLimited)
+	if n.Details["status"] != 429 || n.Details["retry_after_s"] != 1 {
+		t.Errorf("rate_limited details = %v", n.Details)
+	}
+	l2 := venue.NewStream("binance", venue.Level2, m.Symbol())
+	waitCovered(t, sink, ad, l2)
+	m.Step(5)
+	sink.WaitBook(t, venuetest.Wait, l2, m.Book)
+	depth := 0
+	for _, r := range m.Requests() {
+		if strings.HasPrefix(r, "/api/v3/depth?") {
+			depth++
+			if !strings.Contains(r, "limit=5000") || !strings.Contains(r, "symbol=BTCUSDT") {
+				t.Errorf("depth request %s, want symbol=BTCUSDT&limit=5000", r)
+			}
+		}
+	}
+	if depth != 3 {
+		t.Errorf("%d depth requests, want 3 (429, 502, then the snapshot)", depth)
+	}
+	sink.Check(t)
+}

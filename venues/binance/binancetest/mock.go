@@ -47,7 +47,14 @@ type Mock struct {
 	dropNext bool
 	conns    map[*venuetest.Conn]*connState
 	depth    map[string][]byte // symbol → canned REST depth body (SetDepth)
+	failures []failure         // answers for the next depth requests (FailDepth)
 	requests []string          // REST paths served, for tests
+}
+
+type failure struct {
+	status     int
+	body       string
+	retryAfter int
 }
 
 type connState struct {
@@ -89,6 +96,7 @@ func (m *Mock) StartTB(t testing.TB) {
 	m.conns = map[*venuetest.Conn]*connState{}
 	m.depth = map[string][]byte{}
 	m.requests = nil
+	m.failures = nil
 	for i := 1; i <= 20; i++ {
 		m.book.Set(venue.Bid, price(10000-i), size(i))
 		m.book.Set(venue.Ask, price(10000+i), size(i))
@@ -236,6 +244,18 @@ func (m *Mock) Send(frame []byte) {
 func (m *Mock) SetDepth(symbol string, body []byte) {
 	m.mu.Lock()
 	m.depth[symbol] = body
+	m.mu.Unlock()
+}
+
+// FailDepth makes the next n REST depth requests fail with status and
+// body (Binance's error JSON), with a Retry-After of retryAfter seconds if
+// it is positive: 429 {"code":-1003,"msg":"Too many requests."} for
+// example.
+func (m *Mock) FailDepth(n, status int, body string, retryAfter int) {
+	m.mu.Lock()
+	for range n {
+		m.failures = append(m.failures, failure{status, body, retryAfter})
+	}
 	m.mu.Unlock()
 }
 
@@ -423,6 +443,17 @@ func (m *Mock) serveDepth(w http.ResponseWriter, r *http.Request) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if len(m.failures) > 0 {
+		f := m.failures[0]
+		m.failures = m.failures[1:]
+		if f.retryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(f.retryAfter))
+		}
+		w.Header().Set("Content-Type", "application/json;charset=UTF-8")
+		w.WriteHeader(f.status)
+		w.Write([]byte(f.body))
+		return
+	}
 	if body, ok := m.depth[sym]; ok {
 		w.Header().Set("Content-Type", "application/json;charset=UTF-8")
 		w.Write(body)
