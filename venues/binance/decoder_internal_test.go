@@ -190,3 +190,5 @@ func TestParseDecimal(t *testing.T) {
 		}
 	}
 }
+
+func venueConfigForBench() venue.Config { return venue.Config{Sink: venuetest.NewSink()} }
