@@ -134,7 +134,6 @@ func benchDepth(b *testing.B, levels int) {
 	b.ReportMetric(float64(b.N)/cpu.Seconds(), "frames/cpu-s")
 }
 
-
 // BenchmarkDecodeDepth measures decode + book apply + event construction
 // for depthUpdate frames of 2, 4 and 20 levels (the 2021 capture averages
 // 1.6 levels and 180 bytes a frame; a busy pair such as BTCUSDT sends tens
