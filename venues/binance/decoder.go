@@ -578,14 +578,22 @@ func (d *Decoder) snapshot(recv time.Time, lower []byte, sc *scanner, frame []by
 			}
 		}
 	}
-	s := d.symbolFor(lower, nil)
 	if sc.bad || !haveID || !haveB || !haveA || id <= 0 {
 		sc.fail()
+		s := d.syms[string(lower)] // a bad frame creates no symbol
+		if s == nil {
+			d.bad(recv, "bad depth snapshot", frame, nil)
+			return
+		}
 		s.requested = false
-		d.bad(recv, "bad depth snapshot", frame, s)
-		d.request(string(lower), s)
+		synced := s.state == stateSynced
+		d.bad(recv, "bad depth snapshot", frame, s) // resyncs a synced book, which asks again
+		if !synced {
+			d.request(string(lower), s)
+		}
 		return
 	}
+	s := d.symbolFor(lower, nil)
 	s.requested = false
 	if s.state == stateSynced && id <= s.lastU {
 		return // older than the book we hold: nothing to do

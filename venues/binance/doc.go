@@ -105,8 +105,23 @@
 // price is either. What remains per frame is one allocation for the event
 // with up to four levels, and two per non-zero size (shopspring's big.Int).
 // BenchmarkDecodeDepth reports frames/s, frames per CPU-second and
-// allocs/frame; figures are in the package's commit log and the issue, as
-// the shared machine they were measured on was loaded.
+// allocs/frame. Measured with -cpu 1 on the project's 2-core machine while
+// other builds and fuzzers held its load average at 12 to 17, so wall-clock
+// frames/s swung threefold between runs and CPU-seconds are the steadier
+// figure (three runs each):
+//
+//	levels/frame  frames per CPU-s  best frames/s (wall)  allocs  B/frame
+//	2             0.82M-0.90M       581k                  4       476
+//	4             0.57M-0.60M       374k                  7       536
+//	20            0.16M-0.18M       115k                  31      1591
+//	parse only, 4 1.35M-1.61M       -                     6       120
+//
+// With venue.Book instead of book.go the 4-level figure was 0.29M-0.43M.
+// On this loaded machine the 1M frames/s target is met only by the
+// scanning half; what limits the rest is allocation and its GC (two
+// allocations per non-zero size, inherent to shopspring decimals) and
+// moving levels that hold pointers on insert and delete (write barriers
+// while the GC runs).
 //
 // # What was verified, and against what
 //
