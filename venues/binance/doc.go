@@ -144,9 +144,10 @@
 //     that no input panics or breaks venuetest.Sink's invariants.
 //
 // Not verified (no access to the live venue from here):
-//   - that /stream with no streams= query accepts live SUBSCRIBE and
-//     answers in the combined form (public client libraries connect that
-//     way; the docs only show /stream?streams=…);
+//   - that /stream with no streams= query is accepted: the docs say a
+//     /stream connection has the combined property set, so live SUBSCRIBE
+//     payloads arrive wrapped, and public client libraries connect that
+//     way, but the docs only show /stream?streams=…;
 //   - the exact close code and reason at the 24 h mark, and whether
 //     serverShutdown is sent on a connection with no stream subscribed;
 //   - a byte or parameter limit per SUBSCRIBE request (none documented;
