@@ -106,22 +106,26 @@
 // with up to four levels, and two per non-zero size (shopspring's big.Int).
 // BenchmarkDecodeDepth reports frames/s, frames per CPU-second and
 // allocs/frame. Measured with -cpu 1 on the project's 2-core machine while
-// other builds and fuzzers held its load average at 12 to 17, so wall-clock
-// frames/s swung threefold between runs and CPU-seconds are the steadier
-// figure (three runs each):
+// other builds and fuzzers held its load average between 5 and 17, so
+// wall-clock frames/s swung up to sixfold between runs; the ranges are over
+// six runs each, frames per CPU-second first:
 //
 //	levels/frame  frames per CPU-s  best frames/s (wall)  allocs  B/frame
-//	2             0.82M-0.90M       581k                  4       476
-//	4             0.57M-0.60M       374k                  7       536
-//	20            0.16M-0.18M       115k                  31      1591
-//	parse only, 4 1.35M-1.61M       -                     6       120
+//	2             0.52M-0.90M       581k                  4       476
+//	4             0.37M-0.60M       472k                  7       536
+//	20            0.13M-0.18M       149k                  31      1591
+//	parse only, 4 1.06M-1.61M       -                     6       120
 //
+// A CPU profile of the 4-level case: scanning and decimal parsing 49%,
+// allocation 20%, book maintenance 20% (two thirds of it write barriers
+// while moving levels, which hold pointers, during GC marking).
 // With venue.Book instead of book.go the 4-level figure was 0.29M-0.43M.
 // On this loaded machine the 1M frames/s target is met only by the
 // scanning half; what limits the rest is allocation and its GC (two
-// allocations per non-zero size, inherent to shopspring decimals) and
-// moving levels that hold pointers on insert and delete (write barriers
-// while the GC runs).
+// allocations per non-zero size, inherent to shopspring decimals, and the
+// event itself) and moving levels that hold pointers. A book of integer
+// sizes (pointer-free, no barriers, nothing for the GC to scan) is the
+// next step; decimals for sizes would then be made only for events.
 //
 // # What was verified, and against what
 //
