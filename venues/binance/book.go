@@ -3,6 +3,8 @@ package binance
 import (
 	"slices"
 
+	"github.com/shopspring/decimal"
+
 	"github.com/fanoutd/fanoutd/venue"
 )
 
@@ -27,17 +29,30 @@ func priceKey(m uint64, frac int) (int64, bool) {
 	return int64(m) * p, true
 }
 
-// lvl is a parsed level with its book key.
+// lvl is a parsed level with its book key and its size as an integer.
 type lvl struct {
-	key int64
+	key  int64
+	size qty
 	venue.Level
 }
+
+// qty is a size as mantissa × 10^-frac, so that a book holds no pointers:
+// moving its levels needs no write barriers and the GC has nothing in it to
+// scan. A size too long for that (over 18 significant digits) has frac
+// bigQty and its decimal in the ladder's big map.
+type qty struct {
+	m    uint64
+	frac uint8
+}
+
+const bigQty = 255
 
 // ladder is one side of a book: levels sorted by key ascending, best last.
 // Asks are keyed by the negated price so that both sides sort the same way.
 type ladder struct {
-	keys   []int64
-	levels []venue.Level
+	keys  []int64
+	sizes []qty
+	big   map[int64]decimal.Decimal // sizes with frac bigQty, by key
 }
 
 func (l *ladder) search(k int64) (int, bool) {
@@ -53,39 +68,64 @@ func (l *ladder) search(k int64) (int, bool) {
 	return lo, lo < len(l.keys) && l.keys[lo] == k
 }
 
-func (l *ladder) set(k int64, lv venue.Level) {
+func (l *ladder) set(k int64, q qty, size decimal.Decimal) {
 	i, found := l.search(k)
+	if found && l.sizes[i].frac == bigQty {
+		delete(l.big, k)
+	}
 	switch {
-	case lv.Size.IsZero():
+	case size.IsZero():
 		if found {
 			l.keys = slices.Delete(l.keys, i, i+1)
-			l.levels = slices.Delete(l.levels, i, i+1)
+			l.sizes = slices.Delete(l.sizes, i, i+1)
 		}
+		return
 	case found:
-		l.levels[i].Size = lv.Size
+		l.sizes[i] = q
 	default:
 		l.keys = slices.Insert(l.keys, i, k)
-		l.levels = slices.Insert(l.levels, i, lv)
+		l.sizes = slices.Insert(l.sizes, i, q)
+	}
+	if q.frac == bigQty {
+		if l.big == nil {
+			l.big = map[int64]decimal.Decimal{}
+		}
+		l.big[k] = size
 	}
 }
 
-// book is a Binance level2 book. It holds what venue.Book holds, keyed by
-// integer price: venue.Book compares shopspring decimals (a big.Int compare
-// per probe), which made book maintenance most of the cost of a frame on a
-// 5000-level book; an int64 compare is a single instruction. The published
-// events carry the decimals, so consumers keep venue.Books equal to this.
+// size returns the decimal size of the i-th level.
+func (l *ladder) size(i int) decimal.Decimal {
+	q := l.sizes[i]
+	if q.frac == bigQty {
+		return l.big[l.keys[i]]
+	}
+	return makeDecimal(q.m, int(q.frac), false)
+}
+
+func (l *ladder) reset() {
+	l.keys, l.sizes = l.keys[:0], l.sizes[:0]
+	clear(l.big)
+}
+
+// book is a Binance level2 book. It holds what venue.Book holds, as
+// integers: venue.Book compares shopspring decimals (a big.Int compare per
+// probe), which made book maintenance most of the cost of a frame on a
+// 1000-level book; an int64 compare is a single instruction, and a book
+// without pointers costs the GC nothing. The published events carry
+// decimals, so consumers keep venue.Books equal to this.
 // The zero book is empty and ready to use.
 type book struct {
 	bids, asks ladder
 }
 
 func (b *book) reset() {
-	b.bids.keys, b.bids.levels = b.bids.keys[:0], b.bids.levels[:0]
-	b.asks.keys, b.asks.levels = b.asks.keys[:0], b.asks.levels[:0]
+	b.bids.reset()
+	b.asks.reset()
 }
 
-func (b *book) setBid(l *lvl) { b.bids.set(l.key, l.Level) }
-func (b *book) setAsk(l *lvl) { b.asks.set(-l.key, l.Level) }
+func (b *book) setBid(l *lvl) { b.bids.set(l.key, l.size, l.Size) }
+func (b *book) setAsk(l *lvl) { b.asks.set(-l.key, l.size, l.Size) }
 
 // replace makes bids and asks (in any order) the whole book; a price given
 // twice keeps its last size, zero sizes are dropped.
@@ -104,14 +144,20 @@ func fill(l *ladder, src []lvl, sign int64) {
 	}
 	if !sorted {
 		for i := range src {
-			l.set(sign*src[i].key, src[i].Level)
+			l.set(sign*src[i].key, src[i].size, src[i].Size)
 		}
 		return
 	}
 	for i := len(src) - 1; i >= 0; i-- {
-		if !src[i].Size.IsZero() {
-			l.keys = append(l.keys, sign*src[i].key)
-			l.levels = append(l.levels, src[i].Level)
+		if s := &src[i]; !s.Size.IsZero() {
+			l.keys = append(l.keys, sign*s.key)
+			l.sizes = append(l.sizes, s.size)
+			if s.size.frac == bigQty {
+				if l.big == nil {
+					l.big = map[int64]decimal.Decimal{}
+				}
+				l.big[sign*s.key] = s.Size
+			}
 		}
 	}
 }
@@ -122,16 +168,20 @@ func (b *book) crossed() bool {
 	return nb > 0 && na > 0 && b.bids.keys[nb-1] >= -b.asks.keys[na-1]
 }
 
-// snapshot returns a snapshot event of the whole book, best first.
-func (b *book) snapshot(stream venue.Stream) *venue.Event {
+// snapshot returns a snapshot event of the whole book, best first. Prices
+// come from the cache (with eight fraction digits), sizes are made afresh:
+// snapshots are rare.
+func (b *book) snapshot(stream venue.Stream, prices *priceCache) *venue.Event {
 	ev := &venue.Event{Kind: venue.KindBook, Stream: stream, Snapshot: true}
-	ev.Bids = make([]venue.Level, len(b.bids.levels))
-	for i, l := range b.bids.levels {
-		ev.Bids[len(ev.Bids)-1-i] = l
-	}
-	ev.Asks = make([]venue.Level, len(b.asks.levels))
-	for i, l := range b.asks.levels {
-		ev.Asks[len(ev.Asks)-1-i] = l
-	}
+	ev.Bids = b.bids.levelsBestFirst(prices, 1)
+	ev.Asks = b.asks.levelsBestFirst(prices, -1)
 	return ev
+}
+
+func (l *ladder) levelsBestFirst(prices *priceCache, sign int64) []venue.Level {
+	out := make([]venue.Level, len(l.keys))
+	for i := range l.keys {
+		out[len(out)-1-i] = venue.Level{Price: prices.byKey(sign * l.keys[i]), Size: l.size(i)}
+	}
+	return out
 }

@@ -3,10 +3,12 @@ package binance
 import (
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/shopspring/decimal"
 
 	"github.com/fanoutd/fanoutd/venue"
+	"github.com/fanoutd/fanoutd/venue/venuetest"
 )
 
 // TestBookMatchesVenueBook drives the int-keyed book and venue.Book with
@@ -16,7 +18,7 @@ func TestBookMatchesVenueBook(t *testing.T) {
 	mk := func(ticks int64, sz int64) lvl {
 		m := uint64(ticks) * 1e6
 		key, _ := priceKey(m, 8)
-		return lvl{key, venue.Level{Price: decimal.New(int64(m), -8), Size: decimal.New(sz, -8)}}
+		return lvl{key, qty{uint64(sz), 8}, venue.Level{Price: decimal.New(int64(m), -8), Size: decimal.New(sz, -8)}}
 	}
 	var b book
 	var want venue.Book
@@ -48,7 +50,7 @@ func TestBookMatchesVenueBook(t *testing.T) {
 			want.Set(venue.Ask, l.Price, l.Size)
 		}
 		var got venue.Book
-		got.Apply(b.snapshot("x:level2:y"))
+		got.Apply(b.snapshot("x:level2:y", &priceCache{}))
 		if !got.Equal(&want) {
 			t.Fatalf("round %d: books differ", round)
 		}
@@ -72,5 +74,29 @@ func TestPriceKey(t *testing.T) {
 		if res != partsOK || ok != c.good || ok && k != c.key {
 			t.Errorf("priceKey(%s) = %d, %v; want %d, %v", c.in, k, ok, c.key, c.good)
 		}
+	}
+}
+
+// TestBigValues: sizes past 18 digits live in the ladder's side map, and
+// prices past the cache's range are not cached under a wrapped key.
+func TestBigValues(t *testing.T) {
+	sink := venuetest.NewSink()
+	d := NewDecoder(venue.Config{Sink: sink})
+	now := time.Now()
+	d.Frame(now, []byte(`{"stream":"x@depthSnapshot","generated":true,"data":{"lastUpdateId":1,"bids":[["1.00000000","123456789012.00000000"],["0.50000000","1.00000000"]],"asks":[["3000000000.00000000","1.00000000"],["2000000000.00000000","2.00000000"]]}}`))
+	d.Frame(now, []byte(`{"stream":"x@depth","data":{"e":"depthUpdate","E":1,"s":"X","U":2,"u":2,"b":[["0.50000000","999999999999.00000000"]],"a":[["2000000000.00000000","0.00000000"]]}}`))
+	d.Frame(now, []byte(`{"stream":"x@depth","data":{"e":"depthUpdate","E":1,"s":"X","U":3,"u":3,"b":[["1.00000000","0.00000000"]],"a":[]}}`))
+	s := d.syms["x"]
+	got := s.book.snapshot("binance:level2:X", &d.prices)
+	want := &venue.Book{}
+	want.Set(venue.Bid, decimal.RequireFromString("0.5"), decimal.RequireFromString("999999999999"))
+	want.Set(venue.Ask, decimal.RequireFromString("3000000000"), decimal.RequireFromString("1"))
+	var b venue.Book
+	b.Apply(got)
+	if !b.Equal(want) || len(s.book.bids.big) != 1 {
+		t.Fatalf("book = %+v %+v, big sizes %d", got.Bids, got.Asks, len(s.book.bids.big))
+	}
+	if c := sink.Book("binance:level2:X"); !c.Equal(want) {
+		t.Fatalf("consumer book differs")
 	}
 }

@@ -645,7 +645,7 @@ func (d *Decoder) snapshot(recv time.Time, lower []byte, sc *scanner, frame []by
 		return
 	}
 	s.state, s.straddle = stateSynced, applied == 0
-	ev := s.book.snapshot(s.l2)
+	ev := s.book.snapshot(s.l2, &d.prices)
 	ev.VenueSeq, ev.RecvTime, ev.VenueTime = s.lastU, recv, at
 	d.sink.Event(ev)
 }

@@ -100,9 +100,11 @@
 // book (book.go) keys each price by its int64 value in units of 1e-8, the
 // format Binance writes: venue.Book's decimal comparisons (a big.Int compare
 // per binary-search probe) were the largest cost of a frame on a
-// 1000-level book. A price with more than eight fraction digits or above
-// 92,233,720,368 cannot be keyed and makes the frame bad; no Binance spot
-// price is either. What remains per frame is one allocation for the event
+// 1000-level book. A price with more than eight fraction digits, or of
+// more than 18 significant digits (10,000,000,000 and over at eight
+// fraction digits), cannot be keyed and makes the frame bad; no Binance
+// spot price is either. Sizes are kept as integers too (the book holds no
+// pointers), those of more than 18 digits in a side map. What remains per frame is one allocation for the event
 // with up to four levels, and two per non-zero size (shopspring's big.Int).
 // BenchmarkDecodeDepth reports frames/s, frames per CPU-second and
 // allocs/frame. Measured with -cpu 1 on the project's 2-core machine while
@@ -123,9 +125,7 @@
 // On this loaded machine the 1M frames/s target is met only by the
 // scanning half; what limits the rest is allocation and its GC (two
 // allocations per non-zero size, inherent to shopspring decimals, and the
-// event itself) and moving levels that hold pointers. A book of integer
-// sizes (pointer-free, no barriers, nothing for the GC to scan) is the
-// next step; decimals for sizes would then be made only for events.
+// event itself).
 //
 // # What was verified, and against what
 //

@@ -368,6 +368,17 @@ type priceCache struct {
 	m map[uint64]decimal.Decimal // key: mantissa<<5 | fraction digits
 }
 
+// byKey returns the price of a book key (eight fraction digits).
+func (c *priceCache) byKey(key int64) decimal.Decimal {
+	m := uint64(key)
+	if m < 1<<58 {
+		if d, ok := c.m[m<<5|priceScale]; ok {
+			return d
+		}
+	}
+	return makeDecimal(m, priceScale, false)
+}
+
 // maxCachedPrices bounds the cache; past it the cache starts afresh.
 const maxCachedPrices = 1 << 14
 
@@ -379,6 +390,9 @@ func (c *priceCache) parse(b []byte) (decimal.Decimal, int64, bool) {
 	key, ok := priceKey(m, frac)
 	if !ok {
 		return decimal.Decimal{}, 0, false
+	}
+	if m >= 1<<58 { // too large to key the cache: 2.8e9 and over, no Binance price
+		return makeDecimal(m, frac, false), key, true
 	}
 	ck := m<<5 | uint64(frac)
 	if d, ok := c.m[ck]; ok {
@@ -427,7 +441,19 @@ func (s *scanner) levels(prices *priceCache, dst []lvl) []lvl {
 		if !s.want(',') {
 			return dst
 		}
-		q, ok2 := parseDecimal(s.str())
+		qb := s.str()
+		var q decimal.Decimal
+		var qt qty
+		qm, qfrac, qneg, res := decimalParts(qb)
+		ok2 := res != partsBad && !qneg
+		switch {
+		case !ok2:
+		case res == partsBig:
+			q, ok2 = parseDecimalSlow(qb)
+			qt.frac = bigQty
+		default:
+			q, qt = makeDecimal(qm, qfrac, false), qty{qm, uint8(qfrac)}
+		}
 		// Later Binance versions may add fields to a level; ignore them.
 		for s.peek() == ',' {
 			s.i++
@@ -440,7 +466,7 @@ func (s *scanner) levels(prices *priceCache, dst []lvl) []lvl {
 			s.fail()
 			return dst
 		}
-		dst = append(dst, lvl{key, venue.Level{Price: p, Size: q}})
+		dst = append(dst, lvl{key, qt, venue.Level{Price: p, Size: q}})
 		if !s.more(']') {
 			return dst
 		}
