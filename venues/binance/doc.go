@@ -103,29 +103,32 @@
 // 1000-level book. A price with more than eight fraction digits, or of
 // more than 18 significant digits (10,000,000,000 and over at eight
 // fraction digits), cannot be keyed and makes the frame bad; no Binance
-// spot price is either. Sizes are kept as integers too (the book holds no
-// pointers), those of more than 18 digits in a side map. What remains per frame is one allocation for the event
-// with up to four levels, and two per non-zero size (shopspring's big.Int).
+// spot price is either. Sizes are kept as integers too, so the book holds
+// no pointers (no write barriers when levels move, nothing for the GC to
+// scan); sizes of more than 18 digits go in a side map. What remains per
+// frame is one allocation for the event with up to four levels, and two
+// per non-zero size (shopspring's big.Int).
+//
 // BenchmarkDecodeDepth reports frames/s, frames per CPU-second and
 // allocs/frame. Measured with -cpu 1 on the project's 2-core machine while
-// other builds and fuzzers held its load average between 5 and 17, so
-// wall-clock frames/s swung up to sixfold between runs; the ranges are over
-// six runs each, frames per CPU-second first:
+// other sessions' builds and fuzzers kept its load average at 5 to 6, so
+// figures swung up to twofold between runs; ranges over six runs of the
+// final code, wall-clock frames/s (frames per CPU-second within 10%):
 //
-//	levels/frame  frames per CPU-s  best frames/s (wall)  allocs  B/frame
-//	2             0.52M-0.90M       581k                  4       476
-//	4             0.37M-0.60M       472k                  7       536
-//	20            0.13M-0.18M       149k                  31      1591
-//	parse only, 4 1.06M-1.61M       -                     6       120
+//	levels/frame  frames/s        allocs  B/frame
+//	2             0.58M-1.17M     4       476
+//	4             0.70M-0.78M     7       536
+//	20            0.15M-0.22M     31      1591
+//	parse only, 4 0.86M-0.92M     6       120   (per CPU-second)
 //
-// A CPU profile of the 4-level case: scanning and decimal parsing 49%,
-// allocation 20%, book maintenance 20% (two thirds of it write barriers
-// while moving levels, which hold pointers, during GC marking).
-// With venue.Book instead of book.go the 4-level figure was 0.29M-0.43M.
-// On this loaded machine the 1M frames/s target is met only by the
-// scanning half; what limits the rest is allocation and its GC (two
-// allocations per non-zero size, inherent to shopspring decimals, and the
-// event itself).
+// On the way there: with venue.Book the 4-level figure was 0.29M-0.43M
+// frames per CPU-second, and with an int-keyed book still holding decimal
+// levels 0.37M-0.60M. What is left per frame is scanning and decimal
+// parsing (about half of a 4-level frame's profile) and allocation with
+// its GC: the event, and two allocations per non-zero size, inherent to
+// shopspring decimals. Frames like the capture's (1.6 levels on average)
+// reached the 1M frames/s target only in the least loaded runs; 4-level
+// frames did not.
 //
 // # What was verified, and against what
 //
