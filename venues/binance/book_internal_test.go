@@ -1,0 +1,102 @@
+package binance
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/fanoutd/fanoutd/venue"
+	"github.com/fanoutd/fanoutd/venue/venuetest"
+)
+
+// TestBookMatchesVenueBook drives the int-keyed book and venue.Book with
+// the same random changes and snapshots, and compares them throughout.
+func TestBookMatchesVenueBook(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	mk := func(ticks int64, sz int64) lvl {
+		m := uint64(ticks) * 1e6
+		key, _ := priceKey(m, 8)
+		return lvl{key, qty{uint64(sz), 8}, venue.Level{Price: decimal.New(int64(m), -8), Size: decimal.New(sz, -8)}}
+	}
+	var b book
+	var want venue.Book
+	for round := range 2000 {
+		if round%500 == 0 { // a snapshot, best first, with a duplicate
+			var bids, asks []lvl
+			for i := range int64(50) {
+				bids = append(bids, mk(10000-1-i, 1+r.Int64N(1e9)))
+				asks = append(asks, mk(10000+i, 1+r.Int64N(1e9)))
+			}
+			if round == 1000 {
+				r.Shuffle(len(bids), func(i, j int) { bids[i], bids[j] = bids[j], bids[i] })
+			}
+			b.replace(bids, asks)
+			lv := func(s []lvl) (out []venue.Level) {
+				for _, l := range s {
+					out = append(out, l.Level)
+				}
+				return out
+			}
+			want.Replace(lv(bids), lv(asks))
+		}
+		l := mk(9900+r.Int64N(200), r.Int64N(3)*r.Int64N(1e9))
+		if l.key < 10000*1e8 {
+			b.setBid(&l)
+			want.Set(venue.Bid, l.Price, l.Size)
+		} else {
+			b.setAsk(&l)
+			want.Set(venue.Ask, l.Price, l.Size)
+		}
+		var got venue.Book
+		got.Apply(b.snapshot("x:level2:y", &priceCache{}))
+		if !got.Equal(&want) {
+			t.Fatalf("round %d: books differ", round)
+		}
+		if b.crossed() != want.Crossed() {
+			t.Fatalf("round %d: crossed %v, want %v", round, b.crossed(), want.Crossed())
+		}
+	}
+}
+
+func TestPriceKey(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		key  int64
+		good bool
+	}{
+		{"0.35130000", 35130000, true}, {"100", 100e8, true}, {"1.5", 15e7, true},
+		{"0.000000001", 0, false}, {"92233720369", 0, false}, {"92233720368", 9223372036800000000, true}, {"92233720367.1", 9223372036710000000, true},
+	} {
+		m, frac, _, res := decimalParts([]byte(c.in))
+		k, ok := priceKey(m, frac)
+		if res != partsOK || ok != c.good || ok && k != c.key {
+			t.Errorf("priceKey(%s) = %d, %v; want %d, %v", c.in, k, ok, c.key, c.good)
+		}
+	}
+}
+
+// TestBigValues: sizes past 18 digits live in the ladder's side map, and
+// prices past the cache's range are not cached under a wrapped key.
+func TestBigValues(t *testing.T) {
+	sink := venuetest.NewSink()
+	d := NewDecoder(venue.Config{Sink: sink})
+	now := time.Now()
+	d.Frame(now, []byte(`{"stream":"x@depthSnapshot","generated":true,"data":{"lastUpdateId":1,"bids":[["1.00000000","123456789012.00000000"],["0.50000000","1.00000000"]],"asks":[["3000000000.00000000","1.00000000"],["2000000000.00000000","2.00000000"]]}}`))
+	d.Frame(now, []byte(`{"stream":"x@depth","data":{"e":"depthUpdate","E":1,"s":"X","U":2,"u":2,"b":[["0.50000000","999999999999.00000000"]],"a":[["2000000000.00000000","0.00000000"]]}}`))
+	d.Frame(now, []byte(`{"stream":"x@depth","data":{"e":"depthUpdate","E":1,"s":"X","U":3,"u":3,"b":[["1.00000000","0.00000000"]],"a":[]}}`))
+	s := d.syms["x"]
+	got := s.book.snapshot("binance:level2:X", &d.prices)
+	want := &venue.Book{}
+	want.Set(venue.Bid, decimal.RequireFromString("0.5"), decimal.RequireFromString("999999999999"))
+	want.Set(venue.Ask, decimal.RequireFromString("3000000000"), decimal.RequireFromString("1"))
+	var b venue.Book
+	b.Apply(got)
+	if !b.Equal(want) || len(s.book.bids.big) != 1 {
+		t.Fatalf("book = %+v %+v, big sizes %d", got.Bids, got.Asks, len(s.book.bids.big))
+	}
+	if c := sink.Book("binance:level2:X"); !c.Equal(want) {
+		t.Fatalf("consumer book differs")
+	}
+}

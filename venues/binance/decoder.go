@@ -1,0 +1,752 @@
+package binance
+
+import (
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/fanoutd/fanoutd/notice"
+	"github.com/fanoutd/fanoutd/venue"
+)
+
+// Name is the venue's name in streams and notices.
+const Name = "binance"
+
+// Book sync states of one symbol.
+type syncState uint8
+
+const (
+	// stateWaiting: no valid book. Depth events are buffered until a
+	// snapshot arrives that they bridge to.
+	stateWaiting syncState = iota + 1
+	// stateSynced: the book is valid and published; each event must chain.
+	stateSynced
+)
+
+// maxBuffered bounds the depth events held while a book waits for its
+// snapshot (100 s of a 100 ms stream). Past it the oldest are dropped; if
+// that leaves the snapshot unbridgeable the decoder asks for another.
+const maxBuffered = 1000
+
+// burstGap is how long bad frames must stop for the next one to start a new
+// burst, and so a new data_quality notice.
+const burstGap = 10 * time.Second
+
+// pending is a depth event buffered while its book waits for a snapshot.
+type pending struct {
+	first, last int64 // U and u
+	at          time.Time
+	levels      []lvl
+	nbids       int
+}
+
+// symbol is the decoder's state for one symbol: its streams and its book.
+type symbol struct {
+	name                   string // as Binance writes it: BTCUSDT
+	l2, trades, ticker     venue.Stream
+	state                  syncState
+	book                   book
+	lastU                  int64 // u of the last event applied, or the snapshot's lastUpdateId
+	straddle               bool  // synced from a snapshot; the next event must straddle lastU+1
+	requested              bool  // a snapshot was asked for and has not arrived
+	buf                    []pending
+	stale, gaps, snapshots uint64
+}
+
+// hooks are what the live adapter plugs into its decoder; a decoder for
+// replay leaves them nil, and then a book that needs a snapshot waits for the
+// next generated snapshot frame in the capture.
+type hooks struct {
+	// fetch asks for a REST snapshot of the symbol (lower case, as in stream
+	// names). It must not block: it is called while a frame is decoded.
+	fetch func(lower string)
+	// response reports a reply to a SUBSCRIBE or UNSUBSCRIBE request: code
+	// 0 is success, otherwise Binance's error code and message. id is -1
+	// when the reply's id is not an integer.
+	response func(id int64, code int64, msg string)
+	// shutdown reports a serverShutdown event.
+	shutdown func()
+	// resync reports that a book started a resync.
+	resync func()
+}
+
+// Decoder turns Binance frames into events and notices: combined-stream
+// frames ({"stream":…,"data":…}) and raw ones, the replies to live
+// SUBSCRIBE requests, serverShutdown, and the generated REST snapshot frame
+// {"stream":"<sym>@depthSnapshot","generated":true,"data":<REST body>} the
+// adapter records. It keeps each symbol's book by the official bridge
+// procedure (see the package doc). It does no I/O.
+//
+// A Decoder is not safe for concurrent use (venue.Decoder).
+type Decoder struct {
+	sink  venue.Sink
+	log   *slog.Logger
+	hooks hooks
+
+	names map[string]string  // lower-case symbol → as configured
+	syms  map[string]*symbol // keyed by lower-case symbol, as in stream names
+
+	bids, asks []lvl // scratch for the frame being decoded
+	prices     priceCache
+
+	badFrames uint64    // frames that did not parse or were impossible
+	badBurst  uint64    // in the current burst
+	lastBad   time.Time // receive time of the last bad frame
+}
+
+var _ venue.Decoder = (*Decoder)(nil)
+
+// NewDecoder returns a decoder that writes to cfg.Sink. cfg.Symbols, if
+// set, give the spelling of each symbol in stream names; others are
+// spelled as the frames spell them (upper case).
+func NewDecoder(cfg venue.Config) *Decoder {
+	d := &Decoder{
+		sink:  cfg.Sink,
+		log:   cfg.Logger,
+		names: map[string]string{},
+		syms:  map[string]*symbol{},
+	}
+	if d.log == nil {
+		d.log = slog.Default()
+	}
+	for _, s := range cfg.Symbols {
+		d.names[strings.ToLower(s)] = s
+	}
+	return d
+}
+
+// BadFrames returns how many frames did not parse or were impossible.
+func (d *Decoder) BadFrames() uint64 { return d.badFrames }
+
+// symbolFor returns the state for a lower-case symbol, creating it. name is
+// the venue's spelling if the frame carried one.
+func (d *Decoder) symbolFor(lower []byte, name []byte) *symbol {
+	if s := d.syms[string(lower)]; s != nil {
+		return s
+	}
+	l := string(lower)
+	n := d.names[l]
+	if n == "" {
+		if len(name) > 0 {
+			n = string(name)
+		} else {
+			n = strings.ToUpper(l)
+		}
+	}
+	s := &symbol{
+		name:   n,
+		l2:     venue.NewStream(Name, venue.Level2, n),
+		trades: venue.NewStream(Name, venue.Trades, n),
+		ticker: venue.NewStream(Name, venue.Ticker, n),
+		state:  stateWaiting,
+	}
+	d.syms[l] = s
+	return s
+}
+
+// Forget drops the state of a symbol (after an unsubscribe).
+func (d *Decoder) Forget(symbol string) { delete(d.syms, strings.ToLower(symbol)) }
+
+// Want marks a symbol's book as wanted: if it has no valid book and no
+// snapshot is on its way, the decoder asks for one (through the fetch hook).
+// The adapter calls it once a depth subscription is acknowledged.
+func (d *Decoder) Want(symbol string) {
+	lower := strings.ToLower(symbol)
+	s := d.symbolFor([]byte(lower), nil)
+	if s.state != stateSynced {
+		d.request(lower, s)
+	}
+}
+
+func (d *Decoder) request(lower string, s *symbol) {
+	if s.requested || d.hooks.fetch == nil {
+		return
+	}
+	s.requested = true
+	d.hooks.fetch(lower)
+}
+
+// LinkDown implements venue.Decoder: every book waits for a new snapshot,
+// and nothing buffered survives (the new link's events start afresh).
+func (d *Decoder) LinkDown(time.Time) {
+	for _, s := range d.syms {
+		s.reset()
+		s.requested = false
+	}
+}
+
+func (s *symbol) reset() {
+	s.state = stateWaiting
+	s.book.reset()
+	s.buf = s.buf[:0]
+	s.straddle = false
+	s.lastU = 0
+}
+
+// Frame implements venue.Decoder.
+func (d *Decoder) Frame(recv time.Time, frame []byte) {
+	sc := scanner{b: frame}
+	var (
+		stream, evType, symName []byte
+		dataAt                        = -1
+		id                      int64 = -1
+		hasID, hasResult        bool
+		errCode                 int64
+		errMsg                  []byte
+		hasErr, hasU            bool
+	)
+	if !sc.objStart() {
+		d.bad(recv, "not a JSON object", frame, nil)
+		return
+	}
+	for {
+		k := sc.key()
+		switch string(k) {
+		case "stream":
+			stream = sc.str()
+		case "data":
+			sc.ws()
+			if stream != nil {
+				// Binance writes "stream" first: decode in place.
+				d.payload(recv, stream, &sc, frame)
+				if sc.bad {
+					return
+				}
+				dataAt = -2
+			} else {
+				dataAt = sc.i
+				sc.skip()
+			}
+		case "id":
+			hasID = true
+			if sc.peek() == '-' || sc.peek() >= '0' && sc.peek() <= '9' {
+				id = sc.int()
+			} else {
+				sc.skip()
+			}
+		case "result":
+			hasResult = true
+			sc.skip()
+		case "error":
+			hasErr = true
+			errCode, errMsg = d.errorObject(&sc)
+		case "e":
+			if sc.peek() == '"' {
+				evType = sc.str()
+			} else {
+				sc.skip()
+			}
+		case "s":
+			if sc.peek() == '"' {
+				symName = sc.str()
+			} else {
+				sc.skip()
+			}
+		case "u":
+			hasU = true
+			sc.skip()
+		default:
+			sc.skip()
+		}
+		if sc.bad || !sc.more('}') {
+			break
+		}
+	}
+	if sc.bad || !sc.end() {
+		d.bad(recv, "malformed JSON", frame, d.symbolOfStream(stream))
+		return
+	}
+	switch {
+	case dataAt == -2:
+		return
+	case dataAt >= 0 && stream != nil:
+		ds := scanner{b: frame, i: dataAt}
+		d.payload(recv, stream, &ds, frame)
+	case hasID && (hasResult || hasErr):
+		if d.hooks.response != nil {
+			if hasErr && errCode == 0 {
+				errCode = -1
+			}
+			d.hooks.response(id, errCode, string(errMsg))
+		}
+	case evType != nil || hasU && symName != nil:
+		// A raw stream (/ws/…): the frame is the payload.
+		var lower []byte
+		if symName != nil {
+			lower = []byte(strings.ToLower(string(symName)))
+		}
+		kind := "bookTicker"
+		switch string(evType) {
+		case "depthUpdate":
+			kind = "depth"
+		case "trade":
+			kind = "trade"
+		case "serverShutdown":
+			kind = "serverShutdown"
+		case "":
+		default:
+			return // an event we did not subscribe to
+		}
+		ds := scanner{b: frame}
+		d.payloadKind(recv, kind, lower, &ds, frame)
+	default:
+		d.bad(recv, "unknown frame", frame, nil)
+	}
+}
+
+// errorObject reads {"code":N,"msg":"…"}.
+func (d *Decoder) errorObject(sc *scanner) (code int64, msg []byte) {
+	if sc.peek() != '{' {
+		sc.skip()
+		return -1, nil
+	}
+	if !sc.objStart() {
+		return -1, nil
+	}
+	for {
+		switch string(sc.key()) {
+		case "code":
+			code = sc.int()
+		case "msg":
+			msg = sc.str()
+		default:
+			sc.skip()
+		}
+		if sc.bad || !sc.more('}') {
+			return code, msg
+		}
+	}
+}
+
+// symbolOfStream returns the known symbol a stream name refers to, if any.
+func (d *Decoder) symbolOfStream(stream []byte) *symbol {
+	if stream == nil {
+		return nil
+	}
+	i := indexByte(stream, '@')
+	if i <= 0 {
+		return nil
+	}
+	return d.syms[string(stream[:i])]
+}
+
+func indexByte(b []byte, c byte) int {
+	for i, x := range b {
+		if x == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// payload decodes the data of a combined-stream frame named stream, with sc
+// positioned at it.
+func (d *Decoder) payload(recv time.Time, stream []byte, sc *scanner, frame []byte) {
+	if string(stream) == "!serverShutdown" {
+		d.payloadKind(recv, "serverShutdown", nil, sc, frame)
+		return
+	}
+	i := indexByte(stream, '@')
+	if i <= 0 {
+		sc.skip()
+		d.bad(recv, "stream name without @", frame, nil)
+		return
+	}
+	lower, kind := stream[:i], stream[i+1:]
+	switch string(kind) {
+	case "depth@100ms", "depth":
+		d.payloadKind(recv, "depth", lower, sc, frame)
+	case "depthSnapshot":
+		d.payloadKind(recv, "depthSnapshot", lower, sc, frame)
+	case "trade":
+		d.payloadKind(recv, "trade", lower, sc, frame)
+	case "bookTicker":
+		d.payloadKind(recv, "bookTicker", lower, sc, frame)
+	default:
+		sc.skip() // a stream we do not decode (aggTrade, kline…)
+	}
+}
+
+func (d *Decoder) payloadKind(recv time.Time, kind string, lower []byte, sc *scanner, frame []byte) {
+	if kind == "serverShutdown" {
+		sc.skip()
+		if !sc.bad && d.hooks.shutdown != nil {
+			d.hooks.shutdown()
+		}
+		return
+	}
+	if len(lower) == 0 || len(lower) > 64 {
+		sc.skip()
+		d.bad(recv, "frame without a symbol", frame, nil)
+		return
+	}
+	switch kind {
+	case "depth":
+		d.depth(recv, lower, sc, frame)
+	case "depthSnapshot":
+		d.snapshot(recv, lower, sc, frame)
+	case "trade":
+		d.trade(recv, lower, sc, frame)
+	case "bookTicker":
+		d.bookTicker(recv, lower, sc, frame)
+	}
+}
+
+// bad counts a bad frame, reports the first of a burst as a data_quality
+// notice, and resyncs the book the frame belonged to, if known.
+func (d *Decoder) bad(recv time.Time, why string, frame []byte, s *symbol) {
+	d.badFrames++
+	if d.badBurst == 0 || recv.Sub(d.lastBad) > burstGap || recv.Before(d.lastBad) {
+		d.badBurst = 0
+		sample := frame
+		if len(sample) > 96 {
+			sample = sample[:96]
+		}
+		stream := ""
+		if s != nil {
+			stream = string(s.l2)
+		}
+		d.sink.Notice(notice.Must(notice.DataQuality, Name, stream, recv,
+			"binance: bad frame: "+why,
+			map[string]any{"reason": why, "bad_frames": d.badFrames, "sample": strings.ToValidUTF8(string(sample), "?")}))
+	}
+	d.badBurst++
+	d.lastBad = recv
+	if s != nil && s.state == stateSynced {
+		d.resync(recv, s, "bad_frame", map[string]any{"last_u": s.lastU})
+	}
+}
+
+// resync invalidates a published book, says so, and asks for a snapshot.
+func (d *Decoder) resync(recv time.Time, s *symbol, reason string, details map[string]any) {
+	s.reset()
+	details["reason"] = reason
+	d.sink.Notice(notice.Must(notice.BookResync, Name, string(s.l2), recv,
+		"binance: "+s.name+" book resync: "+reason, details))
+	if d.hooks.resync != nil {
+		d.hooks.resync()
+	}
+	d.request(strings.ToLower(s.name), s)
+}
+
+// depthUpdate fields, parsed from one frame.
+type depthUpdate struct {
+	first, last int64 // U and u
+	at          time.Time
+	name        []byte
+}
+
+func (d *Decoder) parseDepth(sc *scanner) (du depthUpdate, ok bool) {
+	d.bids, d.asks = d.bids[:0], d.asks[:0]
+	var haveU, haveu, haveB, haveA bool
+	if !sc.objStart() {
+		return du, false
+	}
+	for {
+		switch string(sc.key()) {
+		case "e":
+			if string(sc.str()) != "depthUpdate" {
+				sc.fail()
+			}
+		case "E":
+			du.at = time.UnixMilli(sc.int())
+		case "s":
+			du.name = sc.str()
+		case "U":
+			du.first, haveU = sc.int(), true
+		case "u":
+			du.last, haveu = sc.int(), true
+		case "b":
+			d.bids, haveB = sc.levels(&d.prices, d.bids), true
+		case "a":
+			d.asks, haveA = sc.levels(&d.prices, d.asks), true
+		default:
+			sc.skip()
+		}
+		if sc.bad || !sc.more('}') {
+			break
+		}
+	}
+	ok = !sc.bad && haveU && haveu && haveB && haveA && du.first > 0 && du.first <= du.last
+	return du, ok
+}
+
+func (d *Decoder) depth(recv time.Time, lower []byte, sc *scanner, frame []byte) {
+	du, ok := d.parseDepth(sc)
+	if !ok {
+		sc.fail()
+		d.bad(recv, "bad depthUpdate", frame, d.syms[string(lower)])
+		return
+	}
+	s := d.symbolFor(lower, du.name)
+	switch s.state {
+	case stateWaiting:
+		d.buffer(s, du)
+		d.request(string(lower), s)
+		return
+	case stateSynced:
+	}
+	if du.last <= s.lastU {
+		s.stale++ // older than the book: ignored, as the procedure says
+		return
+	}
+	want := s.lastU + 1
+	if s.straddle && du.first > want || !s.straddle && du.first != want {
+		s.gaps++
+		d.resync(recv, s, "gap", map[string]any{"last_u": s.lastU, "U": du.first, "u": du.last, "straddle": s.straddle})
+		d.buffer(s, du) // newer than anything: it may bridge the next snapshot
+		return
+	}
+	for i := range d.bids {
+		s.book.setBid(&d.bids[i])
+	}
+	for i := range d.asks {
+		s.book.setAsk(&d.asks[i])
+	}
+	if s.book.crossed() {
+		d.bad(recv, "crossed book after update", frame, s)
+		return
+	}
+	s.lastU, s.straddle = du.last, false
+	var ev *venue.Event
+	var levels []venue.Level
+	if n := len(d.bids) + len(d.asks); n <= smallEventLevels {
+		x := new(smallBookEvent) // one allocation for the event and its levels
+		ev, levels = &x.ev, x.levels[:n]
+	} else {
+		ev, levels = new(venue.Event), make([]venue.Level, n)
+	}
+	for i := range d.bids {
+		levels[i] = d.bids[i].Level
+	}
+	n := len(d.bids)
+	for i := range d.asks {
+		levels[n+i] = d.asks[i].Level
+	}
+	*ev = venue.Event{
+		Kind:      venue.KindBook,
+		Stream:    s.l2,
+		VenueTime: du.at,
+		RecvTime:  recv,
+		VenueSeq:  du.last,
+		Bids:      levels[:n:n],
+		Asks:      levels[n:],
+	}
+	d.sink.Event(ev)
+}
+
+// smallEventLevels is how many levels an update carries in the same
+// allocation as its event; most 100 ms depth frames carry a handful.
+const smallEventLevels = 4
+
+type smallBookEvent struct {
+	ev     venue.Event
+	levels [smallEventLevels]venue.Level
+}
+
+// buffer keeps a depth event of a waiting book.
+func (d *Decoder) buffer(s *symbol, du depthUpdate) {
+	if len(s.buf) >= maxBuffered {
+		s.buf = append(s.buf[:0], s.buf[1:]...)
+	}
+	levels := make([]lvl, len(d.bids)+len(d.asks))
+	n := copy(levels, d.bids)
+	copy(levels[n:], d.asks)
+	s.buf = append(s.buf, pending{first: du.first, last: du.last, at: du.at, levels: levels, nbids: n})
+}
+
+// snapshot handles the generated frame carrying a REST depth snapshot, and
+// bridges the buffered events to it.
+func (d *Decoder) snapshot(recv time.Time, lower []byte, sc *scanner, frame []byte) {
+	d.bids, d.asks = d.bids[:0], d.asks[:0]
+	var id int64
+	var haveID, haveB, haveA bool
+	if sc.objStart() {
+		for {
+			switch string(sc.key()) {
+			case "lastUpdateId":
+				id, haveID = sc.int(), true
+			case "bids":
+				d.bids, haveB = sc.levels(&d.prices, d.bids), true
+			case "asks":
+				d.asks, haveA = sc.levels(&d.prices, d.asks), true
+			default:
+				sc.skip()
+			}
+			if sc.bad || !sc.more('}') {
+				break
+			}
+		}
+	}
+	if sc.bad || !haveID || !haveB || !haveA || id <= 0 {
+		sc.fail()
+		s := d.syms[string(lower)] // a bad frame creates no symbol
+		if s == nil {
+			d.bad(recv, "bad depth snapshot", frame, nil)
+			return
+		}
+		s.requested = false
+		synced := s.state == stateSynced
+		d.bad(recv, "bad depth snapshot", frame, s) // resyncs a synced book, which asks again
+		if !synced {
+			d.request(string(lower), s)
+		}
+		return
+	}
+	s := d.symbolFor(lower, nil)
+	s.requested = false
+	if s.state == stateSynced && id <= s.lastU {
+		return // older than the book we hold: nothing to do
+	}
+	s.state = stateWaiting
+	s.book.replace(d.bids, d.asks)
+	if s.book.crossed() {
+		s.reset()
+		d.bad(recv, "crossed depth snapshot", frame, nil)
+		d.request(string(lower), s)
+		return
+	}
+	s.snapshots++
+	s.lastU = id
+	at := time.Time{}
+	// Discard what the snapshot already holds; the first event left must
+	// straddle lastUpdateId+1, and each next one chain to the one before.
+	i := 0
+	for i < len(s.buf) && s.buf[i].last <= id {
+		i++
+	}
+	applied := 0
+	for ; i < len(s.buf); i++ {
+		p := &s.buf[i]
+		if applied == 0 && p.first > s.lastU+1 || applied > 0 && p.first != s.lastU+1 {
+			// The snapshot is older than the buffer (or the buffer has a
+			// hole): keep what follows and ask again.
+			d.log.Debug("binance: snapshot does not bridge", "symbol", s.name, "lastUpdateId", id, "U", p.first, "last_u", s.lastU)
+			s.buf = append(s.buf[:0], s.buf[i:]...)
+			s.book.reset()
+			s.lastU = 0
+			d.request(string(lower), s)
+			return
+		}
+		for j := range p.levels[:p.nbids] {
+			s.book.setBid(&p.levels[j])
+		}
+		for j := p.nbids; j < len(p.levels); j++ {
+			s.book.setAsk(&p.levels[j])
+		}
+		s.lastU, at = p.last, p.at
+		applied++
+	}
+	s.buf = s.buf[:0]
+	if s.book.crossed() {
+		s.reset()
+		d.bad(recv, "crossed book after bridging", frame, nil)
+		d.request(string(lower), s)
+		return
+	}
+	s.state, s.straddle = stateSynced, applied == 0
+	ev := s.book.snapshot(s.l2, &d.prices)
+	ev.VenueSeq, ev.RecvTime, ev.VenueTime = s.lastU, recv, at
+	d.sink.Event(ev)
+}
+
+func (d *Decoder) trade(recv time.Time, lower []byte, sc *scanner, frame []byte) {
+	var (
+		ev                  = venue.Event{Kind: venue.KindTrade, RecvTime: recv}
+		id, name            []byte
+		haveP, haveQ, haveM bool
+		okP, okQ            bool
+	)
+	if sc.objStart() {
+		for {
+			switch string(sc.key()) {
+			case "e":
+				if string(sc.str()) != "trade" {
+					sc.fail()
+				}
+			case "s":
+				name = sc.str()
+			case "t":
+				id = sc.intText()
+			case "p":
+				ev.Price, okP = parseDecimal(sc.str())
+				haveP = true
+			case "q":
+				ev.Size, okQ = parseDecimal(sc.str())
+				haveQ = true
+			case "T":
+				ev.VenueTime = time.UnixMilli(sc.int())
+			case "m":
+				haveM = true
+				if sc.boolean() {
+					ev.Side = venue.SideSell // the buyer made: the taker sold
+				} else {
+					ev.Side = venue.SideBuy
+				}
+			default:
+				sc.skip()
+			}
+			if sc.bad || !sc.more('}') {
+				break
+			}
+		}
+	}
+	if sc.bad || id == nil || !haveP || !haveQ || !haveM || !okP || !okQ || ev.Price.Sign() <= 0 || ev.Size.Sign() <= 0 {
+		sc.fail()
+		d.bad(recv, "bad trade", frame, nil)
+		return
+	}
+	s := d.symbolFor(lower, name)
+	ev.Stream, ev.TradeID = s.trades, string(id)
+	e := ev
+	d.sink.Event(&e)
+}
+
+func (d *Decoder) bookTicker(recv time.Time, lower []byte, sc *scanner, frame []byte) {
+	var (
+		ev   = venue.Event{Kind: venue.KindTicker, RecvTime: recv}
+		name []byte
+		have int
+		ok   = true
+	)
+	field := func(dst *venue.Event, k byte, v []byte) {
+		x, good := parseDecimal(v)
+		ok = ok && good && x.Sign() >= 0
+		switch k {
+		case 'b':
+			dst.Bid = x
+		case 'B':
+			dst.BidSize = x
+		case 'a':
+			dst.Ask = x
+		case 'A':
+			dst.AskSize = x
+		}
+		have++
+	}
+	if sc.objStart() {
+		for {
+			k := sc.key()
+			switch string(k) {
+			case "s":
+				name = sc.str()
+			case "b", "B", "a", "A":
+				field(&ev, k[0], sc.str())
+			default:
+				sc.skip()
+			}
+			if sc.bad || !sc.more('}') {
+				break
+			}
+		}
+	}
+	if sc.bad || have != 4 || !ok {
+		sc.fail()
+		d.bad(recv, "bad bookTicker", frame, nil)
+		return
+	}
+	s := d.symbolFor(lower, name)
+	ev.Stream = s.ticker
+	e := ev
+	d.sink.Event(&e)
+}

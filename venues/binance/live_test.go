@@ -1,0 +1,255 @@
+package binance_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fanoutd/fanoutd/notice"
+	"github.com/fanoutd/fanoutd/venue"
+	"github.com/fanoutd/fanoutd/venue/venuetest"
+	"github.com/fanoutd/fanoutd/venues/binance"
+	"github.com/fanoutd/fanoutd/venues/binance/binancetest"
+)
+
+// recorder keeps frames and disconnects in order, as a capture would.
+type recorder struct {
+	mu     sync.Mutex
+	frames []recorded
+}
+
+type recorded struct {
+	at    time.Time
+	frame []byte // nil: a disconnect
+}
+
+func (r *recorder) Frame(_ string, recv time.Time, frame []byte) {
+	r.mu.Lock()
+	r.frames = append(r.frames, recorded{recv, bytes.Clone(frame)})
+	r.mu.Unlock()
+}
+
+func (r *recorder) Disconnect(_ string, t time.Time) {
+	r.mu.Lock()
+	r.frames = append(r.frames, recorded{at: t})
+	r.mu.Unlock()
+}
+
+func (r *recorder) all() []recorded {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]recorded(nil), r.frames...)
+}
+
+// startLive runs an adapter against m with all three channels.
+func startLive(t *testing.T, m *binancetest.Mock, rec venue.Recorder) (*venuetest.Sink, venue.Adapter) {
+	t.Helper()
+	m.Start(t)
+	sink := venuetest.NewSink()
+	cfg := venue.Config{Sink: sink, Symbols: []string{m.Symbol()}}
+	if rec != nil {
+		cfg.Recorder = rec
+	}
+	ad, err := m.NewAdapter(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ad.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), venuetest.Wait)
+		defer cancel()
+		if err := ad.Stop(ctx); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+	waitCovered(t, sink, ad, venue.NewStream("binance", venue.Level2, m.Symbol()))
+	return sink, ad
+}
+
+// waitCovered waits until ad's coverage lists stream (an event of it reached
+// the sink: coverage is observed before the event is passed on).
+func waitCovered(t *testing.T, sink *venuetest.Sink, ad venue.Adapter, stream venue.Stream) {
+	t.Helper()
+	sink.WaitFor(t, venuetest.Wait, string(stream)+" covered", func() bool {
+		for _, sc := range ad.Coverage().Streams {
+			if sc.Stream == stream {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// TestRecordedCaptureReplays checks that a capture alone (websocket frames
+// and the generated REST snapshot frames, with a gap and a reconnect in
+// between) rebuilds the same book through a fresh decoder, with no network.
+func TestRecordedCaptureReplays(t *testing.T) {
+	m := &binancetest.Mock{}
+	rec := &recorder{}
+	sink, _ := startLive(t, m, rec)
+	l2 := venue.NewStream("binance", venue.Level2, m.Symbol())
+	m.Step(10)
+	m.DropNextUpdate()
+	m.Step(10)
+	sink.WaitBook(t, venuetest.Wait, l2, m.Book)
+	from := sink.NumNotices()
+	m.Server().CloseAll()
+	_, i := sink.WaitNotice(t, venuetest.Wait, from, notice.LinkDown)
+	sink.WaitNotice(t, venuetest.Wait, i, notice.LinkUp)
+	m.Step(10)
+	sink.WaitBook(t, venuetest.Wait, l2, m.Book)
+
+	frames := rec.all()
+	snapshots := 0
+	for _, f := range frames {
+		if bytes.Contains(f.frame, []byte(`@depthSnapshot","generated":true,"data":{"lastUpdateId":`)) {
+			snapshots++
+		}
+	}
+	if snapshots < 3 { // start, the gap, the reconnect
+		t.Fatalf("capture holds %d generated snapshot frames, want at least 3", snapshots)
+	}
+	replay := venuetest.NewSink()
+	d := binance.NewDecoder(venue.Config{Sink: replay})
+	for _, f := range frames {
+		if f.frame == nil {
+			d.LinkDown(f.at)
+			continue
+		}
+		d.Frame(f.at, f.frame)
+	}
+	if got := replay.Book(l2); !got.Equal(m.Book()) {
+		t.Fatalf("replayed book differs from the venue's")
+	}
+	replay.Check(t)
+	// Trades and tickers flowed too.
+	kinds := map[venue.Kind]int{}
+	for _, e := range sink.Events() {
+		kinds[e.Kind]++
+	}
+	if kinds[venue.KindTrade] == 0 || kinds[venue.KindTicker] == 0 {
+		t.Errorf("events by kind = %v, want trades and tickers", kinds)
+	}
+	sink.Check(t)
+}
+
+// TestServerShutdownReconnects: the serverShutdown event makes the adapter
+// drop the link and reconnect at once.
+func TestServerShutdownReconnects(t *testing.T) {
+	m := &binancetest.Mock{}
+	sink, _ := startLive(t, m, nil)
+	from := sink.NumNotices()
+	accepted := m.Server().Accepted()
+	m.ServerShutdown()
+	n, i := sink.WaitNotice(t, venuetest.Wait, from, notice.LinkDown)
+	if n.Details["reason"] != "serverShutdown" {
+		t.Errorf("link_down reason = %v, want serverShutdown", n.Details["reason"])
+	}
+	m.Server().WaitAccepted(t, accepted+1, venuetest.Wait)
+	sink.WaitNotice(t, venuetest.Wait, i, notice.LinkUp)
+	m.Step(5)
+	sink.WaitBook(t, venuetest.Wait, venue.NewStream("binance", venue.Level2, m.Symbol()), m.Book)
+	sink.Check(t)
+}
+
+// TestSubscribeLaterAndUnsubscribe: a symbol added after start is validated
+// and subscribed with its own request; unsubscribing forgets its coverage.
+// Several quick Subscribe calls stay under Binance's message rate (the mock
+// disconnects past 5 messages a second).
+func TestSubscribeLaterAndUnsubscribe(t *testing.T) {
+	m := &binancetest.Mock{Symbols: []string{"BTCUSDT", "ETHUSDT", "BNBBTC", "LTCBTC", "XRPUSDT", "ADAUSDT", "DOGEUSDT"}}
+	sink, ad := startLive(t, m, nil)
+	for _, s := range m.Symbols[1:] {
+		if err := ad.Subscribe(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range m.Symbols[1:] {
+		waitCovered(t, sink, ad, venue.NewStream("binance", venue.Level2, s))
+	}
+	if err := ad.Unsubscribe("DOGEUSDT"); err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range ad.Coverage().Streams {
+		if strings.Contains(string(sc.Stream), "DOGEUSDT") {
+			t.Errorf("coverage still lists %s after Unsubscribe", sc.Stream)
+		}
+	}
+	if n := m.Server().Accepted(); n != 1 {
+		t.Errorf("%d connections, want 1 (the mock disconnects past 5 messages/s)", n)
+	}
+	for _, n := range sink.Notices() {
+		if n.Kind == notice.LinkDown || n.Kind == notice.Refusal {
+			t.Errorf("unexpected %s: %s", n.Kind, n.Message)
+		}
+	}
+	sink.Check(t)
+}
+
+// TestRefusalFromExchangeInfo: one unknown symbol among good ones is named
+// in a refusal; the good ones are subscribed.
+func TestRefusalFromExchangeInfo(t *testing.T) {
+	m := &binancetest.Mock{}
+	m.Start(t)
+	sink := venuetest.NewSink()
+	ad, err := m.NewAdapter(venue.Config{Sink: sink, Symbols: []string{"BTCUSDT", "NOPEUSDT", "ETHUSDT"}, Channels: []venue.Channel{venue.Level2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ad.Start(context.Background())
+	defer ad.Stop(context.Background())
+	n, _ := sink.WaitNotice(t, venuetest.Wait, 0, notice.Refusal)
+	if n.Details["symbol"] != "NOPEUSDT" {
+		t.Errorf("refusal details = %v, want symbol NOPEUSDT", n.Details)
+	}
+	waitCovered(t, sink, ad, "binance:level2:BTCUSDT")
+	waitCovered(t, sink, ad, "binance:level2:ETHUSDT")
+	for _, r := range m.Requests() {
+		if strings.Contains(r, "depth") && strings.Contains(r, "NOPEUSDT") {
+			t.Errorf("fetched a snapshot for a refused symbol: %s", r)
+		}
+	}
+}
+
+// TestSnapshotRateLimitedThenRetried: a 429 on the depth snapshot is a
+// rate_limited notice, a 502 is retried quietly, and the book still
+// arrives.
+func TestSnapshotRateLimitedThenRetried(t *testing.T) {
+	m := &binancetest.Mock{}
+	m.Start(t)
+	m.FailDepth(1, 429, `{"code":-1003,"msg":"Too many requests; current limit of IP is 6000 request weight per 1 MINUTE."}`, 1)
+	m.FailDepth(1, 502, `<html>bad gateway</html>`, 0)
+	sink := venuetest.NewSink()
+	ad, err := m.NewAdapter(venue.Config{Sink: sink, Symbols: []string{m.Symbol()}, Channels: []venue.Channel{venue.Level2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ad.Start(context.Background())
+	defer ad.Stop(context.Background())
+	n, _ := sink.WaitNotice(t, venuetest.Wait, 0, notice.RateLimited)
+	if n.Details["status"] != 429 || n.Details["retry_after_s"] != 1 {
+		t.Errorf("rate_limited details = %v", n.Details)
+	}
+	l2 := venue.NewStream("binance", venue.Level2, m.Symbol())
+	waitCovered(t, sink, ad, l2)
+	m.Step(5)
+	sink.WaitBook(t, venuetest.Wait, l2, m.Book)
+	depth := 0
+	for _, r := range m.Requests() {
+		if strings.HasPrefix(r, "/api/v3/depth?") {
+			depth++
+			if !strings.Contains(r, "limit=5000") || !strings.Contains(r, "symbol=BTCUSDT") {
+				t.Errorf("depth request %s, want symbol=BTCUSDT&limit=5000", r)
+			}
+		}
+	}
+	if depth != 3 {
+		t.Errorf("%d depth requests, want 3 (429, 502, then the snapshot)", depth)
+	}
+	sink.Check(t)
+}

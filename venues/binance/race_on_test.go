@@ -1,0 +1,5 @@
+//go:build race
+
+package binance_test
+
+const raceEnabled = true
