@@ -19,6 +19,8 @@ import (
 	"github.com/fanoutd/fanoutd/replay"
 	"github.com/fanoutd/fanoutd/venue"
 	"github.com/fanoutd/fanoutd/venue/venuetest"
+	"github.com/fanoutd/fanoutd/venues/binance"
+	"github.com/fanoutd/fanoutd/venues/binance/binancetest"
 	"github.com/fanoutd/fanoutd/venues/bybit"
 	"github.com/fanoutd/fanoutd/venues/bybit/bybittest"
 	"github.com/fanoutd/fanoutd/venues/coinbase"
@@ -40,6 +42,7 @@ type venueCase struct {
 }
 
 var venueCases = []venueCase{
+	{"binance", func() venuetest.Venue { return &binancetest.Mock{} }, func(c venue.Config) venue.Decoder { return binance.NewDecoder(c) }},
 	{"bybit", func() venuetest.Venue { return bybittest.New() }, func(c venue.Config) venue.Decoder { return bybit.NewDecoder(c) }},
 	{"okx", func() venuetest.Venue { return okxtest.New() }, func(c venue.Config) venue.Decoder { return okx.NewDecoder(c) }},
 	{"coinbase", func() venuetest.Venue { return &coinbasetest.Mock{} }, func(c venue.Config) venue.Decoder { return coinbase.NewDecoder(c) }},
