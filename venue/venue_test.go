@@ -240,3 +240,42 @@ func BenchmarkBookUpdateNearTop(b *testing.B) {
 		book.Set(Bid, prices[i%64], sizes[i%3])
 	}
 }
+
+func TestAppendDecimalMatchesString(t *testing.T) {
+	for _, s := range []string{"0", "0.0", "1", "-1", "10", "100.00", "0.5", "0.50000000", "0.00001234", "-0.000100", "50000.10",
+		"123456789012345678", "1234567890123456789", "99999999999999999999.5", "1e5", "1.5e-20", "-7.25e3", "0.000000000000000001"} {
+		dd := d(s)
+		if got, want := string(AppendDecimal(nil, dd)), dd.String(); got != want {
+			t.Errorf("AppendDecimal(%s) = %q, String() = %q", s, got, want)
+		}
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 10000 {
+		dd := decimal.New(r.Int64N(2e12)-1e12, int32(r.IntN(30)-20))
+		if got, want := string(AppendDecimal(nil, dd)), dd.String(); got != want {
+			t.Fatalf("AppendDecimal(%v) = %q, String() = %q", dd, got, want)
+		}
+	}
+}
+
+func FuzzAppendDecimal(f *testing.F) {
+	f.Add(int64(5), int32(-1))
+	f.Fuzz(func(t *testing.T, c int64, exp int32) {
+		if exp > 40 || exp < -40 {
+			return
+		}
+		dd := decimal.New(c, exp)
+		if got, want := string(AppendDecimal(nil, dd)), dd.String(); got != want {
+			t.Fatalf("AppendDecimal(%d e%d) = %q, String() = %q", c, exp, got, want)
+		}
+	})
+}
+
+func BenchmarkAppendDecimal(b *testing.B) {
+	dd := d("50123.45000000")
+	buf := make([]byte, 0, 64)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = AppendDecimal(buf[:0], dd)
+	}
+}

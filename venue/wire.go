@@ -79,7 +79,7 @@ func appendTimes(dst []byte, e *Event) []byte {
 func appendDecField(dst []byte, key string, d decimal.Decimal) []byte {
 	dst = append(dst, key...)
 	dst = append(dst, '"')
-	dst = append(dst, d.String()...)
+	dst = AppendDecimal(dst, d)
 	return append(dst, '"')
 }
 
@@ -90,9 +90,9 @@ func appendLevels(dst []byte, ls []Level) []byte {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `["`...)
-		dst = append(dst, ls[i].Price.String()...)
+		dst = AppendDecimal(dst, ls[i].Price)
 		dst = append(dst, `","`...)
-		dst = append(dst, ls[i].Size.String()...)
+		dst = AppendDecimal(dst, ls[i].Size)
 		dst = append(dst, `"]`...)
 	}
 	return append(dst, ']')
