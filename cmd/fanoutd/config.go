@@ -59,6 +59,7 @@ type tokenConfig struct {
 type websocketConfig struct {
 	WriteTimeout     string `yaml:"write_timeout"`
 	PingInterval     string `yaml:"ping_interval"`
+	WriteDelay       string `yaml:"write_delay"`
 	SendBufferBytes  *int   `yaml:"send_buffer_bytes"`
 	MaxBatchBytes    *int   `yaml:"max_batch_bytes"`
 	MaxBatchMessages *int   `yaml:"max_batch_messages"`
@@ -111,6 +112,7 @@ const (
 	defaultListen          = "127.0.0.1:8080"
 	defaultShutdownTimeout = 5 * time.Second
 	defaultMaxQueueBytes   = 8 << 20
+	defaultWriteDelay      = 0
 )
 
 // ConfigError is a configuration value that is not accepted: the key (a
@@ -272,6 +274,13 @@ func resolve(fc *fileConfig, getenv func(string) string) (*Config, error) {
 	}
 	if w.PingInterval, err = duration("websocket.ping_interval", fc.Websocket.PingInterval, 30*time.Second); err != nil {
 		return nil, err
+	}
+	if fc.Websocket.WriteDelay != "" {
+		if w.WriteDelay, err = time.ParseDuration(fc.Websocket.WriteDelay); err != nil || w.WriteDelay < 0 || w.WriteDelay > time.Second {
+			return nil, cfgErr("websocket.write_delay", "%q is not a duration between 0 and 1s", fc.Websocket.WriteDelay)
+		}
+	} else {
+		w.WriteDelay = defaultWriteDelay
 	}
 	if v := fc.Websocket.SendBufferBytes; v != nil {
 		if *v < 0 {

@@ -120,6 +120,12 @@ func (s *session) writeLoop() {
 	batch := make([]*subscriber.Message, 0, 64)
 	ping := time.NewTicker(o.PingInterval)
 	defer ping.Stop()
+	var delay *time.Timer // coalesces writes: see Options.WriteDelay
+	if o.WriteDelay > 0 {
+		delay = time.NewTimer(o.WriteDelay)
+		delay.Stop()
+		defer delay.Stop()
+	}
 	flushing := false
 	for {
 		for {
@@ -163,6 +169,17 @@ func (s *session) writeLoop() {
 		}
 		select {
 		case <-s.q.Ready():
+			if delay != nil {
+				delay.Reset(o.WriteDelay)
+				select {
+				case <-delay.C:
+				case <-s.stop:
+					s.finish()
+					return
+				case <-s.flush:
+					flushing = true
+				}
+			}
 		case <-s.stop:
 			s.finish()
 			return
