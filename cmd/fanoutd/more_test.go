@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestConnectionsPerTokenAndOrigin(t *testing.T) {
+	td := startDaemon(t, `
+tokens:
+  - name: one
+    token: abc
+origins: ["https://desk.example.com"]
+limits:
+  max_connections_per_token: 1
+venues:
+  coinbase:
+    symbols: [BTC-USD]
+`)
+	h := http.Header{"Authorization": {"Bearer abc"}}
+	dial(t, td.url(""), dialOpts{header: h})
+	_, resp, err := dialRaw(t, td.url(""), dialOpts{header: h})
+	if err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("second connection: %v %v, want 429", err, resp)
+	}
+	_, resp, err = dialRaw(t, td.url("token=abc"), dialOpts{header: http.Header{"Origin": {"https://evil.example.com"}}})
+	if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("bad origin: %v %v, want 403", err, resp)
+	}
+	_, body := httpGet(t, "http://"+td.addr+"/metrics", nil)
+	for _, want := range []string{`fanoutd_refusals_total{code="too_many_connections"} 1`, `fanoutd_refusals_total{code="origin_not_allowed"} 1`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestTailPrintsEventsAndNotices(t *testing.T) {
+	td := startDaemon(t, baseConfig)
+	td.bookSnapshot()
+	var out, errb syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() { done <- tail(ctx, []string{"--url", td.url(""), "--name", "tailer", string(l2)}, &out, &errb) }()
+	checkFor(t, 10*time.Second, "tail's snapshot", func() bool { return strings.Contains(out.String(), "book SNAPSHOT") })
+	td.bookUpdate(1, 0)
+	checkFor(t, 10*time.Second, "tail's update", func() bool { return strings.Contains(out.String(), "#2 book update") })
+	go td.stop()
+	checkFor(t, 10*time.Second, "tail's shutdown notice", func() bool { return strings.Contains(out.String(), "NOTICE SHUTDOWN") })
+	if code := <-done; code != 0 {
+		t.Fatalf("tail exit %d: %s", code, errb.String())
+	}
+	cancel()
+	if !strings.Contains(out.String(), "closed: 1001") {
+		t.Errorf("tail output lacks the close:\n%s", out.String())
+	}
+}
