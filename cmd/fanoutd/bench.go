@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,6 +39,7 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	dur := fs.Duration("duration", 20*time.Second, "measured duration")
 	warm := fs.Duration("warmup", 3*time.Second, "warm-up before measuring")
 	delay := fs.String("write-delay", "", "websocket.write_delay of the daemon under test (default: the daemon's default)")
+	cpuprofile := fs.String("cpuprofile", "", "write the server's CPU profile of the measured window to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -113,9 +115,18 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		if !measuring && !at.Before(measureAt) {
 			cpu0, del0, drop0 = processCPU(), feed.Counters().Delivered.Load(), feed.Counters().Dropped.Load()
 			measuring = true
+			if *cpuprofile != "" {
+				if f, err := os.Create(*cpuprofile); err == nil {
+					pprof.StartCPUProfile(f)
+					defer f.Close()
+				}
+			}
 		}
 		if !at.Before(endAt) {
 			cpu1, del1, drop1 = processCPU(), feed.Counters().Delivered.Load(), feed.Counters().Dropped.Load()
+			if *cpuprofile != "" {
+				pprof.StopCPUProfile()
+			}
 			break
 		}
 		if w := time.Until(at); w > 0 {

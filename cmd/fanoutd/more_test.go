@@ -77,3 +77,39 @@ func TestTailPrintsEventsAndNotices(t *testing.T) {
 		t.Errorf("tail output lacks the close:\n%s", out.String())
 	}
 }
+
+func TestWriteTimeoutDetachesNamedKeepsSubscriptions(t *testing.T) {
+	td := startDaemon(t, `
+websocket:
+  write_timeout: 200ms
+  send_buffer_bytes: 4096
+venues:
+  coinbase:
+    symbols: [BTC-USD]
+    max_queue_len: 1000000
+    max_queue_bytes: 0
+`)
+	td.bookSnapshot()
+	c := dial(t, td.url("name=slow"), dialOpts{readBuf: 4096, paused: true})
+	c.send(map[string]any{"op": "subscribe", "id": "1", "streams": []string{string(l2)}})
+	sub := func() bool { s := td.d.Hub().Registry().Named("slow"); return s != nil && s.NumStreams() == 1 }
+	checkFor(t, 5*time.Second, "subscribed", sub)
+	s := td.d.Hub().Registry().Named("slow")
+	deadline := time.Now().Add(15 * time.Second)
+	for i := 0; s.Resolve() != nil; i++ {
+		if time.Now().After(deadline) {
+			t.Fatal("a connection that stopped reading was not closed")
+		}
+		td.bookUpdate(i, 50)
+		if i%50 == 49 {
+			time.Sleep(5 * time.Millisecond) // pace the publisher; the condition is polled above
+		}
+	}
+	if s.NumStreams() != 1 {
+		t.Fatalf("named subscriber lost its subscription: %v", s.Streams())
+	}
+	checkFor(t, 5*time.Second, "close counted", func() bool {
+		_, body := httpGet(t, "http://"+td.addr+"/metrics", nil)
+		return strings.Contains(body, `fanoutd_closes_total{reason="write_timeout"} 1`)
+	})
+}

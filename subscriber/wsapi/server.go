@@ -282,7 +282,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	release()
 	s.o.Metrics.closed(reason)
-	s.log.Debug("wsapi: connection closed", "subscriber", sess.sub.ID(), "reason", reason.String())
+	level := slog.LevelInfo
+	if reason == ClientClosed || reason == Shutdown {
+		level = slog.LevelDebug
+	}
+	s.log.Log(context.Background(), level, "wsapi: connection closed", "subscriber", sess.sub.ID(), "kind", sess.sub.Kind().String(),
+		"reason", reason.String(), "token", tokName)
 }
 
 // takeover is Hub.Attach's callback: prev's session is told it was taken
