@@ -267,9 +267,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.o.Metrics.opened()
 	if name != "" {
 		sub, existed, err := s.o.Hub.Attach(name, sess.q, s.takeover)
-		if err != nil { // the name was validated above
-			sess.sub = nil
+		if err != nil { // cannot happen: the name was validated above
 			s.log.Error("wsapi: attach", "name", name, "err", err)
+			s.mu.Lock()
+			delete(s.sessions, sess.q)
+			s.mu.Unlock()
+			release()
+			s.o.Metrics.closed(Removed)
+			ws.Close()
+			return
 		}
 		sess.sub = sub
 		s.log.Info("wsapi: named subscriber attached", "name", name, "reattach", existed, "remote", r.RemoteAddr, "token", tokName)
