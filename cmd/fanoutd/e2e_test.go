@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/fanoutd/fanoutd/fanout"
+	"github.com/fanoutd/fanoutd/subscriber"
 )
 
 const baseConfig = `
@@ -155,7 +158,7 @@ websocket:
 venues:
   coinbase:
     symbols: [BTC-USD]
-    max_queue_len: 20
+    max_queue_len: 200
     max_queue_bytes: 0
 `)
 	td.bookSnapshot()
@@ -193,40 +196,43 @@ venues:
 	for range 50 {
 		pub()
 	}
-	// Now the stalled client reads; keep publishing until it has resumed
-	// and received an event after the snapshot.
+	// Now the stalled client reads. Once its queue is below half the bound,
+	// one more event makes it resume; five more follow in lock-step with
+	// both clients, so it cannot overflow again.
+	var stalledSub *subscriber.Subscriber
+	for _, s := range td.d.Hub().Registry().All() {
+		if st, ok := feed.State(s); ok && st.Dropping {
+			stalledSub = s
+		}
+	}
+	if stalledSub == nil {
+		t.Fatal("no dropping subscriber")
+	}
 	stalled.start()
+	checkFor(t, 20*time.Second, "the stalled client to drain below half its bound", func() bool {
+		c := stalledSub.Resolve()
+		return c != nil && c.Len() < fanout.ResumeBelow(200)
+	})
 	var sw []wire
-	resumedAt, snapAt := -1, -1
-	deadline := time.Now().Add(20 * time.Second)
-	for snapAt < 0 || len(sw) <= snapAt+1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("stalled client: resumed at %d, snapshot at %d, %d messages", resumedAt, snapAt, len(sw))
+	for range 6 {
+		pub()
+		want := uint64(i) + 1
+		sw = append(sw, stalled.until(func(w wire) bool { return w.Seq == want && !w.Snapshot })...)
+	}
+	resumedAt := slices.IndexFunc(sw, func(w wire) bool { return w.Type == "notice" && w.Kind == "resumed" })
+	if resumedAt < 0 {
+		t.Fatal("no resumed notice")
+	}
+	snapAt := -1
+	for j := resumedAt + 1; j < len(sw) && snapAt < 0; j++ {
+		if sw[j].Snapshot {
+			snapAt = j
 		}
-		select {
-		case w := <-stalled.msgs:
-			sw = append(sw, w)
-			switch {
-			case w.Type == "notice" && w.Kind == "resumed":
-				resumedAt = len(sw) - 1
-			case resumedAt >= 0 && snapAt < 0 && w.Snapshot:
-				snapAt = len(sw) - 1
-			}
-		default:
-			if resumedAt < 0 || snapAt >= 0 {
-				pub()
-			} else {
-				sw = append(sw, stalled.next())
-				if w := sw[len(sw)-1]; w.Snapshot {
-					snapAt = len(sw) - 1
-				}
-			}
-		}
+	}
+	if snapAt < 0 {
+		t.Fatal("no snapshot after resumed")
 	}
 	last := uint64(i) + 1
-	if s := seqs(sw, string(l2)); s[len(s)-1] != last {
-		sw = append(sw, stalled.until(func(w wire) bool { return w.Seq == last && !w.Snapshot })...)
-	}
 	hs := seqs(hw, string(l2))
 	for j, s := range hs {
 		if s != uint64(j)+2 {
