@@ -151,6 +151,8 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "server CPU/message  %.3f µs\n", float64(cpu.Nanoseconds())/float64(max(delivered, 1))/1000)
 	fmt.Fprintf(stdout, "latency p50 %s  p99 %s  p999 %s  max %s (publish to client read)\n",
 		time.Duration(cr.P50), time.Duration(cr.P99), time.Duration(cr.P999), time.Duration(cr.Max))
+	fmt.Fprintf(stdout, "server publish-to-write (oldest event of each batch, whole run, bucket bounds) p50 ≤ %s  p99 ≤ %s\n",
+		histQuantile(d, 0.5), histQuantile(d, 0.99))
 	fmt.Fprintf(stdout, "client process CPU  %.1f%% of one core\n", 100*time.Duration(cr.CPU).Seconds()/dur.Seconds())
 	return 0
 }
@@ -325,4 +327,27 @@ func fastTime(b []byte, now time.Time) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return time.Date(y, m, d, num(b[11:13]), num(b[14:16]), num(b[17:19]), ns, time.UTC), true
+}
+
+// histQuantile returns the upper bound of the bucket of the daemon's
+// publish-to-write histogram that holds quantile q.
+func histQuantile(d *Daemon, q float64) string {
+	mfs, err := d.reg.Gather()
+	if err != nil {
+		return "?"
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "fanoutd_publish_to_write_seconds" || len(mf.GetMetric()) == 0 {
+			continue
+		}
+		h := mf.GetMetric()[0].GetHistogram()
+		target := q * float64(h.GetSampleCount())
+		for _, b := range h.GetBucket() {
+			if float64(b.GetCumulativeCount()) >= target {
+				return time.Duration(b.GetUpperBound() * float64(time.Second)).String()
+			}
+		}
+		return "> " + time.Duration(h.GetBucket()[len(h.GetBucket())-1].GetUpperBound()*float64(time.Second)).String()
+	}
+	return "?"
 }

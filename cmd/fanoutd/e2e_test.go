@@ -120,7 +120,12 @@ func seqs(ws []wire, stream string) []uint64 {
 }
 
 func TestSnapshotThenUpdatesInOrder(t *testing.T) {
-	td := startDaemon(t, baseConfig)
+	t.Run("write_delay=0", func(t *testing.T) { testSnapshotThenUpdates(t, baseConfig) })
+	t.Run("write_delay=2ms", func(t *testing.T) { testSnapshotThenUpdates(t, "websocket:\n  write_delay: 2ms\n"+baseConfig) })
+}
+
+func testSnapshotThenUpdates(t *testing.T, yml string) {
+	td := startDaemon(t, yml)
 	td.bookSnapshot()
 	for i := range 5 {
 		td.bookUpdate(i, 0)

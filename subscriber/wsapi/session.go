@@ -69,6 +69,7 @@ type session struct {
 	flushOnce  sync.Once
 	flush      chan struct{} // closed: the writer flushes, closes with 1001 and ends
 	readerDone chan struct{} // closed when the reader returned
+	kick       chan struct{} // capacity 1: the flusher's wake-up, with a write delay
 
 	// reader's own state
 	allowance float64   // command tokens available
@@ -77,7 +78,7 @@ type session struct {
 
 func newSession(srv *Server, ws *websocket.Conn, tok *Token) *session {
 	return &session{srv: srv, ws: ws, q: subscriber.NewConn(), tok: tok,
-		stop: make(chan struct{}), flush: make(chan struct{}), readerDone: make(chan struct{}),
+		stop: make(chan struct{}), flush: make(chan struct{}), readerDone: make(chan struct{}), kick: make(chan struct{}, 1),
 		allowance: float64(srv.o.Limits.CommandBurst), last: time.Now()}
 }
 
@@ -120,11 +121,12 @@ func (s *session) writeLoop() {
 	batch := make([]*subscriber.Message, 0, 64)
 	ping := time.NewTicker(o.PingInterval)
 	defer ping.Stop()
-	var delay *time.Timer // coalesces writes: see Options.WriteDelay
+	// The writer waits on the queue's Ready signal, or, with a write
+	// delay, on the server's flusher, which passes Ready on at most once
+	// per WriteDelay (see Server.flush).
+	wake := s.q.Ready()
 	if o.WriteDelay > 0 {
-		delay = time.NewTimer(o.WriteDelay)
-		delay.Stop()
-		defer delay.Stop()
+		wake = s.kick
 	}
 	flushing := false
 	for {
@@ -168,18 +170,7 @@ func (s *session) writeLoop() {
 			return
 		}
 		select {
-		case <-s.q.Ready():
-			if delay != nil {
-				delay.Reset(o.WriteDelay)
-				select {
-				case <-delay.C:
-				case <-s.stop:
-					s.finish()
-					return
-				case <-s.flush:
-					flushing = true
-				}
-			}
+		case <-wake:
 		case <-s.stop:
 			s.finish()
 			return
