@@ -6,8 +6,11 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 )
 
 func TestConnectionsPerTokenAndOrigin(t *testing.T) {
@@ -112,4 +115,20 @@ venues:
 		_, body := httpGet(t, "http://"+td.addr+"/metrics", nil)
 		return strings.Contains(body, `fanoutd_closes_total{reason="write_timeout"} 1`)
 	})
+}
+
+func TestServerPingsKeepConnectionAlive(t *testing.T) {
+	td := startDaemon(t, "websocket:\n  ping_interval: 50ms\n"+baseConfig)
+	c := dial(t, td.url(""), dialOpts{paused: true})
+	var pings atomic.Int32
+	c.ws.SetPingHandler(func(data string) error {
+		pings.Add(1)
+		return c.ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(time.Second))
+	})
+	c.start()
+	checkFor(t, 10*time.Second, "three server pings", func() bool { return pings.Load() >= 3 })
+	c.send(map[string]any{"op": "ping", "id": "alive"})
+	if w := c.reply("alive"); w.Type != "pong" {
+		t.Fatalf("got %+v", w)
+	}
 }
