@@ -151,6 +151,9 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "server CPU/message  %.3f µs\n", float64(cpu.Nanoseconds())/float64(max(delivered, 1))/1000)
 	fmt.Fprintf(stdout, "latency p50 %s  p99 %s  p999 %s  max %s (publish to client read)\n",
 		time.Duration(cr.P50), time.Duration(cr.P99), time.Duration(cr.P999), time.Duration(cr.Max))
+	if writes := histCount(d, "fanoutd_write_batch_bytes"); writes > 0 {
+		fmt.Fprintf(stdout, "websocket writes    %d in the whole run: %.1f events per write\n", writes, float64(feed.Counters().Delivered.Load())/float64(writes))
+	}
 	fmt.Fprintf(stdout, "server publish-to-write (oldest event of each batch, whole run, bucket bounds) p50 ≤ %s  p99 ≤ %s\n",
 		histQuantile(d, 0.5), histQuantile(d, 0.99))
 	fmt.Fprintf(stdout, "client process CPU  %.1f%% of one core\n", 100*time.Duration(cr.CPU).Seconds()/dur.Seconds())
@@ -350,4 +353,15 @@ func histQuantile(d *Daemon, q float64) string {
 		return "> " + time.Duration(h.GetBucket()[len(h.GetBucket())-1].GetUpperBound()*float64(time.Second)).String()
 	}
 	return "?"
+}
+
+// histCount returns the sample count of the daemon's histogram name.
+func histCount(d *Daemon, name string) uint64 {
+	mfs, _ := d.reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
+			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	return 0
 }

@@ -112,7 +112,12 @@ const (
 	defaultListen          = "127.0.0.1:8080"
 	defaultShutdownTimeout = 5 * time.Second
 	defaultMaxQueueBytes   = 8 << 20
-	defaultWriteDelay      = 0
+	// defaultWriteDelay: on this machine's reference load (200 subscribers
+	// × 2,000 events/s) 2ms cut server CPU per delivered message by about
+	// a quarter and p99 latency from 15–34 ms to 7.5–10 ms against 0,
+	// because less CPU spent on writes leaves less queueing (README,
+	// Performance).
+	defaultWriteDelay = 2 * time.Millisecond
 )
 
 // ConfigError is a configuration value that is not accepted: the key (a
