@@ -120,7 +120,7 @@ func seqs(ws []wire, stream string) []uint64 {
 }
 
 func TestSnapshotThenUpdatesInOrder(t *testing.T) {
-	t.Run("write_delay=0", func(t *testing.T) { testSnapshotThenUpdates(t, baseConfig) })
+	t.Run("write_delay=0", func(t *testing.T) { testSnapshotThenUpdates(t, "websocket:\n  write_delay: 0s\n"+baseConfig) })
 	t.Run("write_delay=2ms", func(t *testing.T) { testSnapshotThenUpdates(t, "websocket:\n  write_delay: 2ms\n"+baseConfig) })
 }
 

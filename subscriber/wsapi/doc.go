@@ -16,6 +16,9 @@
 // system call per batch instead of per event (a one-write-per-event Go
 // fanout measured about 6 µs of CPU per delivered message on this
 // machine's reference load; see the README for what this one measures).
+// With Options.WriteDelay, writers are not woken by each first queued
+// message but at most once per interval by one flusher goroutine, so more
+// events share a write; the cost is up to that much latency.
 //
 // Events are encoded once by the fanout feed; every subscriber's writer
 // copies the same bytes into its (pooled) write buffer. gorilla's
