@@ -78,6 +78,7 @@ type entry struct {
 	streams  []*stream
 	dropping bool
 	dropped  uint64 // events lost since the last resumed notice
+	total    uint64 // events lost, ever (for operators)
 	gaps     []gap  // per stream, the seqs lost since the last resumed notice
 }
 
@@ -208,6 +209,7 @@ func (f *Feed) deliver(st *stream, m *subscriber.Message) {
 // lose records that the event seq of st was not delivered to e.
 func (e *entry) lose(st *stream, seq uint64) {
 	e.dropped++
+	e.total++
 	for i := range e.gaps {
 		g := &e.gaps[i]
 		if g.st == st {
@@ -418,4 +420,38 @@ func (f *Feed) snapshot(s *subscriber.Subscriber, id venue.Stream) bool {
 	}
 	f.sendSnapshot(c, st)
 	return true
+}
+
+// Book returns a snapshot event of the current book of the level2 stream
+// id, at the seq it reflects, or false if the feed has no book for it yet.
+// The event is a copy: it stays valid while the book changes. It is a read
+// for operators (GET /v1/books), not for the delivery path.
+func (f *Feed) Book(id venue.Stream) (*venue.Event, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.streams[id]
+	if st == nil || !st.level2 || !st.hasBook {
+		return nil, false
+	}
+	ev := st.book.Snapshot(st.id)
+	ev.Seq, ev.VenueSeq, ev.RecvTime, ev.VenueTime = st.bookSeq, st.venueSeq, st.recv, st.vtime
+	return ev, true
+}
+
+// SubscriberState is what a feed knows of one subscriber, for operators.
+type SubscriberState struct {
+	Dropping     bool   // over its bound now
+	Dropped      uint64 // events lost since the last resumed notice
+	DroppedTotal uint64 // events lost on this feed, ever (dropped and missed)
+}
+
+// State returns s's state in the feed, or false if s holds no stream of it.
+func (f *Feed) State(s *subscriber.Subscriber) (SubscriberState, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e := f.entries[s]
+	if e == nil {
+		return SubscriberState{}, false
+	}
+	return SubscriberState{Dropping: e.dropping, Dropped: e.dropped, DroppedTotal: e.total}, true
 }

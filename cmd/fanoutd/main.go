@@ -1,7 +1,12 @@
-// Command fanoutd is the market-data fanout daemon.
+// Command fanoutd is the market-data fanout daemon and its tools:
 //
-// This is the first cut: it serves /healthz. The websocket API, config,
-// venues and the rest arrive with their issues.
+//	fanoutd serve [--config FILE] [--listen ADDR] [--insecure]   (the default command)
+//	fanoutd check-config FILE
+//	fanoutd tail [--url URL] [--token T] [--name N] STREAM…
+//	fanoutd bench [--subs N] [--rate R] [--size B] [--duration D]
+//	fanoutd version
+//
+// Exit codes: 0 success, 1 runtime failure, 2 bad usage or configuration.
 package main
 
 import (
@@ -12,12 +17,25 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
+
+	"github.com/fanoutd/fanoutd/venue"
 )
+
+// venueConstructors lists the venue adapters built into this binary, by
+// name, explicitly (no init-time registration). The lead wires the five
+// imports on merge:
+var venueConstructors = map[string]Constructor{
+	// "coinbase": func(c venue.Config) (venue.Adapter, error) { a, err := coinbase.New(c); if err != nil { return nil, err }; return a, nil },
+	// "kraken":   func(c venue.Config) (venue.Adapter, error) { a, err := kraken.New(c); if err != nil { return nil, err }; return a, nil },
+	// "binance":  func(c venue.Config) (venue.Adapter, error) { a, err := binance.New(c); if err != nil { return nil, err }; return a, nil },
+	// "okx":      func(c venue.Config) (venue.Adapter, error) { a, err := okx.New(c); if err != nil { return nil, err }; return a, nil },
+	// "bybit":    func(c venue.Config) (venue.Adapter, error) { a, err := bybit.New(c); if err != nil { return nil, err }; return a, nil },
+}
+
+var _ = venue.Config{} // venue is imported for the table above
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -30,48 +48,91 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch cmd {
 	case "serve":
-		return serve(args, stdout, stderr)
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return serve(ctx, args, stdout, stderr, venueConstructors, nil)
+	case "check-config":
+		return checkConfig(args, stdout, stderr)
+	case "tail":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return tail(ctx, args, stdout, stderr)
+	case "bench":
+		return bench(args, stdout, stderr)
+	case "bench-clients":
+		return benchClients(args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "fanoutd", version)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "fanoutd: unknown command %q (want serve or version)\n", cmd)
+		fmt.Fprintf(stderr, "fanoutd: unknown command %q (want serve, check-config, tail, bench or version)\n", cmd)
 		return 2
 	}
 }
 
-const version = "0.1.0-dev"
+const version = "0.2.0-dev"
 
-func serve(args []string, stdout, stderr io.Writer) int {
+// serve runs the daemon until ctx is done. ready, if not nil, receives the
+// listening address once the daemon accepts connections (for tests).
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer, ctors map[string]Constructor, ready chan<- string) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	listen := fs.String("listen", "127.0.0.1:8080", "address to listen on")
+	cfgPath := fs.String("config", "", "configuration file (default fanoutd.yaml if present, else built-in defaults)")
+	listen := fs.String("listen", "", "address to listen on; overrides the config's listen and FANOUTD_LISTEN (default 127.0.0.1:8080)")
+	insecure := fs.Bool("insecure", false, "allow a non-loopback listen address without tokens")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
-	ln, err := net.Listen("tcp", *listen)
+	path := *cfgPath
+	if path == "" {
+		if _, err := os.Stat("fanoutd.yaml"); err == nil {
+			path = "fanoutd.yaml"
+		}
+	}
+	cfg, err := LoadConfig(path, os.Getenv)
 	if err != nil {
-		fmt.Fprintf(stderr, "fanoutd: listen %s: %v\n", *listen, err)
+		fmt.Fprintf(stderr, "fanoutd: %v\n", err)
+		return 2
+	}
+	if *listen != "" {
+		cfg.Listen = *listen
+	}
+	if !loopback(cfg.Listen) && len(cfg.Tokens) == 0 && !*insecure {
+		fmt.Fprintf(stderr, "fanoutd: listen: %q is not a loopback address and no tokens are configured (configure tokens, or pass --insecure)\n", cfg.Listen)
+		return 2
+	}
+	var level slog.Level
+	level.UnmarshalText([]byte(cfg.LogLevel))
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	d, err := NewDaemon(cfg, ctors, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "fanoutd: %v\n", err)
+		return 2
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "fanoutd: listen %s: %v\n", cfg.Listen, err)
 		return 1
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		io.WriteString(w, "ok\n")
-	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(sctx)
-	}()
-	log.Info("fanoutd listening", "addr", ln.Addr().String())
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if ready != nil {
+		ready <- ln.Addr().String()
+	}
+	if err := d.Run(ctx, ln); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		fmt.Fprintf(stderr, "fanoutd: %v\n", err)
 		return 1
 	}
+	return 0
+}
+
+func checkConfig(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprintln(stderr, "usage: fanoutd check-config FILE")
+		return 2
+	}
+	if _, err := LoadConfig(args[0], os.Getenv); err != nil {
+		fmt.Fprintf(stderr, "fanoutd: %v\n", err)
+		return 2
+	}
+	fmt.Fprintln(stdout, "ok")
 	return 0
 }

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeConfig(t *testing.T, yml string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "fanoutd.yaml")
+	if err := os.WriteFile(p, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestBadMaxQueueLenExits2NamingKeyAndValue(t *testing.T) {
+	for _, tc := range []struct{ yaml, value string }{
+		{`"10000"`, `"10000"`},
+		{`1.5`, `1.5`},
+		{`true`, `true`},
+		{`0`, `0`},
+		{`-5`, `-5`},
+		{`"infinity"`, `"infinity"`},
+		{`.inf`, `+Inf`},
+	} {
+		p := writeConfig(t, "venues:\n  kraken:\n    max_queue_len: "+tc.yaml+"\n")
+		for _, args := range [][]string{{"check-config", p}, {"serve", "--config", p}} {
+			var out, errb bytes.Buffer
+			code := run(args, &out, &errb)
+			msg := errb.String()
+			if code != 2 || !strings.Contains(msg, "venues.kraken.max_queue_len") || !strings.Contains(msg, tc.value) || strings.Count(msg, "\n") != 1 {
+				t.Errorf("%v with max_queue_len %s: exit %d, stderr %q", args[0], tc.yaml, code, msg)
+			}
+		}
+	}
+	for _, good := range []string{"1", "10000", "null"} {
+		p := writeConfig(t, "venues:\n  kraken:\n    max_queue_len: "+good+"\n")
+		var out, errb bytes.Buffer
+		if code := run([]string{"check-config", p}, &out, &errb); code != 0 {
+			t.Errorf("max_queue_len %s: exit %d %s", good, code, errb.String())
+		}
+	}
+}
+
+func TestConfigErrorsNameTheKey(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"listen: 127.0.0.1:8080\nfrobnicate: 1\n", "frobnicate: unknown key"},
+		{"venues:\n  coinbase:\n    symbolz: [BTC-USD]\n", "venues.coinbase.symbolz: unknown key"},
+		{"limits:\n  max_streams_per_connection: many\n", "limits.max_streams_per_connection"},
+		{"limits:\n  max_streams_per_connection: 0\n", "limits.max_streams_per_connection: 0"},
+		{"websocket:\n  write_timeout: soon\n", `websocket.write_timeout: "soon"`},
+		{"venues:\n  ftx: {}\n", "venues.ftx: unknown venue"},
+		{"venues:\n  coinbase:\n    channels: [level3]\n", `venues.coinbase.channels[0]: "level3"`},
+		{"venues:\n  coinbase:\n    max_queue_bytes: -1\n", "venues.coinbase.max_queue_bytes: -1"},
+		{"tokens:\n  - name: a\n", "tokens[0]: set sha256"},
+		{"tokens:\n  - name: a\n    sha256: abc\n", "tokens[0].sha256: not 64 hex digits"},
+		{"log_level: loud\n", `log_level: "loud"`},
+	} {
+		p := writeConfig(t, tc.yaml)
+		var out, errb bytes.Buffer
+		code := run([]string{"check-config", p}, &out, &errb)
+		if code != 2 || !strings.Contains(errb.String(), tc.want) || strings.Count(errb.String(), "\n") != 1 {
+			t.Errorf("%q: exit %d, stderr %q, want %q", tc.yaml, code, errb.String(), tc.want)
+		}
+	}
+}
+
+func TestDefaultsAndEnvOverrides(t *testing.T) {
+	cfg, err := ParseConfig(nil, func(k string) string {
+		return map[string]string{"FANOUTD_LISTEN": "127.0.0.1:9999", "FANOUTD_TOKENS": "abc, sha256:" + strings.Repeat("0", 64)}[k]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listen != "127.0.0.1:9999" || len(cfg.Tokens) != 2 || len(cfg.Venues) != 5 || cfg.Venues[0].MaxQueueLen != 10000 ||
+		cfg.Venues[0].MaxQueueBytes != 8<<20 || cfg.ShutdownTimeout != 5*time.Second {
+		t.Fatalf("%+v", cfg)
+	}
+}
+
+func TestServeRefusesNonLoopbackWithoutTokens(t *testing.T) {
+	var out, errb bytes.Buffer
+	p := writeConfig(t, "listen: 0.0.0.0:0\nvenues: {}\n")
+	if code := serve(context.Background(), []string{"--config", p}, &out, &errb, nil, nil); code != 2 || !strings.Contains(errb.String(), "--insecure") {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+}
+
+func TestServeRunsAndStops(t *testing.T) {
+	p := writeConfig(t, "listen: 127.0.0.1:0\nvenues: {}\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan int, 1)
+	var out, errb bytes.Buffer
+	go func() { done <- serve(ctx, []string{"--config", p}, &out, &errb, nil, ready) }()
+	addr := <-ready
+	if code, _ := httpGet(t, "http://"+addr+"/healthz", nil); code != 200 {
+		t.Fatalf("healthz %d", code)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+}

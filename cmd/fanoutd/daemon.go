@@ -1,0 +1,343 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fanoutd/fanoutd/fanout"
+	"github.com/fanoutd/fanoutd/notice"
+	"github.com/fanoutd/fanoutd/subscriber"
+	"github.com/fanoutd/fanoutd/subscriber/wsapi"
+	"github.com/fanoutd/fanoutd/venue"
+)
+
+// Constructor builds one venue's adapter.
+type Constructor func(venue.Config) (venue.Adapter, error)
+
+// Daemon is fanoutd: the venues' adapters feeding the fanout hub, the
+// websocket server and the HTTP routes. Build one with NewDaemon, run it
+// with Run.
+type Daemon struct {
+	cfg     *Config
+	log     *slog.Logger
+	hub     *fanout.Hub
+	reg     *prometheus.Registry
+	ws      *wsapi.Server
+	auth    *wsapi.Auth
+	http    *http.Server
+	venues  []*venueRun
+	byName  map[string]*venueRun
+	stopped chan struct{}
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
+
+// venueRun is one enabled venue: its config, feed and adapter.
+type venueRun struct {
+	cfg     VenueConfig
+	feed    *fanout.Feed
+	adapter venue.Adapter
+
+	mu      sync.Mutex // protects symbols
+	symbols map[string]bool
+}
+
+// NewDaemon builds the daemon from cfg: one feed and one adapter per
+// enabled venue (ctors names the adapters built into this binary; a venue
+// without one is skipped with a warning).
+func NewDaemon(cfg *Config, ctors map[string]Constructor, log *slog.Logger) (*Daemon, error) {
+	d := &Daemon{cfg: cfg, log: log, hub: fanout.NewHub(subscriber.NewRegistry()), reg: prometheus.NewRegistry(),
+		byName: map[string]*venueRun{}, stopped: make(chan struct{})}
+	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, vc := range cfg.Venues {
+		ctor := ctors[vc.Name]
+		if ctor == nil {
+			log.Warn("venue not built into this binary; skipped", "venue", vc.Name)
+			continue
+		}
+		f, err := d.hub.AddFeed(fanout.Options{Venue: vc.Name, MaxQueueLen: vc.MaxQueueLen, MaxQueueBytes: vc.MaxQueueBytes})
+		if err != nil {
+			return nil, err
+		}
+		a, err := ctor(venue.Config{WSURL: vc.WSURL, RESTURL: vc.RESTURL, Symbols: vc.Symbols, Channels: vc.Channels,
+			Depth: vc.Depth, Sink: f, Logger: log.With("venue", vc.Name)})
+		if err != nil {
+			return nil, fmt.Errorf("venues.%s: %w", vc.Name, err)
+		}
+		vr := &venueRun{cfg: vc, feed: f, adapter: a, symbols: map[string]bool{}}
+		for _, s := range vc.Symbols {
+			vr.symbols[s] = true
+		}
+		d.venues = append(d.venues, vr)
+		d.byName[vc.Name] = vr
+	}
+	d.auth = wsapi.NewAuth(cfg.Tokens)
+	o := cfg.WS
+	o.Hub, o.Auth, o.Logger = d.hub, d.auth, log
+	o.Metrics = wsapi.NewMetrics(d.reg, d.hub)
+	o.Check = d.check
+	o.OnSubscribe = d.onSubscribe
+	d.ws = wsapi.NewServer(o)
+	d.http = &http.Server{Handler: d.routes(), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	return d, nil
+}
+
+// check accepts the streams of the configured venues and channels; any
+// symbol the venue writes may be asked for (the adapter subscribes it).
+func (d *Daemon) check(st venue.Stream) error {
+	vr := d.byName[st.Venue()]
+	if vr == nil {
+		return errors.New("venue not served")
+	}
+	if !slices.Contains(vr.cfg.Channels, st.Channel()) {
+		return errors.New("channel not served for this venue")
+	}
+	return nil
+}
+
+// onSubscribe has the venue's adapter subscribe a symbol it does not have
+// yet. Symbols are kept for the life of the process (unsubscribing at the
+// venue when the last subscriber leaves is not done).
+func (d *Daemon) onSubscribe(st venue.Stream) {
+	vr := d.byName[st.Venue()]
+	sym := st.Symbol()
+	vr.mu.Lock()
+	have := vr.symbols[sym]
+	vr.symbols[sym] = true
+	vr.mu.Unlock()
+	if !have {
+		if err := vr.adapter.Subscribe(sym); err != nil {
+			d.log.Warn("venue subscribe failed", "venue", st.Venue(), "symbol", sym, "err", err)
+		}
+	}
+}
+
+// Hub returns the daemon's fanout hub.
+func (d *Daemon) Hub() *fanout.Hub { return d.hub }
+
+// Run starts the venues and serves HTTP on ln until ctx is done, then
+// shuts down (see Shutdown) with the configured shutdown_timeout and
+// returns nil, or the error that stopped the HTTP server.
+func (d *Daemon) Run(ctx context.Context, ln net.Listener) error {
+	for _, vr := range d.venues {
+		if err := vr.adapter.Start(context.WithoutCancel(ctx)); err != nil {
+			return fmt.Errorf("venues.%s: start: %w", vr.cfg.Name, err)
+		}
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- d.http.Serve(ln) }()
+	d.log.Info("fanoutd listening", "addr", ln.Addr().String(), "venues", len(d.venues), "auth", d.auth.Enabled())
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), d.cfg.ShutdownTimeout)
+	defer cancel()
+	err := d.Shutdown(sctx)
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return serveErr
+	}
+	return err
+}
+
+// Shutdown stops the daemon, in order: stop accepting (the listener
+// closes; upgrades in progress are refused with 503); send every attached
+// subscriber a shutdown notice; let each connection flush what is queued
+// and close it with 1001, until ctx is done (then the rest are closed at
+// once); stop the venues. It returns ctx.Err() if the flush did not finish
+// in time, nil otherwise. Calling it again returns the first result.
+func (d *Daemon) Shutdown(ctx context.Context) error {
+	d.shutdownOnce.Do(func() {
+		defer close(d.stopped)
+		hctx, cancel := context.WithTimeout(ctx, time.Second)
+		d.http.Shutdown(hctx) // hijacked websockets are not waited for; wsapi owns them
+		cancel()
+		d.hub.Broadcast(notice.Must(notice.Shutdown, "", "", time.Now(), "fanoutd is shutting down", nil))
+		err := d.ws.Shutdown(ctx)
+		if err != nil {
+			d.log.Warn("shutdown: flush did not finish in time", "err", err)
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, vr := range d.venues {
+			if e := vr.adapter.Stop(sctx); e != nil {
+				d.log.Warn("shutdown: venue stop", "venue", vr.cfg.Name, "err", e)
+			}
+		}
+		d.shutdownErr = err
+		d.log.Info("fanoutd stopped")
+	})
+	<-d.stopped
+	return d.shutdownErr
+}
+
+func (d *Daemon) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", d.readyz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{Registry: d.reg}))
+	mux.Handle("GET /v1/stream", d.ws)
+	mux.HandleFunc("GET /v1/coverage", d.authed(d.coverage))
+	mux.HandleFunc("GET /v1/subscribers", d.authed(d.subscribers))
+	mux.HandleFunc("GET /v1/books/{venue}/{symbol...}", d.authed(d.book))
+	return mux
+}
+
+// authed requires a valid token on a /v1 route when tokens are configured.
+func (d *Daemon) authed(h func(http.ResponseWriter, *http.Request, *wsapi.Token)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := d.auth.Authenticate(r)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="fanoutd"`)
+			writeError(w, http.StatusUnauthorized, wsapi.CodeUnauthenticated, "a valid bearer token is required")
+			return
+		}
+		h(w, r, tok)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, code wsapi.Code, msg string) {
+	writeJSON(w, status, map[string]string{"type": "error", "code": string(code), "message": msg})
+}
+
+func (d *Daemon) readyz(w http.ResponseWriter, _ *http.Request) {
+	var down []string
+	for _, vr := range d.venues {
+		if vr.adapter.Coverage().Link != venue.LinkUp.String() {
+			down = append(down, vr.cfg.Name)
+		}
+	}
+	select {
+	case <-d.stopped:
+		down = append(down, "(shutting down)")
+	default:
+	}
+	if len(down) > 0 {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "not_linked": down})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ready": true})
+}
+
+func (d *Daemon) coverage(w http.ResponseWriter, _ *http.Request, _ *wsapi.Token) {
+	out := make([]venue.Coverage, 0, len(d.venues))
+	for _, vr := range d.venues {
+		out = append(out, vr.adapter.Coverage())
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+type subscriberView struct {
+	ID         string         `json:"id"`
+	Kind       string         `json:"kind"`
+	Attached   bool           `json:"attached"`
+	Streams    []venue.Stream `json:"streams"`
+	QueueLen   int            `json:"queue_len"`
+	QueueBytes int            `json:"queue_bytes"`
+	Bounds     map[string]any `json:"bounds"`
+	Dropping   bool           `json:"dropping"`
+	Dropped    uint64         `json:"dropped_total"`
+}
+
+func (d *Daemon) subscribers(w http.ResponseWriter, _ *http.Request, _ *wsapi.Token) {
+	out := []subscriberView{}
+	for _, s := range d.hub.Registry().All() {
+		v := subscriberView{ID: s.ID(), Kind: s.Kind().String(), Streams: s.Streams(), Bounds: map[string]any{}}
+		if c := s.Resolve(); c != nil {
+			v.Attached, v.QueueLen, v.QueueBytes = true, c.Len(), c.Bytes()
+		}
+		for _, f := range d.hub.Feeds() {
+			st, ok := f.State(s)
+			if !ok {
+				continue
+			}
+			n, b := f.Bounds()
+			v.Bounds[f.Venue()] = map[string]int{"max_queue_len": n, "max_queue_bytes": b}
+			v.Dropping = v.Dropping || st.Dropping
+			v.Dropped += st.DroppedTotal
+		}
+		out = append(out, v)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+type bookView struct {
+	Stream    venue.Stream `json:"stream"`
+	Seq       uint64       `json:"seq"`
+	VenueSeq  int64        `json:"venue_seq,omitempty"`
+	RecvTime  time.Time    `json:"recv_time"`
+	VenueTime *time.Time   `json:"venue_time,omitempty"`
+	Bids      [][2]string  `json:"bids"`
+	Asks      [][2]string  `json:"asks"`
+}
+
+func levels(ls []venue.Level, depth int) [][2]string {
+	if depth > 0 && len(ls) > depth {
+		ls = ls[:depth]
+	}
+	out := make([][2]string, len(ls))
+	for i, l := range ls {
+		out[i] = [2]string{l.Price.String(), l.Size.String()}
+	}
+	return out
+}
+
+func (d *Daemon) book(w http.ResponseWriter, r *http.Request, tok *wsapi.Token) {
+	st, err := venue.ParseStream(r.PathValue("venue") + ":level2:" + r.PathValue("symbol"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, wsapi.CodeBadRequest, err.Error())
+		return
+	}
+	depth := 0
+	if q := r.URL.Query().Get("depth"); q != "" {
+		if depth, err = strconv.Atoi(q); err != nil || depth < 0 {
+			writeError(w, http.StatusBadRequest, wsapi.CodeBadRequest, "depth must be a non-negative integer")
+			return
+		}
+	}
+	if !tok.Allows(st) {
+		writeError(w, http.StatusForbidden, wsapi.CodeUnauthorized, string(st)+": outside this token's scopes")
+		return
+	}
+	f := d.hub.Feed(st.Venue())
+	if f == nil {
+		writeError(w, http.StatusNotFound, wsapi.CodeUnknownStream, "venue not served")
+		return
+	}
+	ev, ok := f.Book(st)
+	if !ok {
+		writeError(w, http.StatusNotFound, wsapi.CodeNoBook, string(st)+": no book")
+		return
+	}
+	v := bookView{Stream: st, Seq: ev.Seq, VenueSeq: ev.VenueSeq, RecvTime: ev.RecvTime.UTC(),
+		Bids: levels(ev.Bids, depth), Asks: levels(ev.Asks, depth)}
+	if !ev.VenueTime.IsZero() {
+		t := ev.VenueTime.UTC()
+		v.VenueTime = &t
+	}
+	writeJSON(w, http.StatusOK, v)
+}

@@ -1,0 +1,101 @@
+package wsapi
+
+import (
+	"crypto/sha256"
+	"net/http"
+	"strings"
+
+	"github.com/fanoutd/fanoutd/venue"
+)
+
+// Token is one bearer token as the daemon keeps it: a name for logs and
+// metrics, the SHA-256 digest of the secret (the secret itself is never
+// kept), and its scopes.
+type Token struct {
+	// Name identifies the token in logs, metrics and /v1/subscribers.
+	Name string
+	// Digest is SHA-256 of the secret.
+	Digest [32]byte
+	// Venues limits the token to these venues; empty means every venue.
+	Venues []string
+	// Streams limits the token to streams matching one of these patterns
+	// ('*' matches any run of characters: "coinbase:level2:*"); empty
+	// means every stream. Both limits apply when both are set.
+	Streams []string
+}
+
+// Allows reports whether the token's scopes cover st. A nil Token (no
+// authentication configured) allows everything.
+func (t *Token) Allows(st venue.Stream) bool {
+	if t == nil {
+		return true
+	}
+	if len(t.Venues) > 0 {
+		ok := false
+		for _, v := range t.Venues {
+			ok = ok || v == st.Venue()
+		}
+		if !ok {
+			return false
+		}
+	}
+	if len(t.Streams) == 0 {
+		return true
+	}
+	for _, p := range t.Streams {
+		if matchGlob(p, string(st)) {
+			return true
+		}
+	}
+	return false
+}
+
+// Auth authenticates requests against a set of tokens. A nil *Auth
+// authenticates every request as anonymous with every scope.
+type Auth struct {
+	byDigest map[[32]byte]*Token
+}
+
+// NewAuth returns an Auth over tokens; with none it returns nil (no
+// authentication).
+func NewAuth(tokens []Token) *Auth {
+	if len(tokens) == 0 {
+		return nil
+	}
+	a := &Auth{byDigest: make(map[[32]byte]*Token, len(tokens))}
+	for i := range tokens {
+		t := tokens[i]
+		a.byDigest[t.Digest] = &t
+	}
+	return a
+}
+
+// Enabled reports whether tokens are required.
+func (a *Auth) Enabled() bool { return a != nil }
+
+// Authenticate returns the token the request presents — in the
+// Authorization header ("Bearer <secret>") or, for browsers, which cannot
+// set headers on a websocket, in the token query parameter — or false if
+// tokens are required and the request has none or an unknown one. With
+// no tokens configured it returns (nil, true). The secret is hashed and
+// compared by digest; it is never logged or kept.
+func (a *Auth) Authenticate(r *http.Request) (*Token, bool) {
+	if a == nil {
+		return nil, true
+	}
+	secret := ""
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, rest, ok := strings.Cut(h, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
+			return nil, false
+		}
+		secret = strings.TrimSpace(rest)
+	} else {
+		secret = r.URL.Query().Get("token")
+	}
+	if secret == "" {
+		return nil, false
+	}
+	t, ok := a.byDigest[sha256.Sum256([]byte(secret))]
+	return t, ok
+}

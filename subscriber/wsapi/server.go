@@ -1,0 +1,421 @@
+package wsapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/fanoutd/fanoutd/fanout"
+	"github.com/fanoutd/fanoutd/internal/jsonw"
+	"github.com/fanoutd/fanoutd/subscriber"
+	"github.com/fanoutd/fanoutd/venue"
+)
+
+// Limits are the per-connection and per-token limits. Zero fields take
+// their defaults.
+type Limits struct {
+	// MaxStreams is the most streams one connection may be subscribed to.
+	// Defaults to 256.
+	MaxStreams int
+	// MaxMessageBytes is the largest client message answered; a larger one
+	// is read, discarded and refused (message_too_large), and one past 16
+	// times this closes the connection. Defaults to 16384.
+	MaxMessageBytes int
+	// MaxConnsPerToken is the most connections open at once under one
+	// token (HTTP 429 past it). Defaults to 64. Without tokens, it does not
+	// apply.
+	MaxConnsPerToken int
+	// CommandsPerSecond is the sustained command rate of one connection;
+	// CommandBurst the commands allowed at once. Defaults to 20 and 40.
+	CommandsPerSecond float64
+	CommandBurst      int
+}
+
+// Options configure a Server.
+type Options struct {
+	// Hub is the fanout hub subscriptions go through. Required.
+	Hub *fanout.Hub
+	// Check decides whether this daemon serves st; an error is answered as
+	// unknown_stream with its text. nil accepts any stream whose venue has
+	// a feed.
+	Check func(st venue.Stream) error
+	// OnSubscribe is called after a subscription to st was added (the
+	// daemon has the venue adapter subscribe the symbol). It may be nil.
+	OnSubscribe func(st venue.Stream)
+	// Auth authenticates connections; nil accepts everyone.
+	Auth *Auth
+	// Origins is the allow-list for the Origin header of browser clients:
+	// exact origins ("https://desk.example.com") or "*". A request without
+	// an Origin header (not a browser) is always accepted; with an empty
+	// list only same-host origins are.
+	Origins []string
+	// WriteTimeout is the write deadline: a socket that accepts no bytes
+	// for this long is closed. Defaults to 10s.
+	WriteTimeout time.Duration
+	// SendBuffer is the kernel send buffer of each subscriber socket
+	// (SO_SNDBUF), so the backlog the fanout core measures is the backlog
+	// there is. Defaults to 65536; negative leaves the kernel's default.
+	SendBuffer int
+	// MaxBatchBytes bounds one batched websocket message (at least one
+	// event is always written). Defaults to 65536.
+	MaxBatchBytes int
+	// WriteDelay coalesces writes: with it, writers are not woken by each
+	// first queued message but by one flusher goroutine that, every
+	// WriteDelay, wakes the writers of the connections that have something
+	// queued; what arrived meanwhile goes out in one write. 0 wakes the
+	// writer at once. It trades latency (up to WriteDelay more) for CPU:
+	// one goroutine wake-up and one write system call per batch is what a
+	// delivery costs. A per-connection timer was rejected: it doubles the
+	// wake-ups (one for the message, one for the timer).
+	WriteDelay time.Duration
+	// MaxBatchMessages bounds the events of one batch. Defaults to 1024.
+	MaxBatchMessages int
+	// PingInterval is how often the server pings an idle client; a client
+	// silent for two intervals is closed. Defaults to 30s.
+	PingInterval time.Duration
+	// Limits are the per-connection limits.
+	Limits Limits
+	// Metrics, if not nil, records connections, closes, refusals, latency.
+	Metrics *Metrics
+	// Logger defaults to slog.Default(). Tokens are never logged.
+	Logger *slog.Logger
+}
+
+func (o *Options) defaults() {
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 10 * time.Second
+	}
+	if o.SendBuffer == 0 {
+		o.SendBuffer = 65536
+	}
+	if o.MaxBatchBytes <= 0 {
+		o.MaxBatchBytes = 65536
+	}
+	if o.MaxBatchMessages <= 0 {
+		o.MaxBatchMessages = 1024
+	}
+	if o.PingInterval <= 0 {
+		o.PingInterval = 30 * time.Second
+	}
+	l := &o.Limits
+	if l.MaxStreams <= 0 {
+		l.MaxStreams = 256
+	}
+	if l.MaxMessageBytes <= 0 {
+		l.MaxMessageBytes = 16384
+	}
+	if l.MaxConnsPerToken <= 0 {
+		l.MaxConnsPerToken = 64
+	}
+	if l.CommandsPerSecond <= 0 {
+		l.CommandsPerSecond = 20
+	}
+	if l.CommandBurst <= 0 {
+		l.CommandBurst = 40
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Server serves GET /v1/stream. Build one with NewServer; it is an
+// http.Handler.
+type Server struct {
+	o   Options
+	up  websocket.Upgrader
+	log *slog.Logger
+
+	wg sync.WaitGroup // one per session: its reader and writer both done
+
+	flusherStop chan struct{} // closed to stop the flusher; nil without a write delay
+	flusherDone chan struct{}
+	stopOnce    sync.Once
+
+	mu       sync.Mutex // protects the fields below
+	closed   bool
+	sessions map[*subscriber.Conn]*session
+	perToken map[string]int
+}
+
+// ErrServerClosed is returned by Shutdown when called twice.
+var ErrServerClosed = errors.New("wsapi: server closed")
+
+// NewServer returns a server with o's defaults resolved.
+func NewServer(o Options) *Server {
+	o.defaults()
+	s := &Server{o: o, log: o.Logger, sessions: map[*subscriber.Conn]*session{}, perToken: map[string]int{}}
+	if o.WriteDelay > 0 {
+		s.flusherStop, s.flusherDone = make(chan struct{}), make(chan struct{})
+		go s.flusher()
+	}
+	s.up = websocket.Upgrader{
+		HandshakeTimeout: 10 * time.Second,
+		ReadBufferSize:   4096,
+		// The write buffer holds one batch; pooled, so an idle connection
+		// holds none (1000 connections would otherwise pin 64 MiB).
+		WriteBufferSize: o.MaxBatchBytes + 16,
+		WriteBufferPool: &sync.Pool{},
+		CheckOrigin:     s.checkOrigin,
+		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
+			httpError(w, status, CodeBadRequest, reason.Error())
+		},
+	}
+	return s
+}
+
+// flusher wakes, every WriteDelay, the writers whose queue went from empty
+// to not empty since they last drained it (the queue's Ready token).
+func (s *Server) flusher() {
+	defer close(s.flusherDone)
+	t := time.NewTicker(s.o.WriteDelay)
+	defer t.Stop()
+	var list []*session
+	for {
+		select {
+		case <-s.flusherStop:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		list = list[:0]
+		for _, sess := range s.sessions {
+			list = append(list, sess)
+		}
+		s.mu.Unlock()
+		for _, sess := range list {
+			select {
+			case <-sess.q.Ready():
+				select {
+				case sess.kick <- struct{}{}:
+				default:
+				}
+			default:
+			}
+		}
+		clear(list)
+	}
+}
+
+// stopFlusher stops the flusher goroutine, if any, and waits for it.
+func (s *Server) stopFlusher() {
+	s.stopOnce.Do(func() {
+		if s.flusherStop != nil {
+			close(s.flusherStop)
+			<-s.flusherDone
+		}
+	})
+}
+
+// Sessions returns the number of open connections.
+func (s *Server) Sessions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sessions)
+}
+
+func (s *Server) checkOrigin(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	for _, o := range s.o.Origins {
+		if o == "*" || strings.EqualFold(o, origin) {
+			return true
+		}
+	}
+	if len(s.o.Origins) > 0 {
+		return false
+	}
+	u, err := url.Parse(origin)
+	return err == nil && strings.EqualFold(u.Host, r.Host)
+}
+
+// httpError answers a refused upgrade with a JSON error body.
+func httpError(w http.ResponseWriter, status int, code Code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(appendError(nil, "", code, msg), '\n'))
+}
+
+// ServeHTTP upgrades the request to a websocket session. It refuses with
+// 401 (unauthenticated), 403 (origin), 400 (bad name), 429 (connections per
+// token) or 503 (shutting down) before upgrading.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	refuse := func(status int, code Code, msg string) {
+		s.o.Metrics.refused(code)
+		httpError(w, status, code, msg)
+	}
+	tok, ok := s.o.Auth.Authenticate(r)
+	if !ok {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="fanoutd"`)
+		refuse(http.StatusUnauthorized, CodeUnauthenticated, "a valid bearer token is required")
+		return
+	}
+	if !s.checkOrigin(r) {
+		refuse(http.StatusForbidden, CodeOriginNotAllowed, "origin not allowed")
+		return
+	}
+	name := r.URL.Query().Get("name")
+	if r.URL.Query().Has("name") && !subscriber.ValidName(name) {
+		refuse(http.StatusBadRequest, CodeBadName, "name must match [A-Za-z0-9_.-]{1,64}")
+		return
+	}
+	tokName := ""
+	if tok != nil {
+		tokName = tok.Name
+	}
+	s.mu.Lock()
+	switch {
+	case s.closed:
+		s.mu.Unlock()
+		refuse(http.StatusServiceUnavailable, CodeShuttingDown, "shutting down")
+		return
+	case tok != nil && s.perToken[tokName] >= s.o.Limits.MaxConnsPerToken:
+		s.mu.Unlock()
+		refuse(http.StatusTooManyRequests, CodeTooManyConnections, "too many connections for this token")
+		return
+	}
+	s.perToken[tokName]++
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	release := func() {
+		s.mu.Lock()
+		if s.perToken[tokName]--; s.perToken[tokName] <= 0 {
+			delete(s.perToken, tokName)
+		}
+		s.mu.Unlock()
+	}
+
+	// The query (which may hold the token) is dropped from the request
+	// before anything below can log it.
+	r.URL.RawQuery = ""
+	ws, err := s.up.Upgrade(w, r, nil)
+	if err != nil {
+		release()
+		return // the upgrader answered the client
+	}
+	if s.o.SendBuffer > 0 {
+		if tc, ok := ws.NetConn().(*net.TCPConn); ok {
+			tc.SetWriteBuffer(s.o.SendBuffer)
+		}
+	}
+	sess := newSession(s, ws, tok)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		release()
+		ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "shutting down"), time.Now().Add(time.Second))
+		ws.Close()
+		return
+	}
+	s.sessions[sess.q] = sess
+	s.mu.Unlock()
+	s.o.Metrics.opened()
+	if name != "" {
+		sub, existed, err := s.o.Hub.Attach(name, sess.q, s.takeover)
+		if err != nil { // cannot happen: the name was validated above
+			s.log.Error("wsapi: attach", "name", name, "err", err)
+			s.mu.Lock()
+			delete(s.sessions, sess.q)
+			s.mu.Unlock()
+			release()
+			s.o.Metrics.closed(Removed)
+			ws.Close()
+			return
+		}
+		sess.sub = sub
+		s.log.Info("wsapi: named subscriber attached", "name", name, "reattach", existed, "remote", r.RemoteAddr, "token", tokName)
+	} else {
+		sess.sub = s.o.Hub.NewEphemeral(sess.q)
+	}
+	reason := sess.run()
+	s.mu.Lock()
+	delete(s.sessions, sess.q)
+	s.mu.Unlock()
+	release()
+	s.o.Metrics.closed(reason)
+	level := slog.LevelInfo
+	if reason == ClientClosed || reason == Shutdown {
+		level = slog.LevelDebug
+	}
+	s.log.Log(context.Background(), level, "wsapi: connection closed", "subscriber", sess.sub.ID(), "kind", sess.sub.Kind().String(),
+		"reason", reason.String(), "token", tokName)
+}
+
+// takeover is Hub.Attach's callback: prev's session is told it was taken
+// over; the hub closes prev's queues right after.
+func (s *Server) takeover(prev *subscriber.Conn) {
+	s.mu.Lock()
+	old := s.sessions[prev]
+	s.mu.Unlock()
+	if old != nil {
+		old.end(TakenOver)
+	}
+}
+
+// Shutdown stops the server: new connections are refused (503), every
+// writer flushes what is queued (the caller has queued the shutdown notice
+// with fanout.Hub.Broadcast), closes its connection with 1001 and ends.
+// Shutdown waits for every session to end or for ctx to be done; then it
+// closes the remaining sockets at once, waits for their goroutines and
+// returns ctx.Err(). It does not stop the feeds: events published during
+// the flush are written if they make it in time.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrServerClosed
+	}
+	s.closed = true
+	list := make([]*session, 0, len(s.sessions))
+	for _, sess := range s.sessions {
+		list = append(list, sess)
+	}
+	s.mu.Unlock()
+	for _, sess := range list {
+		sess.beginFlush()
+	}
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	defer s.stopFlusher()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	for _, sess := range s.sessions {
+		sess.end(ShutdownTimeout)
+		sess.ws.NetConn().Close()
+	}
+	s.mu.Unlock()
+	<-done
+	return ctx.Err()
+}
+
+// Close ends every session at once, without flushing.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closed = true
+	for _, sess := range s.sessions {
+		sess.end(ShutdownTimeout)
+		sess.ws.NetConn().Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	s.stopFlusher()
+}
+
+// appendTakenOver is the last message a taken-over connection receives.
+func appendTakenOver(dst []byte, name string) []byte {
+	return appendError(dst, "", CodeTakenOver, "another connection attached under the name "+string(jsonw.AppendString(nil, name)))
+}
