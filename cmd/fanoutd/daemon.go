@@ -74,7 +74,7 @@ func NewDaemon(cfg *Config, ctors map[string]Constructor, log *slog.Logger) (*Da
 			return nil, err
 		}
 		a, err := ctor(venue.Config{WSURL: vc.WSURL, RESTURL: vc.RESTURL, Symbols: vc.Symbols, Channels: vc.Channels,
-			Depth: vc.Depth, Sink: f, Logger: log.With("venue", vc.Name)})
+			Depth: vc.Depth, Sink: f, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("venues.%s: %w", vc.Name, err)
 		}

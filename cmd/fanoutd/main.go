@@ -22,20 +22,33 @@ import (
 	"syscall"
 
 	"github.com/fanoutd/fanoutd/venue"
+	"github.com/fanoutd/fanoutd/venues/binance"
+	"github.com/fanoutd/fanoutd/venues/bybit"
+	"github.com/fanoutd/fanoutd/venues/coinbase"
+	"github.com/fanoutd/fanoutd/venues/kraken"
+	"github.com/fanoutd/fanoutd/venues/okx"
 )
 
 // venueConstructors lists the venue adapters built into this binary, by
-// name, explicitly (no init-time registration). The lead wires the five
-// imports on merge:
+// name, explicitly (no init-time registration).
 var venueConstructors = map[string]Constructor{
-	// "coinbase": func(c venue.Config) (venue.Adapter, error) { a, err := coinbase.New(c); if err != nil { return nil, err }; return a, nil },
-	// "kraken":   func(c venue.Config) (venue.Adapter, error) { a, err := kraken.New(c); if err != nil { return nil, err }; return a, nil },
-	// "binance":  func(c venue.Config) (venue.Adapter, error) { a, err := binance.New(c); if err != nil { return nil, err }; return a, nil },
-	// "okx":      func(c venue.Config) (venue.Adapter, error) { a, err := okx.New(c); if err != nil { return nil, err }; return a, nil },
-	// "bybit":    func(c venue.Config) (venue.Adapter, error) { a, err := bybit.New(c); if err != nil { return nil, err }; return a, nil },
+	"coinbase": adapt(coinbase.New),
+	"kraken":   adapt(kraken.New),
+	"binance":  adapt(binance.New),
+	"okx":      adapt(okx.New),
+	"bybit":    adapt(bybit.New),
 }
 
-var _ = venue.Config{} // venue is imported for the table above
+// adapt turns a venue package's New into a Constructor.
+func adapt[A venue.Adapter](newAdapter func(venue.Config) (A, error)) Constructor {
+	return func(c venue.Config) (venue.Adapter, error) {
+		a, err := newAdapter(c)
+		if err != nil {
+			return nil, err
+		}
+		return a, nil
+	}
+}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
