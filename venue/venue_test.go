@@ -1,7 +1,9 @@
 package venue
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -278,4 +280,34 @@ func BenchmarkAppendDecimal(b *testing.B) {
 	for b.Loop() {
 		buf = AppendDecimal(buf[:0], dd)
 	}
+}
+
+func TestLifecycle(t *testing.T) {
+	var l Lifecycle
+	if err := l.Stop(context.Background()); err != nil {
+		t.Fatalf("Stop before Start: %v", err)
+	}
+	ran := make(chan struct{}, 2)
+	run := func(ctx context.Context) { ran <- struct{}{}; <-ctx.Done() }
+	if err := l.Start(context.Background(), "x", run, run); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Start(context.Background(), "x", run); !errors.Is(err, ErrStarted) {
+		t.Fatalf("second Start: %v", err)
+	}
+	<-ran
+	<-ran
+	if err := l.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var stuck Lifecycle
+	release := make(chan struct{})
+	stuck.Start(context.Background(), "y", func(context.Context) { <-release })
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := stuck.Stop(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Stop of a goroutine that ignores cancellation: %v", err)
+	}
+	close(release)
+	stuck.Stop(context.Background())
 }

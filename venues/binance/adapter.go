@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -73,19 +72,16 @@ type Adapter struct {
 	mu  sync.Mutex // serialises the decoder, the sink and the recorder; taken before smu
 	dec *Decoder
 
-	smu     sync.Mutex      // protects the fields below
-	want    map[string]bool // symbols wanted, as given
-	known   map[string]bool // symbols exchangeInfo confirmed
-	link    *link           // the open connection, nil between connections
-	epoch   uint64          // connection counter
-	fetchQ  map[string]uint64
-	started bool
-	stopped chan struct{} // closed when every goroutine has returned
+	smu    sync.Mutex      // protects the fields below
+	want   map[string]bool // symbols wanted, as given
+	known  map[string]bool // symbols exchangeInfo confirmed
+	link   *link           // the open connection, nil between connections
+	epoch  uint64          // connection counter
+	fetchQ map[string]uint64
 
 	kick      chan struct{} // subscriptions changed
 	fetchKick chan struct{} // fetchQ grew
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
+	life      venue.Lifecycle
 }
 
 var _ venue.Adapter = (*Adapter)(nil)
@@ -139,7 +135,6 @@ func New(cfg venue.Config) (*Adapter, error) {
 		fetchQ:       map[string]uint64{},
 		kick:         make(chan struct{}, 1),
 		fetchKick:    make(chan struct{}, 1),
-		stopped:      make(chan struct{}),
 	}
 	if a.wsURL == "" {
 		a.wsURL = DefaultWSURL
@@ -194,50 +189,15 @@ func (a *Adapter) Venue() string { return Name }
 // Coverage implements venue.Adapter.
 func (a *Adapter) Coverage() venue.Coverage { return a.cov.Snapshot() }
 
-// Start implements venue.Adapter.
+// Start launches the adapter's goroutines and returns at once; they run
+// until ctx is done or Stop is called (venue.Lifecycle).
 func (a *Adapter) Start(ctx context.Context) error {
-	a.smu.Lock()
-	if a.started {
-		a.smu.Unlock()
-		return errors.New("binance: Start called twice")
-	}
-	a.started = true
-	a.smu.Unlock()
-	ctx, a.cancel = context.WithCancel(ctx)
-	a.wg.Add(2)
-	go pprof.Do(ctx, pprof.Labels("venue", Name, "role", "link"), func(ctx context.Context) {
-		defer a.wg.Done()
-		a.run(ctx)
-	})
-	go pprof.Do(ctx, pprof.Labels("venue", Name, "role", "rest"), func(ctx context.Context) {
-		defer a.wg.Done()
-		a.fetcher(ctx)
-	})
-	go func() {
-		a.wg.Wait()
-		close(a.stopped)
-	}()
-	return nil
+	return a.life.Start(ctx, Name, a.run, a.fetcher)
 }
 
-// Stop implements venue.Adapter: it cancels the adapter's context, which
-// closes the link, and waits for every goroutine, or returns ctx.Err() when
-// ctx ends first (they finish on their own).
-func (a *Adapter) Stop(ctx context.Context) error {
-	a.smu.Lock()
-	started := a.started
-	a.smu.Unlock()
-	if !started {
-		return nil
-	}
-	a.cancel()
-	select {
-	case <-a.stopped:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+// Stop closes the link and waits for the adapter's goroutines, or until
+// ctx is done (then it returns ctx.Err() and they finish on their own).
+func (a *Adapter) Stop(ctx context.Context) error { return a.life.Stop(ctx) }
 
 // Subscribe implements venue.Adapter. Symbols are checked against
 // exchangeInfo before they are subscribed; an unknown one is reported as a

@@ -46,8 +46,8 @@ const (
 	maxArgs = 10
 )
 
-// ErrStarted is returned by a second call to Start.
-var ErrStarted = errors.New("bybit: adapter already started")
+// ErrStarted is returned (wrapped) by a second call to Start.
+var ErrStarted = venue.ErrStarted
 
 // spotDepths are the orderbook depths Bybit serves for spot.
 var spotDepths = []int{1, 50, 200, 1000}
@@ -65,15 +65,13 @@ type Adapter struct {
 	kick chan struct{} // has a value when ops has work for the writer
 
 	mu      sync.Mutex // protects the fields below
-	started bool
-	cancel  context.CancelFunc
-	symbols []string // wanted, in the order asked
+	symbols []string   // wanted, in the order asked
 	ops     []request
 	pending map[string]request // requests sent, by req_id, awaiting their answer
 	nextReq uint64
 	initial int // initial subscribe requests of this session not yet answered
 
-	wg       sync.WaitGroup
+	life     venue.Lifecycle
 	lastRead atomic.Int64    // unix nanos of the newest frame on the current link
 	linkUp   bool            // run goroutine only
 	conn     *websocket.Conn // the current link; run goroutine only
@@ -167,41 +165,15 @@ func (a *Adapter) Venue() string { return Name }
 // Coverage reports the streams observed arriving on the current link.
 func (a *Adapter) Coverage() venue.Coverage { return a.cov.Snapshot() }
 
-// Start launches the adapter's goroutine, which connects, subscribes and
-// reconnects until ctx is done or Stop is called.
+// Start launches the adapter's goroutines and returns at once; they run
+// until ctx is done or Stop is called (venue.Lifecycle).
 func (a *Adapter) Start(ctx context.Context) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.started {
-		return ErrStarted
-	}
-	a.started = true
-	ctx, a.cancel = context.WithCancel(ctx)
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		pprof.Do(ctx, pprof.Labels("venue", Name), a.run)
-	}()
-	return nil
+	return a.life.Start(ctx, Name, a.run)
 }
 
 // Stop closes the link and waits for the adapter's goroutines, or until
 // ctx is done (then it returns ctx.Err() and they finish on their own).
-func (a *Adapter) Stop(ctx context.Context) error {
-	a.mu.Lock()
-	if a.cancel != nil {
-		a.cancel()
-	}
-	a.mu.Unlock()
-	done := make(chan struct{})
-	go func() { a.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (a *Adapter) Stop(ctx context.Context) error { return a.life.Stop(ctx) }
 
 // Subscribe adds symbols on the configured channels. On a live link the
 // subscribe requests are queued at once; otherwise they go out when the

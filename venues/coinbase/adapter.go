@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -58,9 +57,7 @@ type Adapter struct {
 	mu      sync.Mutex // protects the fields below
 	symbols []string   // wanted symbols, in the order first asked for
 	link    *link      // the connection now up, nil if none
-	started bool
-	cancel  context.CancelFunc
-	done    chan struct{}
+	life    venue.Lifecycle
 
 	// Used only by the one writer goroutine alive at a time.
 	sent  [msgsPerSec]time.Time // send times of the last messages, a ring
@@ -115,7 +112,7 @@ func New(cfg venue.Config) (*Adapter, error) {
 		}
 	}
 	a := &Adapter{cfg: cfg, url: cfg.WSURL, readTimeout: cfg.ReadTimeout, pingInterval: cfg.PingInterval,
-		log: cfg.Logger, done: make(chan struct{})}
+		log: cfg.Logger}
 	if a.url == "" {
 		a.url = DefaultWSURL
 	}
@@ -141,37 +138,15 @@ func (a *Adapter) Venue() string { return Name }
 // Coverage reports the link state and the streams observed arriving.
 func (a *Adapter) Coverage() venue.Coverage { return a.cov.Snapshot() }
 
-// Start launches the connection goroutine; it runs until ctx is done or
-// Stop is called.
+// Start launches the adapter's goroutines and returns at once; they run
+// until ctx is done or Stop is called (venue.Lifecycle).
 func (a *Adapter) Start(ctx context.Context) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.started {
-		return errors.New("coinbase: Start called twice")
-	}
-	a.started = true
-	ctx, a.cancel = context.WithCancel(ctx)
-	go pprof.Do(ctx, pprof.Labels("venue", Name), a.run)
-	return nil
+	return a.life.Start(ctx, Name, a.run)
 }
 
 // Stop closes the link and waits for the adapter's goroutines, or until
 // ctx is done (then it returns ctx.Err() and they finish on their own).
-func (a *Adapter) Stop(ctx context.Context) error {
-	a.mu.Lock()
-	started, cancel := a.started, a.cancel
-	a.mu.Unlock()
-	if !started {
-		return nil
-	}
-	cancel()
-	select {
-	case <-a.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (a *Adapter) Stop(ctx context.Context) error { return a.life.Stop(ctx) }
 
 func (a *Adapter) addSymbols(syms []string) error {
 	for _, s := range syms {
@@ -258,7 +233,6 @@ func (a *Adapter) notify(kind notice.Kind, t time.Time, msg string, details map[
 // run is the connection loop: connect, read until the link fails, back
 // off, again. It is the only goroutine that calls the Sink.
 func (a *Adapter) run(ctx context.Context) {
-	defer close(a.done)
 	var bo venue.Backoff
 	var lastDial time.Time
 	for ctx.Err() == nil {

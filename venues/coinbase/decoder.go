@@ -28,6 +28,10 @@ type product struct {
 	tradesSeen          bool   // a market_trades frame was seen (later snapshots are catch-up)
 	refused             bool   // a refusal notice was emitted
 	l2Pending, l2Active bool   // adapter bookkeeping: level2 requested / confirmed
+	// gone is set when the adapter unsubscribed the product: frames still
+	// in flight for it are dropped, so coverage never reports a stream the
+	// user left, until a subscriptions ack lists the product again.
+	gone bool
 }
 
 // request is a subscribe or unsubscribe the adapter sent, awaiting the
@@ -442,7 +446,7 @@ func (d *Decoder) snapshot(p *product, ups []update, recv, vt time.Time, seq int
 	p.valid = true
 	ev := p.book.Snapshot(p.l2)
 	ev.VenueTime, ev.RecvTime, ev.VenueSeq = vt, recv, seq
-	d.emit(ev, p.l2, recv)
+	d.emit(p, ev, p.l2, recv)
 }
 
 // dedupe keeps the last of each run of equal prices in a sorted side.
@@ -501,10 +505,13 @@ func (d *Decoder) update(p *product, ups []update, recv, vt time.Time, seq int64
 	if len(asks) > 0 {
 		ev.Asks = asks
 	}
-	d.emit(ev, p.l2, recv)
+	d.emit(p, ev, p.l2, recv)
 }
 
-func (d *Decoder) emit(ev *venue.Event, st venue.Stream, recv time.Time) {
+func (d *Decoder) emit(p *product, ev *venue.Event, st venue.Stream, recv time.Time) {
+	if p.gone {
+		return
+	}
 	if d.cov.Observe(st, recv) {
 		d.sink.Notice(notice.Must(notice.CoverageChange, Name, string(st), recv,
 			"coinbase: "+string(st)+" is arriving", map[string]any{"observed": string(st)}))
@@ -562,7 +569,7 @@ func (d *Decoder) trades(s *scanner, recv time.Time, frame []byte) {
 			}
 			p.lastTrade = ev.TradeID
 			if !history {
-				d.emit(ev, p.trades, recv)
+				d.emit(p, ev, p.trades, recv)
 			}
 		}
 		for _, ev := range evs {
@@ -680,7 +687,7 @@ func (d *Decoder) tickers(s *scanner, recv, vt time.Time, frame []byte) {
 					d.bad(recv, "bad ticker", frame, nil)
 					return
 				}
-				d.emit(ev, p.ticker, recv)
+				d.emit(p, ev, p.ticker, recv)
 			}
 		}
 	}
@@ -775,6 +782,13 @@ func (d *Decoder) ack(s *scanner, recv time.Time, frame []byte) {
 	if s.bad {
 		d.bad(recv, "malformed subscriptions", frame, nil)
 		return
+	}
+	for _, ids := range set {
+		for _, id := range ids {
+			if p := d.products[id]; p != nil {
+				p.gone = false
+			}
+		}
 	}
 	if d.skipAck {
 		d.skipAck = false
@@ -899,7 +913,7 @@ func (d *Decoder) expect(r request) {
 // unsubscribe): its book must come from a new snapshot.
 func (d *Decoder) forget(id string) {
 	if p := d.products[id]; p != nil {
-		p.valid = false
+		p.valid, p.gone = false, true
 		p.book.Reset()
 		d.cov.Forget(p.l2)
 		d.cov.Forget(p.trades)

@@ -42,8 +42,8 @@ const readLimit = 32 << 20
 // publishes no limit; this keeps requests small).
 const symbolsPerRequest = 50
 
-// ErrStarted is returned by a second Start.
-var ErrStarted = errors.New("kraken: adapter already started")
+// ErrStarted is returned (wrapped) by a second Start.
+var ErrStarted = venue.ErrStarted
 
 // Adapter is Kraken's venue.Adapter: one websocket to Spot v2, subscribed
 // to instrument (for precisions), then book, trade and ticker per symbol.
@@ -58,11 +58,9 @@ type Adapter struct {
 	dec          *Decoder // used by the reader goroutine, and by run once the reader has exited
 
 	wake chan struct{} // cap 1: the session has requests to send
-	done chan struct{} // closed when run returns
 
 	mu       sync.Mutex // protects the fields below
-	started  bool
-	cancel   context.CancelFunc
+	life     venue.Lifecycle
 	symbols  []string        // wanted, in subscription order
 	refused  map[string]bool // channel|symbol the venue refused: not asked again
 	resub    []string        // symbols whose book must be resubscribed (resync)
@@ -103,7 +101,6 @@ func New(cfg venue.Config) (*Adapter, error) {
 		sink:         &serialSink{s: cfg.Sink},
 		cov:          venue.NewCoverageTracker(Name),
 		wake:         make(chan struct{}, 1),
-		done:         make(chan struct{}),
 		refused:      map[string]bool{},
 	}
 	for _, s := range cfg.Symbols {
@@ -145,36 +142,15 @@ func (a *Adapter) Venue() string { return Name }
 // Coverage reports the streams observed arriving on the current link.
 func (a *Adapter) Coverage() venue.Coverage { return a.cov.Snapshot() }
 
-// Start launches the connection goroutine.
+// Start launches the adapter's goroutines and returns at once; they run
+// until ctx is done or Stop is called (venue.Lifecycle).
 func (a *Adapter) Start(ctx context.Context) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.started {
-		return ErrStarted
-	}
-	a.started = true
-	ctx, a.cancel = context.WithCancel(ctx)
-	go pprof.Do(ctx, pprof.Labels("venue", Name), a.run)
-	return nil
+	return a.life.Start(ctx, Name, a.run)
 }
 
 // Stop closes the link and waits for the adapter's goroutines, or until
 // ctx is done (then it returns ctx.Err() and they finish on their own).
-func (a *Adapter) Stop(ctx context.Context) error {
-	a.mu.Lock()
-	started, cancel := a.started, a.cancel
-	a.mu.Unlock()
-	if !started {
-		return nil
-	}
-	cancel()
-	select {
-	case <-a.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (a *Adapter) Stop(ctx context.Context) error { return a.life.Stop(ctx) }
 
 // Subscribe adds symbols on the configured channels. A symbol the venue
 // refused before is asked for again.
@@ -244,7 +220,6 @@ func (a *Adapter) instrumentArrived() {
 
 // run connects and reconnects until ctx is done.
 func (a *Adapter) run(ctx context.Context) {
-	defer close(a.done)
 	var bo venue.Backoff
 	for {
 		healthy := a.session(ctx)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,7 +47,7 @@ const (
 // Errors New and Start return.
 var (
 	ErrNoSink     = errors.New("okx: config has no Sink")
-	ErrStarted    = errors.New("okx: adapter already started")
+	ErrStarted    = venue.ErrStarted // wrapped by a second Start
 	ErrBadSymbol  = errors.New("okx: bad symbol")
 	ErrNotStarted = errors.New("okx: adapter not started")
 )
@@ -64,9 +63,7 @@ type Adapter struct {
 	mu      sync.Mutex // protects the fields below
 	symbols []string   // wanted, in order of Subscribe
 	link    *link      // the current connection, nil between connections
-	started bool
-	cancel  context.CancelFunc
-	done    chan struct{}
+	life    venue.Lifecycle
 
 	// Owned by the run goroutine.
 	sess *session
@@ -150,41 +147,15 @@ func (a *Adapter) Venue() string { return Name }
 // Coverage reports the link state and the streams observed on it.
 func (a *Adapter) Coverage() venue.Coverage { return a.cov.Snapshot() }
 
-// Start launches the connection goroutine and returns at once.
+// Start launches the adapter's goroutines and returns at once; they run
+// until ctx is done or Stop is called (venue.Lifecycle).
 func (a *Adapter) Start(ctx context.Context) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.started {
-		return ErrStarted
-	}
-	a.started = true
-	ctx, a.cancel = context.WithCancel(ctx)
-	a.done = make(chan struct{})
-	go func() {
-		defer close(a.done)
-		pprof.Do(ctx, pprof.Labels("venue", Name), a.run)
-	}()
-	return nil
+	return a.life.Start(ctx, Name, a.run)
 }
 
 // Stop closes the link and waits for the adapter's goroutines, or until
 // ctx is done (then it returns ctx.Err() and they finish on their own).
-func (a *Adapter) Stop(ctx context.Context) error {
-	a.mu.Lock()
-	if !a.started {
-		a.mu.Unlock()
-		return nil
-	}
-	a.cancel()
-	done := a.done
-	a.mu.Unlock()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (a *Adapter) Stop(ctx context.Context) error { return a.life.Stop(ctx) }
 
 // Subscribe adds symbols on the configured channels. A symbol OKX refuses
 // comes back as a Refusal notice and is dropped from the wanted set.
