@@ -106,6 +106,8 @@ type Decoder interface {
 	// panic and never return an error the caller must act on.
 	Frame(recv time.Time, frame []byte)
 	// LinkDown tells the decoder the link dropped at t: every book it holds
-	// is invalid until the venue sends a new snapshot.
+	// is invalid until the venue sends a new snapshot. It emits nothing:
+	// the link_down notice is its driver's (the live adapter's, or replay's
+	// player on a capture's disconnect line).
 	LinkDown(t time.Time)
 }

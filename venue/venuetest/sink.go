@@ -167,6 +167,25 @@ func (s *Sink) WaitFor(t testing.TB, timeout time.Duration, what string, cond fu
 	}
 }
 
+// WaitEvent waits for an event recorded at index from or later for which
+// match is true, and returns it with its index. match must not call the
+// sink.
+func (s *Sink) WaitEvent(t testing.TB, timeout time.Duration, from int, what string, match func(*venue.Event) bool) (*venue.Event, int) {
+	t.Helper()
+	var got *venue.Event
+	idx := -1
+	s.WaitFor(t, timeout, what, func() bool {
+		for i := from; i < len(s.events); i++ {
+			if match(s.events[i]) {
+				got, idx = s.events[i], i
+				return true
+			}
+		}
+		return false
+	})
+	return got, idx
+}
+
 // WaitNotice waits for a notice of kind recorded at index from or later,
 // and returns it with its index.
 func (s *Sink) WaitNotice(t testing.TB, timeout time.Duration, from int, kind notice.Kind) (notice.Notice, int) {

@@ -59,6 +59,9 @@ func TestSinkInvariants(t *testing.T) {
 	s.mu.Lock()
 	got := len(s.problems)
 	s.mu.Unlock()
+	if ev, i := s.WaitEvent(t, time.Second, 0, "a trade", func(e *venue.Event) bool { return e.Kind == venue.KindTrade }); ev == nil || i != 2 {
+		t.Fatalf("WaitEvent = %v, %d", ev, i)
+	}
 	if got != 4 { // first event not a snapshot; update after link_down; trade on a level2 stream; seq set
 		t.Fatalf("%d problems, want 4: %q", got, s.problems)
 	}
