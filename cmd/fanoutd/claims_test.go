@@ -429,3 +429,57 @@ venues:
 		t.Fatalf("GET %s: %d", cl["url"], code)
 	}
 }
+
+// TestClaimRoutesAuth: the claim routes take the daemon's tokens — 401
+// without one, 403 outside its tenants (claims) or its streams
+// (snapshots).
+func TestClaimRoutesAuth(t *testing.T) {
+	td := startDaemon(t, `
+claim_check:
+  snapshot_interval_ms: 20
+  pack_max_age_ms: 5
+tokens:
+  - {name: all, token: all-secret}
+  - {name: other-tenant, token: other-secret, tenants: [desk-b]}
+  - {name: kraken-only, token: kraken-secret, venues: [kraken]}
+  - {name: scoped, token: scoped-secret, tenants: [default], streams: ["coinbase:level2:*"]}
+venues:
+  coinbase:
+    symbols: [BTC-USD]
+`)
+	td.bookSnapshot()
+	bearer := func(s string) http.Header { return http.Header{"Authorization": {"Bearer " + s}} }
+	var url string
+	checkFor(t, 10*time.Second, "a snapshot claim", func() bool {
+		c, ok := td.d.claims.latestClaim(l2)
+		url = c.URL
+		return ok
+	})
+	base := "http://" + td.addr
+	for _, tc := range []struct {
+		path, token string
+		want        int
+	}{
+		{url, "", 401},
+		{url, "wrong", 401},
+		{url, "all-secret", 200},
+		{url, "scoped-secret", 200},
+		{url, "other-secret", 403},
+		{"/v1/snapshots/coinbase/BTC-USD/latest", "", 401},
+		{"/v1/snapshots/coinbase/BTC-USD/latest", "kraken-secret", 403},
+		{"/v1/snapshots/coinbase/BTC-USD/latest", "other-secret", 403},
+		{"/v1/snapshots/coinbase/BTC-USD/latest", "scoped-secret", 200},
+		{"/v1/snapshots/coinbase/BTC-USD", "kraken-secret", 403},
+		{"/v1/snapshots/coinbase/BTC-USD", "all-secret", 200},
+		{"/v1/claimcheck/stats", "", 401},
+		{"/v1/claimcheck/stats", "all-secret", 200},
+	} {
+		var h http.Header
+		if tc.token != "" {
+			h = bearer(tc.token)
+		}
+		if code, body := httpGet(t, base+tc.path, h); code != tc.want {
+			t.Errorf("GET %s with %q: %d %s, want %d", tc.path, tc.token, code, body, tc.want)
+		}
+	}
+}
