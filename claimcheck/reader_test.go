@@ -244,6 +244,7 @@ func TestQueueShedsPastMax(t *testing.T) {
 				t.Errorf("joining a queued read: %v", err)
 			}
 		}()
+		synctest.Wait() // the joiner is waiting on key(4)'s flight, not racing its end
 		close(release)
 		wg.Wait()
 		st = r.Stats()

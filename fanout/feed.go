@@ -26,6 +26,12 @@ type Options struct {
 	// Now is the clock for notices and publish times. Defaults to
 	// time.Now.
 	Now func() time.Time
+	// SnapshotClaim, if set, returns the claim check of the newest stored
+	// snapshot of a level2 stream ({"url":…,"stream":…,"seq":…}); a
+	// resumed notice carries one per stream it resends in details.claims.
+	// It is called with the feed's lock held: it must not block or call
+	// back into the feed.
+	SnapshotClaim func(st venue.Stream) (map[string]any, bool)
 }
 
 // Counters are a feed's running totals, for metrics. All fields are read
@@ -46,6 +52,7 @@ type Feed struct {
 	maxLen   int
 	maxBytes int
 	now      func() time.Time
+	claim    func(venue.Stream) (map[string]any, bool) // Options.SnapshotClaim
 	counters Counters
 
 	mu      sync.Mutex // protects the fields below; see the package doc for lock order
@@ -94,7 +101,7 @@ func newFeed(o Options) *Feed {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Feed{venue: o.Venue, maxLen: o.MaxQueueLen, maxBytes: o.MaxQueueBytes, now: o.Now,
+	return &Feed{venue: o.Venue, maxLen: o.MaxQueueLen, maxBytes: o.MaxQueueBytes, now: o.Now, claim: o.SnapshotClaim,
 		streams: map[venue.Stream]*stream{}, entries: map[*subscriber.Subscriber]*entry{}}
 }
 
@@ -231,22 +238,49 @@ func (f *Feed) resumed(e *entry, c *subscriber.Conn, reason string) {
 	if e.dropping {
 		f.counters.Dropping.Add(-1)
 	}
-	f.notify(c, notice.Resumed, "", "delivery resumed; gaps name the seqs lost per stream", map[string]any{
+	resend := e.streams
+	if reason != "reattached" {
+		resend = make([]*stream, len(e.gaps))
+		for i, g := range e.gaps {
+			resend[i] = g.st
+		}
+	}
+	details := map[string]any{
 		"reason": reason, "bound": f.maxLen, "queue_len": c.Len(), "max_queue_bytes": f.maxBytes,
 		"dropped": e.dropped, "gaps": gaps,
-	})
-	if reason == "reattached" {
-		for _, st := range e.streams {
-			f.sendSnapshot(c, st)
-		}
-	} else {
-		for _, g := range e.gaps {
-			f.sendSnapshot(c, g.st)
-		}
+	}
+	if claims := f.claims(resend); claims != nil {
+		details["claims"] = claims
+	}
+	f.notify(c, notice.Resumed, "", "delivery resumed; gaps name the seqs lost per stream", details)
+	for _, st := range resend {
+		f.sendSnapshot(c, st)
 	}
 	e.dropping, e.dropped = false, 0
 	clear(e.gaps)
 	e.gaps = e.gaps[:0]
+}
+
+// claims returns the claim checks of the newest stored snapshots of the
+// level2 streams in sts, by stream, or nil if there are none (or no
+// Options.SnapshotClaim). f.mu must be held.
+func (f *Feed) claims(sts []*stream) map[string]any {
+	if f.claim == nil {
+		return nil
+	}
+	var out map[string]any
+	for _, st := range sts {
+		if !st.level2 {
+			continue
+		}
+		if c, ok := f.claim(st.id); ok {
+			if out == nil {
+				out = map[string]any{}
+			}
+			out[string(st.id)] = c
+		}
+	}
+	return out
 }
 
 // reattached handles a connection e has not been delivered to before: a

@@ -46,6 +46,7 @@ type fileConfig struct {
 	Websocket       websocketConfig        `yaml:"websocket"`
 	Limits          limitsConfig           `yaml:"limits"`
 	Venues          map[string]venueConfig `yaml:"venues"`
+	ClaimCheck      *claimCheckFile        `yaml:"claim_check"` // pre-filled with defaults; see claims.go
 }
 
 type tokenConfig struct {
@@ -54,6 +55,7 @@ type tokenConfig struct {
 	Token   string   `yaml:"token"`
 	Venues  []string `yaml:"venues"`
 	Streams []string `yaml:"streams"`
+	Tenants []string `yaml:"tenants"`
 }
 
 type websocketConfig struct {
@@ -93,6 +95,7 @@ type Config struct {
 	WS              wsapi.Options // Hub, Check, Auth, Metrics, Logger are the daemon's to set
 	Tokens          []wsapi.Token
 	Venues          []VenueConfig // enabled venues only, in venueNames order
+	ClaimCheck      ClaimCheckConfig
 }
 
 // VenueConfig is one enabled venue.
@@ -151,7 +154,7 @@ func LoadConfig(path string, getenv func(string) string) (*Config, error) {
 // ParseConfig resolves the YAML document data (empty: defaults only).
 // Unknown keys are an error.
 func ParseConfig(data []byte, getenv func(string) string) (*Config, error) {
-	var fc fileConfig
+	fc := fileConfig{ClaimCheck: newClaimCheckFile()}
 	if len(bytes.TrimSpace(data)) > 0 {
 		dec := yaml.NewDecoder(bytes.NewReader(data))
 		dec.KnownFields(true)
@@ -330,6 +333,9 @@ func resolve(fc *fileConfig, getenv func(string) string) (*Config, error) {
 	if c.Venues, err = resolveVenues(fc.Venues); err != nil {
 		return nil, err
 	}
+	if c.ClaimCheck, err = resolveClaimCheck(fc.ClaimCheck); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -345,7 +351,7 @@ func resolveTokens(tcs []tokenConfig, env string) ([]wsapi.Token, error) {
 			return nil, cfgErr(key+".name", "%q used twice", tc.Name)
 		}
 		seen[tc.Name] = true
-		t := wsapi.Token{Name: tc.Name, Venues: tc.Venues, Streams: tc.Streams}
+		t := wsapi.Token{Name: tc.Name, Venues: tc.Venues, Streams: tc.Streams, Tenants: tc.Tenants}
 		switch {
 		case tc.SHA256 != "" && tc.Token != "":
 			return nil, cfgErr(key, "set sha256 or token, not both")
@@ -365,6 +371,9 @@ func resolveTokens(tcs []tokenConfig, env string) ([]wsapi.Token, error) {
 			if !slices.Contains(venueNames, v) {
 				return nil, cfgErr(fmt.Sprintf("%s.venues[%d]", key, j), "%q is not a venue", v)
 			}
+		}
+		if err := checkTenants(key, tc.Tenants); err != nil {
+			return nil, err
 		}
 		out = append(out, t)
 	}

@@ -93,7 +93,7 @@ func TestServeRefusesNonLoopbackWithoutTokens(t *testing.T) {
 }
 
 func TestServeRunsAndStops(t *testing.T) {
-	p := writeConfig(t, "listen: 127.0.0.1:0\nvenues: {}\n")
+	p := writeConfig(t, "listen: 127.0.0.1:0\nvenues: {}\nclaim_check: {stores: [{kind: dir, path: "+t.TempDir()+"}]}\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan int, 1)

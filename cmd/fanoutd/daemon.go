@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/fanoutd/fanoutd/claimcheck"
 	"github.com/fanoutd/fanoutd/fanout"
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/subscriber"
@@ -40,6 +41,7 @@ type Daemon struct {
 	http    *http.Server
 	venues  []*venueRun
 	byName  map[string]*venueRun
+	claims  *claimWire // the claim-check node (claims.go)
 	stopped chan struct{}
 
 	shutdownOnce sync.Once
@@ -63,18 +65,29 @@ func NewDaemon(cfg *Config, ctors map[string]Constructor, log *slog.Logger) (*Da
 	d := &Daemon{cfg: cfg, log: log, hub: fanout.NewHub(subscriber.NewRegistry()), reg: prometheus.NewRegistry(),
 		byName: map[string]*venueRun{}, stopped: make(chan struct{})}
 	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var err error
+	if d.claims, err = openClaims(context.Background(), cfg.ClaimCheck, claimcheck.Options{Registerer: d.reg, Authorize: d.authorizeTenant}, log); err != nil {
+		return nil, err
+	}
+	built := false
+	defer func() {
+		if !built {
+			d.claims.close(context.Background())
+		}
+	}()
 	for _, vc := range cfg.Venues {
 		ctor := ctors[vc.Name]
 		if ctor == nil {
 			log.Warn("venue not built into this binary; skipped", "venue", vc.Name)
 			continue
 		}
-		f, err := d.hub.AddFeed(fanout.Options{Venue: vc.Name, MaxQueueLen: vc.MaxQueueLen, MaxQueueBytes: vc.MaxQueueBytes})
+		f, err := d.hub.AddFeed(fanout.Options{Venue: vc.Name, MaxQueueLen: vc.MaxQueueLen, MaxQueueBytes: vc.MaxQueueBytes,
+			SnapshotClaim: d.claims.snapshotClaim})
 		if err != nil {
 			return nil, err
 		}
 		a, err := ctor(venue.Config{WSURL: vc.WSURL, RESTURL: vc.RESTURL, Symbols: vc.Symbols, Channels: vc.Channels,
-			Depth: vc.Depth, Sink: f, Logger: log})
+			Depth: vc.Depth, Sink: d.claims.sink(f), Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("venues.%s: %w", vc.Name, err)
 		}
@@ -91,9 +104,11 @@ func NewDaemon(cfg *Config, ctors map[string]Constructor, log *slog.Logger) (*Da
 	o.Metrics = wsapi.NewMetrics(d.reg, d.hub)
 	o.Check = d.check
 	o.OnSubscribe = d.onSubscribe
+	o.SnapshotClaim = d.claims.replyClaim
 	d.ws = wsapi.NewServer(o)
 	d.http = &http.Server{Handler: d.routes(), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	built = true
 	return d, nil
 }
 
@@ -136,9 +151,11 @@ func (d *Daemon) Hub() *fanout.Hub { return d.hub }
 func (d *Daemon) Run(ctx context.Context, ln net.Listener) error {
 	for _, vr := range d.venues {
 		if err := vr.adapter.Start(context.WithoutCancel(ctx)); err != nil {
+			d.claims.close(ctx)
 			return fmt.Errorf("venues.%s: start: %w", vr.cfg.Name, err)
 		}
 	}
+	d.claims.start()
 	errc := make(chan error, 1)
 	go func() { errc <- d.http.Serve(ln) }()
 	d.log.Info("fanoutd listening", "addr", ln.Addr().String(), "venues", len(d.venues), "auth", d.auth.Enabled())
@@ -160,7 +177,8 @@ func (d *Daemon) Run(ctx context.Context, ln net.Listener) error {
 // closes; upgrades in progress are refused with 503); send every attached
 // subscriber a shutdown notice; let each connection flush what is queued
 // and close it with 1001, until ctx is done (then the rest are closed at
-// once); stop the venues. It returns ctx.Err() if the flush did not finish
+// once); stop the venues; close the claim-check node (flushing its writer,
+// for at most 5s). It returns ctx.Err() if the flush did not finish
 // in time, nil otherwise. Calling it again returns the first result.
 func (d *Daemon) Shutdown(ctx context.Context) error {
 	d.shutdownOnce.Do(func() {
@@ -180,6 +198,9 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 				d.log.Warn("shutdown: venue stop", "venue", vr.cfg.Name, "err", e)
 			}
 		}
+		if e := d.claims.close(sctx); e != nil { // after the venues: their last books are flushed
+			d.log.Warn("shutdown: claim check", "err", e)
+		}
 		d.shutdownErr = err
 		d.log.Info("fanoutd stopped")
 	})
@@ -196,6 +217,7 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("GET /v1/coverage", d.authed(d.coverage))
 	mux.HandleFunc("GET /v1/subscribers", d.authed(d.subscribers))
 	mux.HandleFunc("GET /v1/books/{venue}/{symbol...}", d.authed(d.book))
+	d.claims.register(mux, d)
 	return mux
 }
 

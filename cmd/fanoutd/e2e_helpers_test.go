@@ -44,6 +44,7 @@ func startDaemon(t *testing.T, yml string) *testDaemon {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tempClaimStore(t, cfg)
 	td := &testDaemon{t: t, done: make(chan error, 1)}
 	ctors := map[string]Constructor{"coinbase": func(c venue.Config) (venue.Adapter, error) {
 		td.src = testsource.New("coinbase", c)
@@ -148,6 +149,7 @@ type wire struct {
 	Snapshot bool           `json:"snapshot"`
 	Details  map[string]any `json:"details"`
 	Bids     [][2]string    `json:"bids"`
+	Claim    map[string]any `json:"claim"` // a snapshot op's ack (claims.go)
 }
 
 // client is a websocket client reading on its own goroutine into a channel.

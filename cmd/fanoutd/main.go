@@ -4,6 +4,7 @@
 //	fanoutd check-config FILE
 //	fanoutd tail [--url URL] [--token T] [--name N] STREAM…
 //	fanoutd bench [--subs N] [--rate R] [--size B] [--duration D]
+//	fanoutd claims get REF [--config FILE] [-o FILE]
 //	fanoutd version
 //
 // Exit codes: 0 success, 1 runtime failure, 2 bad usage or configuration.
@@ -72,13 +73,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return tail(ctx, args, stdout, stderr)
 	case "bench":
 		return bench(args, stdout, stderr)
+	case "claims":
+		return claimsCmd(context.Background(), args, stdout, stderr)
 	case "bench-clients":
 		return benchClients(args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "fanoutd", version)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "fanoutd: unknown command %q (want serve, check-config, tail, bench or version)\n", cmd)
+		fmt.Fprintf(stderr, "fanoutd: unknown command %q (want serve, check-config, tail, bench, claims or version)\n", cmd)
 		return 2
 	}
 }

@@ -22,6 +22,23 @@ type Token struct {
 	// ('*' matches any run of characters: "coinbase:level2:*"); empty
 	// means every stream. Both limits apply when both are set.
 	Streams []string
+	// Tenants limits the claim-check routes (/v1/claims, /v1/snapshots) to
+	// these tenants; empty means every tenant.
+	Tenants []string
+}
+
+// AllowsTenant reports whether the token may read tenant's claims. A nil
+// Token (no authentication configured) allows every tenant.
+func (t *Token) AllowsTenant(tenant string) bool {
+	if t == nil || len(t.Tenants) == 0 {
+		return true
+	}
+	for _, x := range t.Tenants {
+		if x == tenant {
+			return true
+		}
+	}
+	return false
 }
 
 // Allows reports whether the token's scopes cover st. A nil Token (no

@@ -87,6 +87,10 @@ type Options struct {
 	Metrics *Metrics
 	// Logger defaults to slog.Default(). Tokens are never logged.
 	Logger *slog.Logger
+	// SnapshotClaim, if set, returns the claim check (a JSON object) the
+	// reply to a snapshot op of st carries as "claim", or nil; see
+	// snapshotAck.
+	SnapshotClaim func(st venue.Stream) []byte
 }
 
 func (o *Options) defaults() {

@@ -418,6 +418,6 @@ func (s *session) handle(b []byte) {
 			s.refuse(cmd.ID, CodeNoBook, string(st)+": no book yet")
 			return
 		}
-		s.reply(appendAck(nil, cmd.ID, cmd.Streams))
+		s.reply(s.srv.o.snapshotAck(cmd.ID, st))
 	}
 }
