@@ -46,6 +46,7 @@ type fileConfig struct {
 	Websocket       websocketConfig        `yaml:"websocket"`
 	Limits          limitsConfig           `yaml:"limits"`
 	Venues          map[string]venueConfig `yaml:"venues"`
+	Record          recordConfig           `yaml:"record"` // record.go
 }
 
 type tokenConfig struct {
@@ -93,6 +94,7 @@ type Config struct {
 	WS              wsapi.Options // Hub, Check, Auth, Metrics, Logger are the daemon's to set
 	Tokens          []wsapi.Token
 	Venues          []VenueConfig // enabled venues only, in venueNames order
+	Record          RecordConfig  // record.go
 }
 
 // VenueConfig is one enabled venue.
@@ -328,6 +330,9 @@ func resolve(fc *fileConfig, getenv func(string) string) (*Config, error) {
 		return nil, err
 	}
 	if c.Venues, err = resolveVenues(fc.Venues); err != nil {
+		return nil, err
+	}
+	if c.Record, err = resolveRecord(&fc.Record); err != nil {
 		return nil, err
 	}
 	return c, nil
