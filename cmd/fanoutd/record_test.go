@@ -347,3 +347,49 @@ func TestRecordUsage(t *testing.T) {
 		t.Fatalf("%v %v %v", syms, chans, err)
 	}
 }
+
+// TestRecordingFailureIsANotice: a segment that cannot be created (a file
+// where the venue's directory should be) gives the venue's subscribers a
+// recording_failed notice and counts in the metrics; serving goes on.
+func TestRecordingFailureIsANotice(t *testing.T) {
+	m := &krakentest.Mock{}
+	m.Start(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "kraken"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := writeConfig(t, fmt.Sprintf("record:\n  enabled: true\n  dir: %s\nvenues:\n  kraken:\n    ws_url: %s\n    symbols: []\n    channels: [level2]\n", dir, m.Server().URL))
+	ld := startLiveDaemon(t, cfgPath, nil)
+	c := dialLines(t, "ws://"+ld.addr+"/v1/stream")
+	c.send(t, `{"op":"subscribe","id":"1","streams":["kraken:level2:`+m.Symbol()+`"]}`)
+	// The first failure may come before the subscription (the venue's
+	// greeting); the recorder retries a second later, on a later frame: keep
+	// the venue sending until a notice arrives.
+	var notice string
+	updates := 0
+	deadline := time.After(20 * time.Second)
+	for notice == "" {
+		m.Step(1)
+		select {
+		case l := <-c.lines:
+			if strings.Contains(l, `"kind":"recording_failed"`) {
+				notice = l
+			}
+			if strings.Contains(l, `"snapshot":false`) {
+				updates++
+			}
+		case <-deadline:
+			t.Fatal("no recording_failed notice")
+		}
+	}
+	if !strings.Contains(notice, `"severity":"warning","venue":"kraken"`) {
+		t.Fatalf("notice %s", notice)
+	}
+	if updates == 0 { // serving went on
+		c.until(t, 10*time.Second, func(l string) bool { return strings.Contains(l, `"snapshot":false`) })
+	}
+	_, body := httpGet(t, "http://"+ld.addr+"/metrics", nil)
+	if !strings.Contains(body, `fanoutd_recording_errors_total{venue="kraken"}`) {
+		t.Fatal("no recording error metric")
+	}
+}
