@@ -5,7 +5,7 @@
 //
 // A Notice has a Kind from a closed set (link_up, link_down,
 // link_reconnecting, book_resync, dropping, resumed, coverage_change,
-// refusal, data_quality, rate_limited, shutdown, replay_end), a Severity
+// refusal, data_quality, rate_limited, shutdown, replay_end, recording_failed), a Severity
 // (info, warning, error; each kind has a default), the venue it concerns, an
 // optional stream, the time it was raised, a human message and structured
 // details. New refuses an unknown kind and refuses details that carry a

@@ -31,6 +31,7 @@ const (
 	RateLimited                      // the venue or fanoutd limited a request rate
 	Shutdown                         // the daemon is shutting down
 	ReplayEnd                        // a replayed capture reached its end for this stream
+	RecordingFailed                  // recording a venue's frames failed (write error, frames dropped); recording resumes by itself
 
 	numKinds = iota + 1 // one past the last kind
 )
@@ -38,6 +39,7 @@ const (
 var kindNames = [numKinds]string{
 	"", "link_up", "link_down", "link_reconnecting", "book_resync", "dropping", "resumed",
 	"coverage_change", "refusal", "data_quality", "rate_limited", "shutdown", "replay_end",
+	"recording_failed",
 }
 
 // String returns the wire name of k, or "" for the zero or an unknown Kind.
@@ -110,7 +112,7 @@ func ParseSeverity(s string) (Severity, error) {
 // creator says otherwise.
 func (k Kind) DefaultSeverity() Severity {
 	switch k {
-	case LinkDown, BookResync, Dropping, Refusal, DataQuality, RateLimited, LinkReconnecting:
+	case LinkDown, BookResync, Dropping, Refusal, DataQuality, RateLimited, LinkReconnecting, RecordingFailed:
 		return Warning
 	}
 	return Info

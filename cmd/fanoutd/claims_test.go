@@ -483,3 +483,46 @@ venues:
 		}
 	}
 }
+
+// TestReplayCommandTakesClaimRef: `fanoutd replay --export` given a claim
+// reference plays the checked-in capture exactly as the file it came from.
+func TestReplayCommandTakesClaimRef(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "fanoutd.yaml")
+	os.WriteFile(cfgPath, []byte("claim_check: {stores: [{kind: dir, path: "+filepath.Join(dir, "claims")+"}]}\n"), 0o644)
+	cfg, err := LoadConfig(cfgPath, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	n, err := claimcheck.Open(ctx, cfg.ClaimCheck.Config, claimcheck.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gz := filepath.Join("..", "..", "testdata", "replay", "bybit.jsonl.gz")
+	c, err := checkInSegment(ctx, n.Writer, replay.Segment{Venue: "bybit", Path: gz, Start: t0, End: t0.Add(time.Minute)})
+	n.Close(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	export := func(capture string) string {
+		t.Helper()
+		out := filepath.Join(dir, "out.jsonl")
+		var stdout, stderr bytes.Buffer
+		if code := run([]string{"replay", "--export", out, "--config", cfgPath, capture}, &stdout, &stderr); code != 0 {
+			t.Fatalf("replay %s: exit %d: %s", capture, code, stderr.String())
+		}
+		b, _ := os.ReadFile(out)
+		return strings.Join(eventsOnly(b), "\n")
+	}
+	want := export(gz)
+	for _, ref := range []string{"claim:" + c.Tenant + "/" + c.ID, c.URL} {
+		if got := export(ref); got == "" || got != want {
+			t.Fatalf("replay %s: %d bytes of events, the file gives %d", ref, len(got), len(want))
+		}
+	}
+	var stderr bytes.Buffer
+	if code := run([]string{"replay", "--export", "-", "--config", cfgPath, "claim:" + c.Tenant + "/nope"}, &bytes.Buffer{}, &stderr); code != 2 {
+		t.Fatalf("a missing claim: exit %d (%s)", code, stderr.String())
+	}
+}

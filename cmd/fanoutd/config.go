@@ -47,6 +47,7 @@ type fileConfig struct {
 	Limits          limitsConfig           `yaml:"limits"`
 	Venues          map[string]venueConfig `yaml:"venues"`
 	ClaimCheck      *claimCheckFile        `yaml:"claim_check"` // pre-filled with defaults; see claims.go
+	Record          recordConfig           `yaml:"record"` // record.go
 }
 
 type tokenConfig struct {
@@ -96,6 +97,7 @@ type Config struct {
 	Tokens          []wsapi.Token
 	Venues          []VenueConfig // enabled venues only, in venueNames order
 	ClaimCheck      ClaimCheckConfig
+	Record          RecordConfig  // record.go
 }
 
 // VenueConfig is one enabled venue.
@@ -334,6 +336,9 @@ func resolve(fc *fileConfig, getenv func(string) string) (*Config, error) {
 		return nil, err
 	}
 	if c.ClaimCheck, err = resolveClaimCheck(fc.ClaimCheck); err != nil {
+		return nil, err
+	}
+	if c.Record, err = resolveRecord(&fc.Record); err != nil {
 		return nil, err
 	}
 	return c, nil

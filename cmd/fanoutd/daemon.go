@@ -20,6 +20,7 @@ import (
 	"github.com/fanoutd/fanoutd/claimcheck"
 	"github.com/fanoutd/fanoutd/fanout"
 	"github.com/fanoutd/fanoutd/notice"
+	"github.com/fanoutd/fanoutd/replay"
 	"github.com/fanoutd/fanoutd/subscriber"
 	"github.com/fanoutd/fanoutd/subscriber/wsapi"
 	"github.com/fanoutd/fanoutd/venue"
@@ -46,6 +47,12 @@ type Daemon struct {
 
 	shutdownOnce sync.Once
 	shutdownErr  error
+
+	// OnSegment, if set before Run, is called with every capture segment
+	// the recorder closed, fsynced and renamed (record.go).
+	OnSegment  func(replay.Segment)
+	rec        *replay.Recorder      // set by Run when record.enabled (record.go)
+	subscribed func(st venue.Stream) // if set before Run, called after every subscription (replaycmd.go)
 }
 
 // venueRun is one enabled venue: its config, feed and adapter.
@@ -87,7 +94,7 @@ func NewDaemon(cfg *Config, ctors map[string]Constructor, log *slog.Logger) (*Da
 			return nil, err
 		}
 		a, err := ctor(venue.Config{WSURL: vc.WSURL, RESTURL: vc.RESTURL, Symbols: vc.Symbols, Channels: vc.Channels,
-			Depth: vc.Depth, Sink: d.claims.sink(f), Logger: log})
+			Depth: vc.Depth, Sink: d.claims.sink(f), Logger: log, Recorder: d.recorder()})
 		if err != nil {
 			return nil, fmt.Errorf("venues.%s: %w", vc.Name, err)
 		}
@@ -129,6 +136,9 @@ func (d *Daemon) check(st venue.Stream) error {
 // yet. Symbols are kept for the life of the process (unsubscribing at the
 // venue when the last subscriber leaves is not done).
 func (d *Daemon) onSubscribe(st venue.Stream) {
+	if d.subscribed != nil {
+		d.subscribed(st)
+	}
 	vr := d.byName[st.Venue()]
 	sym := st.Symbol()
 	vr.mu.Lock()
@@ -149,6 +159,9 @@ func (d *Daemon) Hub() *fanout.Hub { return d.hub }
 // shuts down (see Shutdown) with the configured shutdown_timeout and
 // returns nil, or the error that stopped the HTTP server.
 func (d *Daemon) Run(ctx context.Context, ln net.Listener) error {
+	if err := d.startRecording(); err != nil {
+		return fmt.Errorf("record: %w", err)
+	}
 	for _, vr := range d.venues {
 		if err := vr.adapter.Start(context.WithoutCancel(ctx)); err != nil {
 			d.claims.close(ctx)
@@ -177,9 +190,10 @@ func (d *Daemon) Run(ctx context.Context, ln net.Listener) error {
 // closes; upgrades in progress are refused with 503); send every attached
 // subscriber a shutdown notice; let each connection flush what is queued
 // and close it with 1001, until ctx is done (then the rest are closed at
-// once); stop the venues; close the claim-check node (flushing its writer,
-// for at most 5s). It returns ctx.Err() if the flush did not finish
-// in time, nil otherwise. Calling it again returns the first result.
+// once); stop the venues; flush, close and fsync the recording (up to
+// 30 s, record.go); close the claim-check node (flushing its writer, for
+// at most 5 s). It returns ctx.Err() if a flush did not finish in time,
+// nil otherwise. Calling it again returns the first result.
 func (d *Daemon) Shutdown(ctx context.Context) error {
 	d.shutdownOnce.Do(func() {
 		defer close(d.stopped)
@@ -198,6 +212,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 				d.log.Warn("shutdown: venue stop", "venue", vr.cfg.Name, "err", e)
 			}
 		}
+		d.stopRecording() // after the venues: everything they read is written
 		if e := d.claims.close(sctx); e != nil { // after the venues: their last books are flushed
 			d.log.Warn("shutdown: claim check", "err", e)
 		}

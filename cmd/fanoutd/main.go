@@ -4,6 +4,9 @@
 //	fanoutd check-config FILE
 //	fanoutd tail [--url URL] [--token T] [--name N] STREAM…
 //	fanoutd bench [--subs N] [--rate R] [--size B] [--duration D]
+//	fanoutd record --venue V --streams S… --out DIR [--duration D] [--config FILE]
+//	fanoutd replay [--venue V] [--speed 1|N|max] [--loop] [--wait N] [--config FILE] [--listen ADDR] CAPTURE…
+//	fanoutd replay --export FILE|- CAPTURE…
 //	fanoutd claims get REF [--config FILE] [-o FILE]
 //	fanoutd version
 //
@@ -38,6 +41,16 @@ var venueConstructors = map[string]Constructor{
 	"binance":  adapt(binance.New),
 	"okx":      adapt(okx.New),
 	"bybit":    adapt(bybit.New),
+}
+
+// venueDecoders lists the venues' decoders, which replay drives from
+// captures, next to their adapters.
+var venueDecoders = map[string]DecoderConstructor{
+	"coinbase": decoderOf(coinbase.NewDecoder),
+	"kraken":   decoderOf(kraken.NewDecoder),
+	"binance":  decoderOf(binance.NewDecoder),
+	"okx":      decoderOf(okx.NewDecoder),
+	"bybit":    decoderOf(bybit.NewDecoder),
 }
 
 // adapt turns a venue package's New into a Constructor.
@@ -77,11 +90,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return claimsCmd(context.Background(), args, stdout, stderr)
 	case "bench-clients":
 		return benchClients(args, stdout, stderr)
+	case "record":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return recordCmd(ctx, args, stdout, stderr, venueConstructors)
+	case "replay":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return replayCmd(ctx, args, stdout, stderr, nil)
 	case "version":
 		fmt.Fprintln(stdout, "fanoutd", version)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "fanoutd: unknown command %q (want serve, check-config, tail, bench, claims or version)\n", cmd)
+		fmt.Fprintf(stderr, "fanoutd: unknown command %q (want serve, check-config, tail, bench, record, replay, claims or version)\n", cmd)
 		return 2
 	}
 }
