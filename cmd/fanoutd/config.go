@@ -47,7 +47,7 @@ type fileConfig struct {
 	Limits          limitsConfig           `yaml:"limits"`
 	Venues          map[string]venueConfig `yaml:"venues"`
 	ClaimCheck      *claimCheckFile        `yaml:"claim_check"` // pre-filled with defaults; see claims.go
-	Record          recordConfig           `yaml:"record"` // record.go
+	Record          recordConfig           `yaml:"record"`      // record.go
 }
 
 type tokenConfig struct {
@@ -97,7 +97,7 @@ type Config struct {
 	Tokens          []wsapi.Token
 	Venues          []VenueConfig // enabled venues only, in venueNames order
 	ClaimCheck      ClaimCheckConfig
-	Record          RecordConfig  // record.go
+	Record          RecordConfig // record.go
 }
 
 // VenueConfig is one enabled venue.

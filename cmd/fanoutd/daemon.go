@@ -212,7 +212,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 				d.log.Warn("shutdown: venue stop", "venue", vr.cfg.Name, "err", e)
 			}
 		}
-		d.stopRecording() // after the venues: everything they read is written
+		d.stopRecording()                        // after the venues: everything they read is written
 		if e := d.claims.close(sctx); e != nil { // after the venues: their last books are flushed
 			d.log.Warn("shutdown: claim check", "err", e)
 		}
