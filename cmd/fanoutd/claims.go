@@ -73,6 +73,9 @@ func resolveClaimCheck(f *claimCheckFile) (ClaimCheckConfig, error) {
 		f = newClaimCheckFile()
 	}
 	c := ClaimCheckConfig{Config: f.Config, SnapshotClaimMinBytes: defaultSnapshotClaimMinBytes}
+	if st := c.Stores; len(st) == 1 && st[0].Kind == "dir" && st[0].Path == claimcheck.DefaultDirRoot {
+		st[0].Path = defaultClaimDir
+	}
 	if err := c.Config.Validate(); err != nil {
 		var ce *claimcheck.ConfigError
 		if errors.As(err, &ce) {
@@ -88,6 +91,11 @@ func resolveClaimCheck(f *claimCheckFile) (ClaimCheckConfig, error) {
 	}
 	return c, nil
 }
+
+// defaultClaimDir is where the embedded default dir store lives:
+// claimcheck.DefaultDirRoot, relative to the working directory. Tests point
+// it at a temporary directory so no test writes into the source tree.
+var defaultClaimDir = claimcheck.DefaultDirRoot
 
 // checkTenants validates a token's tenants scope list.
 func checkTenants(key string, tenants []string) error {

@@ -37,7 +37,7 @@ func TestClaimCheckConfig(t *testing.T) {
 	}
 	cc := cfg.ClaimCheck
 	if cc.Tenant != "default" || cc.SnapshotIntervalMS != 60000 || cc.SnapshotClaimMinBytes != 65536 ||
-		len(cc.Stores) != 1 || cc.Stores[0].Kind != "dir" || cc.Stores[0].Path != "./data/claims" {
+		len(cc.Stores) != 1 || cc.Stores[0].Kind != "dir" || cc.Stores[0].Path != defaultClaimDir || claimcheck.DefaultDirRoot != "./data/claims" {
 		t.Fatalf("defaults %+v", cc)
 	}
 	cfg, err = ParseConfig([]byte("claim_check:\n  snapshot_interval_ms: 250\n  stores:\n    - kind: dir\n      path: /tmp/x\n    - kind: s3\n      bucket: b\n"), nil)

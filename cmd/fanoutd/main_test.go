@@ -2,13 +2,24 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// The embedded default claim store is ./data/claims: keep tests that
+	// run on defaults out of the source tree.
+	dir, err := os.MkdirTemp("", "fanoutd-claims-")
+	if err != nil {
+		panic(err)
+	}
+	defaultClaimDir = dir
+	defer os.RemoveAll(dir)
+	goleak.VerifyTestMain(m)
+}
 
 func TestUnknownCommand(t *testing.T) {
 	var out, errb bytes.Buffer
