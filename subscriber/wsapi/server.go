@@ -70,14 +70,15 @@ type Options struct {
 	// MaxBatchBytes bounds one batched websocket message (at least one
 	// event is always written). Defaults to 65536.
 	MaxBatchBytes int
-	// WriteDelay coalesces writes: with it, writers are not woken by each
-	// first queued message but by one flusher goroutine that, every
-	// WriteDelay, wakes the writers of the connections that have something
-	// queued; what arrived meanwhile goes out in one write. 0 wakes the
-	// writer at once. It trades latency (up to WriteDelay more) for CPU:
-	// one goroutine wake-up and one write system call per batch is what a
-	// delivery costs. A per-connection timer was rejected: it doubles the
-	// wake-ups (one for the message, one for the timer).
+	// WriteDelay coalesces writes: with it, data is written not by each
+	// connection's writer goroutine, woken by the first queued message,
+	// but by a pool of GOMAXPROCS write workers that, every WriteDelay,
+	// write each of their connections that has something queued (see
+	// writeShard); what arrived meanwhile goes out in one write. 0 wakes
+	// the connection's writer at once. It trades latency (up to
+	// WriteDelay more) for CPU: one write system call per batch is most of
+	// what a delivery costs. A per-connection timer was rejected: it
+	// doubles the wake-ups (one for the message, one for the timer).
 	WriteDelay time.Duration
 	// MaxBatchMessages bounds the events of one batch. Defaults to 1024.
 	MaxBatchMessages int
