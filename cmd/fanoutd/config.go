@@ -118,11 +118,15 @@ const (
 	defaultShutdownTimeout = 5 * time.Second
 	defaultMaxQueueBytes   = 8 << 20
 	// defaultWriteDelay: on this machine's reference load (200 subscribers
-	// × 2,000 events/s) 2ms cut server CPU per delivered message by about
-	// a quarter and p99 latency from 15–34 ms to 7.5–10 ms against 0,
-	// because less CPU spent on writes leaves less queueing (README,
-	// Performance).
-	defaultWriteDelay = 2 * time.Millisecond
+	// × 2,000 events/s), with the write pool, 3ms measured 1.44–1.50 µs of
+	// server CPU per delivered message at p99 6.1–8.2 ms, against
+	// 1.79–1.93 µs (p99 7.5–10 ms) at 2ms, and 2.04–2.12 µs (p99
+	// 7.7–9.7 ms) for the goroutine-per-connection writers at 2ms, run
+	// back to back (README, Performance). 4ms measured 1.05 and 1.38 µs
+	// (p99 6.4, 7.7 ms): too unsteady to be the default yet. Longer delays
+	// mean fewer, larger writes, and the write system call is most of what
+	// a delivery costs.
+	defaultWriteDelay = 3 * time.Millisecond
 )
 
 // ConfigError is a configuration value that is not accepted: the key (a

@@ -7,21 +7,32 @@
 //
 // Each connection is a subscriber.Conn (its queues, filled by the fanout
 // core) and two goroutines: the reader, which parses commands and answers
-// them through the connection's notice queue, and the writer, the only
-// goroutine that writes data to the socket. The writer waits on
-// Conn.Ready, then drains the queues until they are empty, writing each
-// drain as one websocket text message whose JSON objects are separated by
-// '\n' (notices first, then data, as Drain returns them), with a write
-// deadline on every write. Batching is where the CPU goes: one write
+// them through the connection's notice queue, and the writer. Data is
+// written in batches: a drain of the queues goes out as one websocket text
+// message whose JSON objects are separated by '\n' (notices first, then
+// data, as Drain returns them). Batching is where the CPU goes: one write
 // system call per batch instead of per event (a one-write-per-event Go
 // fanout measured about 6 µs of CPU per delivered message on this
 // machine's reference load; see the README for what this one measures).
-// With Options.WriteDelay, writers are not woken by each first queued
-// message but at most once per interval by one flusher goroutine, so more
-// events share a write; the cost is up to that much latency.
 //
-// Events are encoded once by the fanout feed; every subscriber's writer
-// copies the same bytes into its (pooled) write buffer. gorilla's
+// Without Options.WriteDelay the writer goroutine waits on Conn.Ready and
+// drains until the queues are empty. With it (the daemon's default), a
+// pool of GOMAXPROCS write workers does the data writes: every WriteDelay
+// each worker writes the connections of its shard whose queue signalled
+// Ready, with non-blocking writes, so no goroutine is woken per
+// connection and more events share a write; the cost is up to that much
+// latency. A connection whose socket does not take a whole batch goes to
+// its writer goroutine, which finishes the frame with blocking writes
+// under the write deadline and drains until empty before the pool takes
+// it back. The writer goroutine also writes pings and the closing frames.
+// Every frame is written by this package under one per-connection lock
+// (gorilla's message writer is not used, and its ping and close handlers
+// are replaced), so batches leave in queue order whoever writes them.
+// The one exception is the close frame gorilla itself writes on a
+// protocol error or past the read limit, as the connection ends.
+//
+// Events are encoded once by the fanout feed; every batch copies the same
+// bytes into its writer's frame buffer. gorilla's
 // PreparedMessage was rejected: it caches the frame of one message, but a
 // batch is a different message for every subscriber, and without
 // compression a prepared frame saves only the copy into the write buffer.

@@ -2,13 +2,16 @@ package wsapi
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
+	"os"
 	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -52,8 +55,6 @@ func (r CloseReason) String() string {
 // connection.
 const CloseCodeTakenOver = 4001
 
-var newline = []byte{'\n'}
-
 // session is one websocket connection. Its reader runs on the HTTP
 // handler's goroutine, its writer on its own.
 type session struct {
@@ -69,9 +70,25 @@ type session struct {
 	flushOnce  sync.Once
 	flush      chan struct{} // closed: the writer flushes, closes with 1001 and ends
 	readerDone chan struct{} // closed when the reader returned
-	kick       chan struct{} // capacity 1: the flusher's wake-up, with a write delay
+	kick       chan struct{} // capacity 1: a write-pool worker hands the connection to its writer goroutine
 	ctl        chan struct{} // capacity 1: stop, flush or a ping is due
 	pingDue    atomic.Bool
+	raw        syscall.RawConn // the socket for non-blocking writes; nil if it has none (then every write blocks)
+	pool       *writeShard     // the write-pool shard serving this connection; nil without a write delay
+
+	// wmu is held for every write to the socket and for Drain+write
+	// together, so batches go out in queue order whoever writes them (the
+	// connection's writer goroutine, a write-pool worker, or the reader
+	// answering a ping or a close).
+	wmu       sync.Mutex
+	pending   []byte // unsent tail of a frame a non-blocking write left; guarded by wmu
+	owned     bool   // the writer goroutine is writing (pending bytes, or ending); the pool leaves the connection alone; guarded by wmu
+	closeSent bool   // a close frame was written: nothing more may be; guarded by wmu
+	rawBuf    []byte // rawWrite's argument and results; guarded by wmu
+	rawN      int
+	rawErr    error
+	rawFn     func(fd uintptr) bool // s.rawWriteFD, bound once so a write allocates nothing
+	shardIdx  int                   // index in pool.sessions; guarded by pool.mu
 
 	// reader's own state
 	allowance float64   // command tokens available
@@ -79,9 +96,29 @@ type session struct {
 }
 
 func newSession(srv *Server, ws *websocket.Conn, tok *Token) *session {
-	return &session{srv: srv, ws: ws, q: subscriber.NewConn(), tok: tok,
+	s := &session{srv: srv, ws: ws, q: subscriber.NewConn(), tok: tok,
 		stop: make(chan struct{}), flush: make(chan struct{}), readerDone: make(chan struct{}), kick: make(chan struct{}, 1), ctl: make(chan struct{}, 1),
 		allowance: float64(srv.o.Limits.CommandBurst), last: time.Now()}
+	if sc, ok := ws.NetConn().(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			s.raw = rc
+			s.rawFn = s.rawWriteFD
+		}
+	}
+	// Every frame is written by this package under wmu (see writeFrame),
+	// so gorilla's default handlers, which write through gorilla's own
+	// lock, are replaced by ones that write under wmu. A pong or a close
+	// echo is skipped while a frame's tail is pending (the socket is
+	// backed up): the client's ping is answered by the next one.
+	ws.SetPingHandler(func(data string) error {
+		s.control(websocket.PongMessage, []byte(data), time.Second, false)
+		return nil
+	})
+	ws.SetCloseHandler(func(code int, _ string) error {
+		s.control(websocket.CloseMessage, websocket.FormatCloseMessage(code, ""), time.Second, false)
+		return nil
+	})
+	return s
 }
 
 // end records r (unless a reason is already set) and stops the writer.
@@ -102,6 +139,9 @@ func (s *session) beginFlush() {
 // (an ephemeral one is removed everywhere; a named one keeps its
 // subscriptions) and returns why it ended.
 func (s *session) run() CloseReason {
+	if s.srv.shards != nil {
+		s.srv.addToShard(s)
+	}
 	writerDone := make(chan struct{})
 	go pprof.Do(context.Background(), pprof.Labels("subscriber", s.sub.ID()), func(context.Context) {
 		defer close(writerDone)
@@ -111,16 +151,25 @@ func (s *session) run() CloseReason {
 	close(s.readerDone)
 	s.end(ClientClosed)
 	<-writerDone
+	if s.pool != nil {
+		s.pool.remove(s)
+	}
 	s.srv.o.Hub.Detach(s.sub, s.q)
 	s.ws.Close()
 	return CloseReason(s.reason.Load())
 }
 
-// writeLoop is the connection's only data writer: wait for Ready, drain
-// until empty, one websocket message per drain. It closes the socket when
-// it returns, which ends the reader.
+// writeLoop is the connection's writer goroutine. Without a write delay
+// it writes every batch: wait for Ready, drain until empty, one websocket
+// message per drain. With a write delay a write-pool worker writes the
+// batches (see writeShard) and hands the connection over here (kick) only
+// when the socket did not take a whole batch, to finish it with blocking
+// writes under the write deadline. Either way this goroutine writes the
+// pings and the closing frames, and it closes the socket when it returns,
+// which ends the reader.
 func (s *session) writeLoop() {
 	defer s.ws.Close()
+	defer s.release()
 	o := &s.srv.o
 	batch := make([]*subscriber.Message, 0, 64)
 	// The hot wait is a two-case select (the queue, and ctl for every
@@ -129,26 +178,22 @@ func (s *session) writeLoop() {
 	// timer that pokes ctl rather than by a ticker channel in the select.
 	ping := time.AfterFunc(o.PingInterval, func() { s.pingDue.Store(true); s.poke() })
 	defer ping.Stop()
-	// The writer waits on the queue's Ready signal, or, with a write
-	// delay, on the server's flusher, which passes Ready on at most once
-	// per WriteDelay (see Server.flusher).
 	wake := s.q.Ready()
-	if o.WriteDelay > 0 {
+	if s.pool != nil {
 		wake = s.kick
 	}
 	flushing := false
 	for {
 		for {
-			var nn int
-			batch, nn = s.q.Drain(batch[:0], o.MaxBatchMessages, o.MaxBatchBytes)
-			if len(batch) == 0 {
-				break
-			}
-			err := s.writeBatch(batch, nn)
-			clear(batch)
+			var n int
+			var err error
+			batch, n, err = s.writeNext(batch)
 			if err != nil {
 				s.end(writeReason(err))
 				return
+			}
+			if n == 0 {
+				break
 			}
 			if !flushing && isClosed(s.stop) {
 				s.finish()
@@ -186,13 +231,21 @@ func (s *session) writeLoop() {
 			flushing = true
 		}
 		if s.pingDue.Swap(false) {
-			if err := s.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(o.WriteTimeout)); err != nil {
+			if err := s.control(websocket.PingMessage, nil, o.WriteTimeout, true); err != nil {
 				s.end(writeReason(err))
 				return
 			}
 			ping.Reset(o.PingInterval)
 		}
 	}
+}
+
+// release keeps the write pool away from the connection once its writer
+// goroutine has returned.
+func (s *session) release() {
+	s.wmu.Lock()
+	s.owned = true
+	s.wmu.Unlock()
 }
 
 func isClosed(c chan struct{}) bool {
@@ -212,18 +265,25 @@ func (s *session) poke() {
 	}
 }
 
+// handOff wakes the writer goroutine to write what the pool could not.
+func (s *session) handOff() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
 // finish writes what the close reason calls for before the socket closes.
 func (s *session) finish() {
 	if CloseReason(s.reason.Load()) == TakenOver {
-		s.ws.SetWriteDeadline(time.Now().Add(s.srv.o.WriteTimeout))
-		if s.ws.WriteMessage(websocket.TextMessage, appendTakenOver(nil, s.sub.ID())) == nil {
+		if s.control(websocket.TextMessage, appendTakenOver(nil, s.sub.ID()), s.srv.o.WriteTimeout, true) == nil {
 			s.closeWith(CloseCodeTakenOver, "taken over")
 		}
 	}
 }
 
 func (s *session) closeWith(code int, text string) {
-	s.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(s.srv.o.WriteTimeout))
+	s.control(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), s.srv.o.WriteTimeout, true)
 }
 
 func writeReason(err error) CloseReason {
@@ -234,37 +294,232 @@ func writeReason(err error) CloseReason {
 	return WriteFailed
 }
 
-// writeBatch writes batch (nn notices first, then data) as one websocket
-// text message, objects separated by '\n', under the write deadline.
-func (s *session) writeBatch(batch []*subscriber.Message, nn int) error {
+// bufPool holds the frame buffers of writer goroutines while they write,
+// so an idle connection holds none (1000 connections would otherwise pin
+// up to 64 MiB). Write-pool workers keep their own.
+var bufPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// writeNext is the writer goroutine's write: it finishes a pending frame
+// tail, then drains one batch and writes it as one websocket text message
+// (nn notices first, then data, objects separated by '\n'), blocking under
+// the write deadline if the socket does not take it at once. It returns
+// how many messages it wrote; 0 means the queues were empty (and the pool
+// may write the connection again).
+func (s *session) writeNext(batch []*subscriber.Message) ([]*subscriber.Message, int, error) {
 	o := &s.srv.o
-	s.ws.SetWriteDeadline(time.Now().Add(o.WriteTimeout))
-	w, err := s.ws.NextWriter(websocket.TextMessage)
-	if err != nil {
-		return err
+	s.wmu.Lock()
+	if len(s.pending) > 0 {
+		if err := s.writeFrame(s.pending, o.WriteTimeout); err != nil {
+			s.wmu.Unlock()
+			return batch, 0, err
+		}
+		s.pending = s.pending[:0]
 	}
-	size := 0
+	if s.closeSent {
+		s.wmu.Unlock()
+		return batch, 0, nil
+	}
+	batch, nn := s.q.Drain(batch[:0], o.MaxBatchMessages, o.MaxBatchBytes)
+	if len(batch) == 0 {
+		s.owned = false
+		s.wmu.Unlock()
+		return batch, 0, nil
+	}
+	bp := bufPool.Get().(*[]byte)
+	buf := appendBatch((*bp)[:0], batch)
+	err := s.writeFrame(buf, o.WriteTimeout)
+	s.wmu.Unlock()
+	*bp = buf
+	bufPool.Put(bp)
+	n := len(batch)
+	if err == nil {
+		s.observe(batch, nn, len(buf))
+	}
+	clear(batch)
+	return batch, n, err
+}
+
+// poolWrite is a write-pool worker's turn at the connection, whose queue
+// signalled Ready: it drains and writes batches until the queues are
+// empty, with non-blocking writes only, so a worker never waits for a
+// socket. What a write leaves (the socket's buffer is full) becomes the
+// pending tail and the connection goes to its writer goroutine, as it
+// does when that goroutine is busy or ending. batch and buf are the
+// worker's scratch space, returned for reuse.
+func (s *session) poolWrite(batch []*subscriber.Message, buf []byte) ([]*subscriber.Message, []byte) {
+	if !s.wmu.TryLock() {
+		s.handOff()
+		return batch, buf
+	}
+	if s.owned || s.closeSent || s.raw == nil {
+		s.wmu.Unlock()
+		s.handOff()
+		return batch, buf
+	}
+	o := &s.srv.o
+	for {
+		var nn int
+		batch, nn = s.q.Drain(batch[:0], o.MaxBatchMessages, o.MaxBatchBytes)
+		if len(batch) == 0 {
+			break
+		}
+		buf = appendBatch(buf[:0], batch)
+		n, err := s.rawWrite(buf)
+		if err != nil {
+			s.owned = true
+			s.wmu.Unlock()
+			clear(batch)
+			s.end(writeReason(err))
+			return batch, buf
+		}
+		s.observe(batch, nn, len(buf))
+		clear(batch)
+		if n < len(buf) {
+			s.pending = append(s.pending[:0], buf[n:]...)
+			s.owned = true
+			s.wmu.Unlock()
+			s.handOff()
+			return batch, buf
+		}
+	}
+	s.wmu.Unlock()
+	return batch, buf
+}
+
+// observe records a written batch in the metrics.
+func (s *session) observe(batch []*subscriber.Message, nn, frameLen int) {
+	m := s.srv.o.Metrics
+	if m == nil {
+		return
+	}
+	m.queueLen.Observe(float64(len(batch) - nn))
+	m.batchBytes.Observe(float64(frameLen - frameHeaderLen(frameLen)))
+	for _, msg := range batch[nn:] {
+		if !msg.Published.IsZero() {
+			m.latency.Observe(time.Since(msg.Published).Seconds())
+			break
+		}
+	}
+}
+
+// control writes one frame of type op (a ping, pong, close or the
+// taken-over text message) under wmu, with timeout as the write deadline.
+// A pending frame tail is written first if flushPending, else the frame
+// is skipped (the reader answering a ping must not wait for a backed-up
+// socket). Nothing is written after a close frame.
+func (s *session) control(op int, payload []byte, timeout time.Duration, flushPending bool) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.closeSent {
+		return nil
+	}
+	if len(s.pending) > 0 {
+		if !flushPending {
+			return nil
+		}
+		if err := s.writeFrame(s.pending, timeout); err != nil {
+			return err
+		}
+		s.pending = s.pending[:0]
+	}
+	if op == websocket.CloseMessage {
+		s.closeSent, s.owned = true, true
+	}
+	b := appendFrameHeader(make([]byte, 0, 10+len(payload)), byte(op), len(payload))
+	return s.writeFrame(append(b, payload...), timeout)
+}
+
+// writeFrame writes b, trying a non-blocking write first: a write
+// deadline is set (and cleared) only when the socket does not take all of
+// b at once, so the common write costs one system call, not three.
+// wmu must be held.
+func (s *session) writeFrame(b []byte, timeout time.Duration) error {
+	n := 0
+	if s.raw != nil {
+		var err error
+		if n, err = s.rawWrite(b); err != nil || n == len(b) {
+			return err
+		}
+	}
+	c := s.ws.NetConn()
+	c.SetWriteDeadline(time.Now().Add(timeout))
+	_, err := c.Write(b[n:])
+	c.SetWriteDeadline(time.Time{}) // a later non-blocking write must not see an expired deadline
+	return err
+}
+
+// rawWrite makes one non-blocking write(2) of b and returns how much the
+// socket took (0 if its buffer is full). wmu must be held.
+func (s *session) rawWrite(b []byte) (int, error) {
+	s.rawBuf = b
+	err := s.raw.Write(s.rawFn)
+	n := s.rawN
+	if err == nil {
+		err = s.rawErr
+	}
+	s.rawBuf, s.rawN, s.rawErr = nil, 0, nil
+	return n, err
+}
+
+// rawWriteFD is rawWrite's callback for syscall.RawConn.Write: it writes
+// once and never asks to wait for the socket.
+func (s *session) rawWriteFD(fd uintptr) bool {
+	for {
+		n, err := syscall.Write(int(fd), s.rawBuf)
+		switch err {
+		case nil:
+			s.rawN = n
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+		default:
+			s.rawErr = &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", err)}
+		}
+		return true
+	}
+}
+
+// appendBatch appends batch as one unmasked, final websocket text frame,
+// the objects separated by '\n'.
+func appendBatch(dst []byte, batch []*subscriber.Message) []byte {
+	n := len(batch) - 1
+	for _, m := range batch {
+		n += len(m.Data)
+	}
+	dst = slices.Grow(dst, 10+n)
+	dst = appendFrameHeader(dst, websocket.TextMessage, n)
 	for i, m := range batch {
 		if i > 0 {
-			w.Write(newline)
+			dst = append(dst, '\n')
 		}
-		w.Write(m.Data)
-		size += len(m.Data) + 1
+		dst = append(dst, m.Data...)
 	}
-	if err := w.Close(); err != nil {
-		return err
+	return dst
+}
+
+// appendFrameHeader appends the header of a final, unmasked (server to
+// client) frame of op with an n-byte payload (RFC 6455, section 5.2).
+func appendFrameHeader(dst []byte, op byte, n int) []byte {
+	dst = append(dst, 0x80|op)
+	switch {
+	case n <= 125:
+		return append(dst, byte(n))
+	case n <= 0xffff:
+		return append(dst, 126, byte(n>>8), byte(n))
 	}
-	if m := o.Metrics; m != nil {
-		m.queueLen.Observe(float64(len(batch) - nn))
-		m.batchBytes.Observe(float64(size))
-		for _, msg := range batch[nn:] {
-			if !msg.Published.IsZero() {
-				m.latency.Observe(time.Since(msg.Published).Seconds())
-				break
-			}
-		}
+	return binary.BigEndian.AppendUint64(append(dst, 127), uint64(n))
+}
+
+// frameHeaderLen returns the header length of a frame of frameLen bytes
+// in all.
+func frameHeaderLen(frameLen int) int {
+	switch {
+	case frameLen <= 2+125:
+		return 2
+	case frameLen <= 4+0xffff:
+		return 4
 	}
-	return nil
+	return 10
 }
 
 // readLoop reads and answers commands until the connection fails.

@@ -1,0 +1,101 @@
+package wsapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/shopspring/decimal"
+
+	"github.com/fanoutd/fanoutd/fanout"
+	"github.com/fanoutd/fanoutd/subscriber"
+	"github.com/fanoutd/fanoutd/venue"
+)
+
+func TestAppendFrameHeader(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		want []byte
+	}{
+		{0, []byte{0x81, 0}},
+		{125, []byte{0x81, 125}},
+		{126, []byte{0x81, 126, 0, 126}},
+		{0xffff, []byte{0x81, 126, 0xff, 0xff}},
+		{0x10000, []byte{0x81, 127, 0, 0, 0, 0, 0, 1, 0, 0}},
+	} {
+		got := appendFrameHeader(nil, websocket.TextMessage, tc.n)
+		if !bytes.Equal(got, tc.want) {
+			t.Errorf("header of %d bytes: % x, want % x", tc.n, got, tc.want)
+		}
+		if h := frameHeaderLen(len(got) + tc.n); h != len(got) {
+			t.Errorf("frameHeaderLen(%d) = %d, want %d", len(got)+tc.n, h, len(got))
+		}
+	}
+	b := appendBatch(nil, []*subscriber.Message{{Data: []byte(`{"a":1}`)}, {Data: []byte(`{"b":2}`)}})
+	if want := "\x81\x0f{\"a\":1}\n{\"b\":2}"; string(b) != want {
+		t.Errorf("appendBatch = %q, want %q", b, want)
+	}
+}
+
+// TestWritePoolBackedUpSocket has the write pool write to a client that
+// does not read for a while, with a small send buffer, so that
+// non-blocking writes leave frame tails for the connection's writer
+// goroutine; every event must then arrive once, in order, in well-formed
+// frames, and the client's pings must be answered.
+func TestWritePoolBackedUpSocket(t *testing.T) {
+	hub := fanout.NewHub(subscriber.NewRegistry())
+	feed, _ := hub.AddFeed(fanout.Options{Venue: "coinbase", MaxQueueLen: 1 << 20})
+	srv := NewServer(Options{Hub: hub, Logger: discardLogger(), WriteDelay: time.Millisecond, SendBuffer: 4096})
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	defer srv.Close()
+	ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(hs.URL, "http")+"/v1/stream", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	ws.WriteMessage(websocket.TextMessage, []byte(`{"op":"subscribe","id":"1","streams":["coinbase:trades:BTC-USD"]}`))
+	if _, m, err := ws.ReadMessage(); err != nil || !bytes.Contains(m, []byte(`"ack"`)) {
+		t.Fatalf("subscribe: %q %v", m, err)
+	}
+	const events = 3000
+	for i := range events {
+		feed.Publish(&venue.Event{Kind: venue.KindTrade, Stream: "coinbase:trades:BTC-USD", TradeID: strings.Repeat("x", 150),
+			Price: decimal.New(int64(i), -2), Size: decimal.New(1, 0), Side: venue.SideBuy, RecvTime: time.Now(), VenueTime: time.Now()})
+	}
+	time.Sleep(100 * time.Millisecond) // the client reads nothing: the socket backs up
+	pongs := make(chan struct{}, 1)
+	ws.SetPongHandler(func(string) error { pongs <- struct{}{}; return nil })
+	if err := ws.WriteControl(websocket.PingMessage, []byte("p"), time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	var last uint64
+	for got := 0; got < events; {
+		ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, m, err := ws.ReadMessage()
+		if err != nil {
+			t.Fatalf("after %d events: %v", got, err)
+		}
+		for _, line := range bytes.Split(m, []byte("\n")) {
+			var ev struct{ Seq uint64 }
+			if err := json.Unmarshal(line, &ev); err != nil {
+				t.Fatalf("object %q: %v", line, err)
+			}
+			if last != 0 && ev.Seq != last+1 {
+				t.Fatalf("seq %d after %d", ev.Seq, last)
+			}
+			last = ev.Seq
+			got++
+		}
+	}
+	go ws.ReadMessage() // the pong is handled by a read
+	select {
+	case <-pongs:
+	case <-time.After(5 * time.Second):
+		t.Fatal("ping not answered")
+	}
+}
