@@ -153,7 +153,14 @@ func TestE2EFaults(t *testing.T) {
 		t.Errorf("hang answered after %v, want about the 700ms deadline", d)
 	}
 	e.proxy.Set(claimchecktest.FaultNone) // frees the hanging request
-	time.Sleep(100 * time.Millisecond)
+	// Wait until the late request has finished (and filled the cache), so
+	// the throttling below starts from an idle store.
+	for deadline := time.Now().Add(10 * time.Second); e.reader.Stats().Stores[0].InFlight != 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the freed request is still in flight")
+		}
+		time.Sleep(time.Millisecond)
+	}
 
 	// Throttle above 20 requests/s: concurrent uncached reads get 503
 	// SlowDown, the gateway answers store_unavailable, the limit drops.

@@ -59,9 +59,7 @@ const Wait = 10 * time.Second
 func Run(t *testing.T, v Venue) {
 	t.Run("SnapshotThenUpdates", func(t *testing.T) {
 		h := start(t, v)
-		v.Step(20)
-		h.sink.WaitBook(t, Wait, h.l2, v.Book)
-		h.sink.Check(t)
+		h.recovered(t, v, 20)
 	})
 	t.Run("GapResyncs", func(t *testing.T) {
 		h := start(t, v)
@@ -72,9 +70,7 @@ func Run(t *testing.T, v Venue) {
 		if n.Stream != "" && n.Stream != string(h.l2) {
 			t.Errorf("book_resync names stream %q, want %q", n.Stream, h.l2)
 		}
-		v.Step(5)
-		h.sink.WaitBook(t, Wait, h.l2, v.Book)
-		h.sink.Check(t)
+		h.recovered(t, v, 5)
 	})
 	t.Run("ChecksumResyncs", func(t *testing.T) {
 		h := start(t, v)
@@ -84,34 +80,17 @@ func Run(t *testing.T, v Venue) {
 		from := h.sink.NumNotices()
 		v.Step(3)
 		h.sink.WaitNotice(t, Wait, from, notice.BookResync)
-		v.Step(3)
-		h.sink.WaitBook(t, Wait, h.l2, v.Book)
-		h.sink.Check(t)
+		h.recovered(t, v, 3)
 	})
 	t.Run("ReconnectsAfterClose", func(t *testing.T) {
 		h := start(t, v)
-		from := h.sink.NumNotices()
-		accepted := v.Server().Accepted()
-		v.Server().CloseAll()
-		_, i := h.sink.WaitNotice(t, Wait, from, notice.LinkDown)
-		v.Server().WaitAccepted(t, accepted+1, Wait)
-		h.sink.WaitNotice(t, Wait, i, notice.LinkUp)
-		v.Step(5)
-		h.sink.WaitBook(t, Wait, h.l2, v.Book)
-		h.sink.Check(t)
+		h.reconnects(t, v, v.Server().CloseAll, nil)
+		h.recovered(t, v, 5)
 	})
 	t.Run("SilenceReconnects", func(t *testing.T) {
 		h := start(t, v)
-		from := h.sink.NumNotices()
-		accepted := v.Server().Accepted()
-		v.Server().SetSilent(true)
-		_, i := h.sink.WaitNotice(t, Wait, from, notice.LinkDown)
-		v.Server().SetSilent(false)
-		v.Server().WaitAccepted(t, accepted+1, Wait)
-		h.sink.WaitNotice(t, Wait, i, notice.LinkUp)
-		v.Step(5)
-		h.sink.WaitBook(t, Wait, h.l2, v.Book)
-		h.sink.Check(t)
+		h.reconnects(t, v, func() { v.Server().SetSilent(true) }, func() { v.Server().SetSilent(false) })
+		h.recovered(t, v, 5)
 	})
 	t.Run("RefusedSymbol", func(t *testing.T) {
 		h := start(t, v)
@@ -124,9 +103,7 @@ func Run(t *testing.T, v Venue) {
 			t.Errorf("refusal venue = %q, want %q", n.Venue, v.Name())
 		}
 		// The link stays up and the good symbol keeps flowing.
-		v.Step(5)
-		h.sink.WaitBook(t, Wait, h.l2, v.Book)
-		h.sink.Check(t)
+		h.recovered(t, v, 5)
 	})
 	t.Run("GarbageIsReported", func(t *testing.T) {
 		h := start(t, v)
@@ -135,9 +112,7 @@ func Run(t *testing.T, v Venue) {
 			v.Server().Broadcast(g)
 		}
 		h.sink.WaitNotice(t, Wait, from, notice.DataQuality)
-		v.Step(5)
-		h.sink.WaitBook(t, Wait, h.l2, v.Book)
-		h.sink.Check(t)
+		h.recovered(t, v, 5)
 	})
 	t.Run("CoverageFromObservation", func(t *testing.T) {
 		h := start(t, v)
@@ -162,6 +137,31 @@ func Run(t *testing.T, v Venue) {
 		}
 		v.Server().SetSilent(false)
 	})
+}
+
+// recovered steps the venue n times and waits until the consumer's book is
+// the venue's again, then checks the stream's invariants.
+func (h *harness) recovered(t *testing.T, v Venue, n int) {
+	t.Helper()
+	v.Step(n)
+	h.sink.WaitBook(t, Wait, h.l2, v.Book)
+	h.sink.Check(t)
+}
+
+// reconnects runs fault, which must cut the link, then waits for link_down,
+// a new connection and link_up after it; heal, if set, runs once link_down
+// is seen.
+func (h *harness) reconnects(t *testing.T, v Venue, fault, heal func()) {
+	t.Helper()
+	from := h.sink.NumNotices()
+	accepted := v.Server().Accepted()
+	fault()
+	_, i := h.sink.WaitNotice(t, Wait, from, notice.LinkDown)
+	if heal != nil {
+		heal()
+	}
+	v.Server().WaitAccepted(t, accepted+1, Wait)
+	h.sink.WaitNotice(t, Wait, i, notice.LinkUp)
 }
 
 type harness struct {
