@@ -304,8 +304,7 @@ func (f *Feed) sendSnapshot(c *subscriber.Conn, st *stream) {
 		return
 	}
 	if st.snap == nil {
-		ev := st.book.Snapshot(st.id)
-		ev.Seq, ev.VenueSeq, ev.RecvTime, ev.VenueTime = st.bookSeq, st.venueSeq, st.recv, st.vtime
+		ev := st.snapshotEvent()
 		st.snap = &subscriber.Message{Stream: string(st.id), Seq: st.bookSeq, Snapshot: true, Data: ev.AppendJSON(nil), Published: f.now()}
 	}
 	c.Force(st.snap)
@@ -467,9 +466,15 @@ func (f *Feed) Book(id venue.Stream) (*venue.Event, bool) {
 	if st == nil || !st.level2 || !st.hasBook {
 		return nil, false
 	}
+	return st.snapshotEvent(), true
+}
+
+// snapshotEvent is a snapshot event of st's book at the seq it reflects,
+// with copies of the levels. Feed.mu must be held.
+func (st *stream) snapshotEvent() *venue.Event {
 	ev := st.book.Snapshot(st.id)
 	ev.Seq, ev.VenueSeq, ev.RecvTime, ev.VenueTime = st.bookSeq, st.venueSeq, st.recv, st.vtime
-	return ev, true
+	return ev
 }
 
 // SubscriberState is what a feed knows of one subscriber, for operators.
