@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -23,13 +24,17 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/fanoutd/fanoutd/cmd/fanoutd/internal/testsource"
+	"github.com/fanoutd/fanoutd/fanout"
 	"github.com/fanoutd/fanoutd/venue"
 )
 
-// bench is the load tool: it runs a daemon in this process, fed by a test
-// source at a fixed rate, and N websocket subscribers in a child process
-// (so this process's CPU time is the server's), and reports delivered/s,
-// server CPU per delivered message and latency percentiles.
+// bench is the load tool: it runs a server under test, fed at a fixed
+// rate, and N websocket subscribers in a child process (so their CPU is
+// not the server's), and reports delivered/s, server CPU per delivered
+// message and latency percentiles. The server is a daemon in this process
+// fed by a test source, or with --peer centrifugo a Centrifugo binary in
+// a child process fed through its HTTP publish API, so that both are
+// measured on the same machine in the same way.
 func bench(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -39,47 +44,37 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	dur := fs.Duration("duration", 20*time.Second, "measured duration")
 	warm := fs.Duration("warmup", 3*time.Second, "warm-up before measuring")
 	delay := fs.String("write-delay", "", "websocket.write_delay of the daemon under test (default: the daemon's default)")
-	cpuprofile := fs.String("cpuprofile", "", "write the server's CPU profile of the measured window to this file")
+	uring := fs.Bool("io-uring", true, "websocket.io_uring of the daemon under test")
+	cpuprofile := fs.String("cpuprofile", "", "write the server's CPU profile of the measured window to this file (fanoutd only)")
+	peer := fs.String("peer", "", "measure this peer instead of fanoutd: centrifugo")
+	peerBin := fs.String("peer-bin", "", "the peer's binary (default: its name, looked up in PATH)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	yml := "listen: 127.0.0.1:0\nlimits:\n  max_connections_per_token: 100000\nvenues:\n  coinbase:\n    symbols: [BTC-USD]\n"
-	if *delay != "" {
-		yml += "websocket:\n  write_delay: " + *delay + "\n"
-	}
-	cfg, err := ParseConfig([]byte(yml), nil)
-	if err != nil {
-		fmt.Fprintln(stderr, "fanoutd bench:", err)
+	var srv benchServer
+	var err error
+	switch *peer {
+	case "":
+		srv, err = startFanoutd(*delay, *uring, stderr)
+	case "centrifugo":
+		srv, err = startCentrifugo(cmp.Or(*peerBin, "centrifugo"), stderr)
+	default:
+		fmt.Fprintf(stderr, "fanoutd bench: --peer %q: want centrifugo\n", *peer)
 		return 2
 	}
-	var src *testsource.Source
-	ctors := map[string]Constructor{"coinbase": func(c venue.Config) (venue.Adapter, error) {
-		src = testsource.New("coinbase", c)
-		return src, nil
-	}}
-	d, err := NewDaemon(cfg, ctors, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		fmt.Fprintln(stderr, "fanoutd bench:", err)
 		return 1
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fmt.Fprintln(stderr, "fanoutd bench:", err)
-		return 1
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	runDone := make(chan error, 1)
-	go func() { runDone <- d.Run(ctx, ln) }()
-	defer func() { cancel(); <-runDone }()
+	defer srv.stop()
 
 	exe, err := os.Executable()
 	if err != nil {
 		fmt.Fprintln(stderr, "fanoutd bench:", err)
 		return 1
 	}
-	const stream = "coinbase:trades:BTC-USD"
-	child := exec.Command(exe, "bench-clients", "--url", "ws://"+ln.Addr().String()+"/v1/stream",
-		"--subs", fmt.Sprint(*subs), "--stream", stream, "--warmup", warm.String(), "--duration", dur.String())
+	child := exec.Command(exe, "bench-clients", "--url", srv.wsURL(), "--proto", srv.name(),
+		"--subs", fmt.Sprint(*subs), "--stream", srv.stream(), "--warmup", warm.String(), "--duration", dur.String())
 	child.Stderr = stderr
 	out, _ := child.StdoutPipe()
 	if err := child.Start(); err != nil {
@@ -96,26 +91,24 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	// Pad the trade id so the encoded event is about size bytes.
 	mk := func(i int, pad string) *venue.Event {
 		now := time.Now()
-		return &venue.Event{Kind: venue.KindTrade, Stream: stream, TradeID: pad, Price: decimal.New(int64(5000000+i%1000), -2),
-			Size: decimal.New(12345, -4), Side: venue.SideBuy, RecvTime: now, VenueTime: now}
+		return &venue.Event{Kind: venue.KindTrade, Stream: benchStream, TradeID: pad, Price: decimal.New(int64(5000000+i%1000), -2),
+			Size: decimal.New(12345, -4), Side: venue.SideBuy, RecvTime: now, VenueTime: now, Seq: uint64(i)}
 	}
-	probe := mk(0, "")
-	probe.Seq = 1000000
+	probe := mk(1000000, "")
 	pad := strings.Repeat("x", max(1, *size-len(probe.AppendJSON(nil))))
-	feed := d.Hub().Feed("coinbase")
 
 	interval := time.Second / time.Duration(*rate)
 	start := time.Now()
 	measureAt, endAt := start.Add(*warm), start.Add(*warm+*dur)
 	var cpu0, cpu1 time.Duration
-	var del0, del1, drop0, drop1 uint64
+	var c0, c1 benchCounters
 	measuring := false
 	for i := 0; ; i++ {
 		at := start.Add(time.Duration(i) * interval)
 		if !measuring && !at.Before(measureAt) {
-			cpu0, del0, drop0 = processCPU(), feed.Counters().Delivered.Load(), feed.Counters().Dropped.Load()
+			cpu0, c0 = srv.cpu(), srv.counters()
 			measuring = true
-			if *cpuprofile != "" {
+			if *cpuprofile != "" && *peer == "" {
 				if f, err := os.Create(*cpuprofile); err == nil {
 					pprof.StartCPUProfile(f)
 					defer f.Close()
@@ -123,8 +116,8 @@ func bench(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		if !at.Before(endAt) {
-			cpu1, del1, drop1 = processCPU(), feed.Counters().Delivered.Load(), feed.Counters().Dropped.Load()
-			if *cpuprofile != "" {
+			cpu1, c1 = srv.cpu(), srv.counters()
+			if *cpuprofile != "" && *peer == "" {
 				pprof.StopCPUProfile()
 			}
 			break
@@ -132,7 +125,12 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		if w := time.Until(at); w > 0 {
 			time.Sleep(w)
 		}
-		src.Publish(mk(i, pad))
+		if err := srv.publish(mk(i, pad)); err != nil {
+			fmt.Fprintln(stderr, "fanoutd bench: publish:", err)
+			child.Process.Kill()
+			child.Wait()
+			return 1
+		}
 	}
 	res, _ := io.ReadAll(rd)
 	child.Wait()
@@ -141,23 +139,108 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fanoutd bench: client report %q: %v\n", res, err)
 		return 1
 	}
-	delivered := del1 - del0
+	// The server's own count where it has one; else what the clients read
+	// of the events published in the measured window.
+	delivered := uint64(cr.Received)
+	if c1.ok {
+		delivered = c1.delivered - c0.delivered
+	}
 	cpu := cpu1 - cpu0
-	fmt.Fprintf(stdout, "subscribers %d, %d events/s of %d bytes, %s measured after %s warm-up (GOMAXPROCS %d)\n",
-		*subs, *rate, len(mk(0, pad).AppendJSON(nil))+8, *dur, *warm, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(stdout, "%s: subscribers %d, %d events/s of %d bytes, %s measured after %s warm-up (GOMAXPROCS %d)\n",
+		srv.name(), *subs, *rate, len(mk(0, pad).AppendJSON(nil))+8, *dur, *warm, runtime.GOMAXPROCS(0))
 	fmt.Fprintf(stdout, "delivered/s         %.0f (clients received %.0f/s)\n", float64(delivered)/dur.Seconds(), float64(cr.Received)/dur.Seconds())
-	fmt.Fprintf(stdout, "dropped             %d\n", drop1-drop0)
+	if c1.ok {
+		fmt.Fprintf(stdout, "dropped             %d\n", c1.dropped-c0.dropped)
+	}
 	fmt.Fprintf(stdout, "server CPU          %.1f%% of one core\n", 100*cpu.Seconds()/dur.Seconds())
 	fmt.Fprintf(stdout, "server CPU/message  %.3f µs\n", float64(cpu.Nanoseconds())/float64(max(delivered, 1))/1000)
 	fmt.Fprintf(stdout, "latency p50 %s  p99 %s  p999 %s  max %s (publish to client read)\n",
 		time.Duration(cr.P50), time.Duration(cr.P99), time.Duration(cr.P999), time.Duration(cr.Max))
-	if writes := histCount(d, "fanoutd_write_batch_bytes"); writes > 0 {
-		fmt.Fprintf(stdout, "websocket writes    %d in the whole run: %.1f events per write\n", writes, float64(feed.Counters().Delivered.Load())/float64(writes))
+	if f, ok := srv.(*fanoutdServer); ok {
+		f.report(stdout)
 	}
-	fmt.Fprintf(stdout, "server publish-to-write (oldest event of each batch, whole run, bucket bounds) p50 ≤ %s  p99 ≤ %s\n",
-		histQuantile(d, 0.5), histQuantile(d, 0.99))
 	fmt.Fprintf(stdout, "client process CPU  %.1f%% of one core\n", 100*time.Duration(cr.CPU).Seconds()/dur.Seconds())
 	return 0
+}
+
+// benchStream is the stream bench loads on fanoutd.
+const benchStream = "coinbase:trades:BTC-USD"
+
+// benchServer is a server under load.
+type benchServer interface {
+	name() string   // also the clients' --proto
+	stream() string // what the clients subscribe to
+	wsURL() string
+	publish(ev *venue.Event) error
+	cpu() time.Duration // the server's CPU time so far
+	counters() benchCounters
+	stop()
+}
+
+// benchCounters are a server's own delivery counts, if it keeps them.
+type benchCounters struct {
+	ok                 bool
+	delivered, dropped uint64
+}
+
+// fanoutdServer is the daemon in this process, fed by a test source.
+type fanoutdServer struct {
+	d      *Daemon
+	src    *testsource.Source
+	feed   *fanout.Feed
+	url    string
+	cancel func()
+}
+
+func startFanoutd(delay string, uring bool, stderr io.Writer) (*fanoutdServer, error) {
+	yml := "listen: 127.0.0.1:0\nlimits:\n  max_connections_per_token: 100000\nvenues:\n  coinbase:\n    symbols: [BTC-USD]\n"
+	yml += fmt.Sprintf("websocket:\n  io_uring: %t\n", uring)
+	if delay != "" {
+		yml += "  write_delay: " + delay + "\n"
+	}
+	cfg, err := ParseConfig([]byte(yml), nil)
+	if err != nil {
+		return nil, err
+	}
+	f := &fanoutdServer{}
+	ctors := map[string]Constructor{"coinbase": func(c venue.Config) (venue.Adapter, error) {
+		f.src = testsource.New("coinbase", c)
+		return f.src, nil
+	}}
+	if f.d, err = NewDaemon(cfg, ctors, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	runDone := make(chan error, 1)
+	go func() { runDone <- f.d.Run(ctx, ln) }()
+	f.cancel = func() { cancel(); <-runDone }
+	f.feed = f.d.Hub().Feed("coinbase")
+	f.url = "ws://" + ln.Addr().String() + "/v1/stream"
+	return f, nil
+}
+
+func (f *fanoutdServer) name() string                  { return "fanoutd" }
+func (f *fanoutdServer) wsURL() string                 { return f.url }
+func (f *fanoutdServer) stream() string                { return benchStream }
+func (f *fanoutdServer) publish(ev *venue.Event) error { f.src.Publish(ev); return nil }
+func (f *fanoutdServer) cpu() time.Duration            { return processCPU() }
+func (f *fanoutdServer) stop()                         { f.cancel() }
+func (f *fanoutdServer) counters() benchCounters {
+	c := f.feed.Counters()
+	return benchCounters{ok: true, delivered: c.Delivered.Load(), dropped: c.Dropped.Load()}
+}
+
+// report prints what only the daemon's metrics tell.
+func (f *fanoutdServer) report(stdout io.Writer) {
+	if writes := histCount(f.d, "fanoutd_write_batch_bytes"); writes > 0 {
+		fmt.Fprintf(stdout, "websocket writes    %d in the whole run: %.1f events per write\n", writes, float64(f.feed.Counters().Delivered.Load())/float64(writes))
+	}
+	fmt.Fprintf(stdout, "server publish-to-write (oldest event of each batch, whole run, bucket bounds) p50 ≤ %s  p99 ≤ %s\n",
+		histQuantile(f.d, 0.5), histQuantile(f.d, 0.99))
 }
 
 func processCPU() time.Duration {
@@ -180,6 +263,7 @@ func benchClients(args []string, stdout, stderr io.Writer) int {
 	url := fs.String("url", "", "")
 	subs := fs.Int("subs", 200, "")
 	stream := fs.String("stream", "", "")
+	proto := fs.String("proto", "fanoutd", "fanoutd or centrifugo")
 	warm := fs.Duration("warmup", 3*time.Second, "")
 	dur := fs.Duration("duration", 20*time.Second, "")
 	if err := fs.Parse(args); err != nil {
@@ -201,10 +285,17 @@ func benchClients(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "bench-clients:", err)
 			return 1
 		}
-		ws.WriteMessage(websocket.TextMessage, sub)
-		if _, m, err := ws.ReadMessage(); err != nil || !bytes.Contains(m, []byte(`"ack"`)) {
-			fmt.Fprintf(stderr, "bench-clients: subscribe: %q %v\n", m, err)
-			return 1
+		if *proto == "centrifugo" {
+			if err := centrifugoConnect(ws, *stream); err != nil {
+				fmt.Fprintln(stderr, "bench-clients: subscribe:", err)
+				return 1
+			}
+		} else {
+			ws.WriteMessage(websocket.TextMessage, sub)
+			if _, m, err := ws.ReadMessage(); err != nil || !bytes.Contains(m, []byte(`"ack"`)) {
+				fmt.Fprintf(stderr, "bench-clients: subscribe: %q %v\n", m, err)
+				return 1
+			}
 		}
 		conns[i] = ws
 	}
@@ -251,6 +342,9 @@ func benchClients(args []string, stdout, stderr io.Writer) int {
 					}
 					k := bytes.Index(line, key)
 					if k < 0 {
+						if string(line) == "{}" { // Centrifugo's ping: answer with a pong
+							ws.WriteMessage(websocket.TextMessage, line)
+						}
 						continue
 					}
 					ts := line[k+len(key):]

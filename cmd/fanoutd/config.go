@@ -63,6 +63,7 @@ type websocketConfig struct {
 	WriteTimeout     string `yaml:"write_timeout"`
 	PingInterval     string `yaml:"ping_interval"`
 	WriteDelay       string `yaml:"write_delay"`
+	IOUring          *bool  `yaml:"io_uring"`
 	SendBufferBytes  *int   `yaml:"send_buffer_bytes"`
 	MaxBatchBytes    *int   `yaml:"max_batch_bytes"`
 	MaxBatchMessages *int   `yaml:"max_batch_messages"`
@@ -296,6 +297,7 @@ func resolve(fc *fileConfig, getenv func(string) string) (*Config, error) {
 	} else {
 		w.WriteDelay = defaultWriteDelay
 	}
+	w.Uring = fc.Websocket.IOUring == nil || *fc.Websocket.IOUring
 	if v := fc.Websocket.SendBufferBytes; v != nil {
 		if *v < 0 {
 			return nil, cfgErr("websocket.send_buffer_bytes", "%d is negative (0 leaves the kernel's default)", *v)

@@ -45,11 +45,17 @@ func TestAppendFrameHeader(t *testing.T) {
 // does not read for a while, with a small send buffer, so that
 // non-blocking writes leave frame tails for the connection's writer
 // goroutine; every event must then arrive once, in order, in well-formed
-// frames, and the client's pings must be answered.
+// frames, and the client's pings must be answered. With and without
+// io_uring.
 func TestWritePoolBackedUpSocket(t *testing.T) {
+	t.Run("write", func(t *testing.T) { testWritePoolBackedUpSocket(t, false) })
+	t.Run("io_uring", func(t *testing.T) { testWritePoolBackedUpSocket(t, true) })
+}
+
+func testWritePoolBackedUpSocket(t *testing.T, uring bool) {
 	hub := fanout.NewHub(subscriber.NewRegistry())
 	feed, _ := hub.AddFeed(fanout.Options{Venue: "coinbase", MaxQueueLen: 1 << 20})
-	srv := NewServer(Options{Hub: hub, Logger: discardLogger(), WriteDelay: time.Millisecond, SendBuffer: 4096})
+	srv := NewServer(Options{Hub: hub, Logger: discardLogger(), WriteDelay: time.Millisecond, SendBuffer: 4096, Uring: uring})
 	hs := httptest.NewServer(srv)
 	defer hs.Close()
 	defer srv.Close()

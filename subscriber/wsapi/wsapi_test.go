@@ -190,17 +190,21 @@ func cpuTime() time.Duration {
 // delivered message — server and the 1000 allocation-free raw clients
 // together, as they share the process — and the allocations per event
 // (the clients allocate nothing, so these are the server's).
-func BenchmarkBroadcast1000(b *testing.B) { benchmarkBroadcast(b, 0) }
+func BenchmarkBroadcast1000(b *testing.B) { benchmarkBroadcast(b, 0, false) }
 
 // BenchmarkBroadcast1000WriteDelay is BenchmarkBroadcast1000 with the
 // daemon's default write delay: the write pool writes the batches.
-func BenchmarkBroadcast1000WriteDelay(b *testing.B) { benchmarkBroadcast(b, 2*time.Millisecond) }
+func BenchmarkBroadcast1000WriteDelay(b *testing.B) { benchmarkBroadcast(b, 2*time.Millisecond, false) }
 
-func benchmarkBroadcast(b *testing.B, delay time.Duration) {
+// BenchmarkBroadcast1000Uring is BenchmarkBroadcast1000WriteDelay with
+// the write pool's sends through io_uring.
+func BenchmarkBroadcast1000Uring(b *testing.B) { benchmarkBroadcast(b, 2*time.Millisecond, true) }
+
+func benchmarkBroadcast(b *testing.B, delay time.Duration, uring bool) {
 	const subs = 1000
 	hub := fanout.NewHub(subscriber.NewRegistry())
 	feed, _ := hub.AddFeed(fanout.Options{Venue: "coinbase", MaxQueueLen: 1 << 20})
-	srv := NewServer(Options{Hub: hub, Logger: discardLogger(), WriteDelay: delay})
+	srv := NewServer(Options{Hub: hub, Logger: discardLogger(), WriteDelay: delay, Uring: uring})
 	hs := httptest.NewServer(srv)
 	defer hs.Close()
 	defer srv.Close()

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestProcStatCPU(t *testing.T) {
+	// A command name with spaces and a ')' must not shift the fields.
+	line := []byte("4242 (cent (x) y) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 37 0 0 20 0 8 0 100 0 0\n")
+	got, err := procStatCPU(line)
+	if err != nil || got != 2870*time.Millisecond {
+		t.Fatalf("procStatCPU = %v, %v; want 2.87s", got, err)
+	}
+	for _, bad := range []string{"", "1 (x) S 1 2", "1 (x) S 1 2 3 4 5 6 7 8 9 10 x 0 0"} {
+		if _, err := procStatCPU([]byte(bad)); err == nil {
+			t.Errorf("procStatCPU(%q): no error", bad)
+		}
+	}
+	// This process's own line parses, and agrees with getrusage to within
+	// the /proc clock tick.
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(os.Getpid()) + "/stat")
+	if err != nil {
+		t.Skip("no /proc here")
+	}
+	d, err := procStatCPU(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ru := processCPU(); d > ru+20*time.Millisecond || d < ru-20*time.Millisecond {
+		t.Errorf("/proc says %v of CPU, getrusage %v", d, ru)
+	}
+}
+
+func TestBenchBadPeer(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"bench", "--peer", "nats"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), `--peer "nats"`) {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+	errb.Reset()
+	if code := run([]string{"bench", "--peer", "centrifugo", "--peer-bin", "/nonexistent/centrifugo"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "go install github.com/centrifugal/centrifugo") {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+}
