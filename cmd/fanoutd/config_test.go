@@ -61,6 +61,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"tokens:\n  - name: a\n", "tokens[0]: set sha256"},
 		{"tokens:\n  - name: a\n    sha256: abc\n", "tokens[0].sha256: not 64 hex digits"},
 		{"log_level: loud\n", `log_level: "loud"`},
+		{"websocket:\n  io_uring: sometimes\n", "websocket.io_uring"},
 	} {
 		p := writeConfig(t, tc.yaml)
 		var out, errb bytes.Buffer
@@ -79,8 +80,12 @@ func TestDefaultsAndEnvOverrides(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Listen != "127.0.0.1:9999" || len(cfg.Tokens) != 2 || len(cfg.Venues) != 5 || cfg.Venues[0].MaxQueueLen != 10000 ||
-		cfg.Venues[0].MaxQueueBytes != 8<<20 || cfg.ShutdownTimeout != 5*time.Second {
+		cfg.Venues[0].MaxQueueBytes != 8<<20 || cfg.ShutdownTimeout != 5*time.Second || !cfg.WS.Uring || cfg.WS.WriteDelay != 3*time.Millisecond {
 		t.Fatalf("%+v", cfg)
+	}
+	cfg, err = ParseConfig([]byte("websocket:\n  io_uring: false\n"), nil)
+	if err != nil || cfg.WS.Uring {
+		t.Fatalf("io_uring: false: %v, Uring %v", err, cfg.WS.Uring)
 	}
 }
 

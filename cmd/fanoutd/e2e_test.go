@@ -122,6 +122,9 @@ func seqs(ws []wire, stream string) []uint64 {
 func TestSnapshotThenUpdatesInOrder(t *testing.T) {
 	t.Run("write_delay=0", func(t *testing.T) { testSnapshotThenUpdates(t, "websocket:\n  write_delay: 0s\n"+baseConfig) })
 	t.Run("write_delay=2ms", func(t *testing.T) { testSnapshotThenUpdates(t, "websocket:\n  write_delay: 2ms\n"+baseConfig) })
+	t.Run("write_delay=2ms,io_uring=false", func(t *testing.T) {
+		testSnapshotThenUpdates(t, "websocket:\n  write_delay: 2ms\n  io_uring: false\n"+baseConfig)
+	})
 }
 
 func testSnapshotThenUpdates(t *testing.T, yml string) {

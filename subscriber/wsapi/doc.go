@@ -21,7 +21,9 @@
 // each worker writes the connections of its shard whose queue signalled
 // Ready, with non-blocking writes, so no goroutine is woken per
 // connection and more events share a write; the cost is up to that much
-// latency. A connection whose socket does not take a whole batch goes to
+// latency. With Options.Uring a worker hands all of a tick's writes to
+// the kernel in one io_uring_enter (sends with MSG_DONTWAIT) instead of
+// one write(2) each. A connection whose socket does not take a whole batch goes to
 // its writer goroutine, which finishes the frame with blocking writes
 // under the write deadline and drains until empty before the pool takes
 // it back. The writer goroutine also writes pings and the closing frames.
