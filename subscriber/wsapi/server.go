@@ -348,10 +348,16 @@ func (w *writeShard) submit() {
 }
 
 // complete is the ring's completion callback: slot i's send took res.
+// A slot whose frame buffer grew past twice the batch bound (a large
+// snapshot is always written whole) lets it go, so that the ring's slots
+// do not each keep the largest frame they ever held.
 func (w *writeShard) complete(i uint64, res int32) {
 	slot := &w.slots[i]
 	if slot.sess.ringDone(slot, res) {
 		w.more = append(w.more, slot.sess)
+	}
+	if cap(slot.buf) > 2*slot.sess.srv.o.MaxBatchBytes {
+		slot.buf = nil
 	}
 	slot.sess = nil
 }

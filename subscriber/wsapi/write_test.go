@@ -105,3 +105,51 @@ func testWritePoolBackedUpSocket(t *testing.T, uring bool) {
 		t.Fatal("ping not answered")
 	}
 }
+
+// TestWritePoolLargeFrames writes events far larger than the batch bound
+// and the socket's send buffer through the write pool, with and without
+// io_uring: each must arrive whole and in order (a send that takes part
+// of a frame leaves the rest to the connection's writer goroutine).
+func TestWritePoolLargeFrames(t *testing.T) {
+	for _, uring := range []bool{false, true} {
+		t.Run(map[bool]string{false: "write", true: "io_uring"}[uring], func(t *testing.T) {
+			hub := fanout.NewHub(subscriber.NewRegistry())
+			feed, _ := hub.AddFeed(fanout.Options{Venue: "coinbase", MaxQueueLen: 1 << 20, MaxQueueBytes: 64 << 20})
+			srv := NewServer(Options{Hub: hub, Logger: discardLogger(), WriteDelay: time.Millisecond, SendBuffer: 4096, MaxBatchBytes: 16384, Uring: uring})
+			hs := httptest.NewServer(srv)
+			defer hs.Close()
+			defer srv.Close()
+			ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(hs.URL, "http")+"/v1/stream", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ws.Close()
+			ws.WriteMessage(websocket.TextMessage, []byte(`{"op":"subscribe","id":"1","streams":["coinbase:trades:BTC-USD"]}`))
+			if _, m, err := ws.ReadMessage(); err != nil || !bytes.Contains(m, []byte(`"ack"`)) {
+				t.Fatalf("subscribe: %q %v", m, err)
+			}
+			const events = 20
+			for i := range events {
+				feed.Publish(&venue.Event{Kind: venue.KindTrade, Stream: "coinbase:trades:BTC-USD", TradeID: strings.Repeat(string(rune('a'+i)), 100_000),
+					Price: decimal.New(int64(i), -2), Size: decimal.New(1, 0), Side: venue.SideBuy, RecvTime: time.Now(), VenueTime: time.Now()})
+			}
+			for i := 0; i < events; {
+				ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+				_, m, err := ws.ReadMessage()
+				if err != nil {
+					t.Fatalf("after %d events: %v", i, err)
+				}
+				for _, line := range bytes.Split(m, []byte("\n")) {
+					var ev struct{ ID string }
+					if err := json.Unmarshal(line, &ev); err != nil {
+						t.Fatalf("event %d: %v", i, err)
+					}
+					if want := strings.Repeat(string(rune('a'+i)), 100_000); ev.ID != want {
+						t.Fatalf("event %d: id of %d bytes starting %.10q", i, len(ev.ID), ev.ID)
+					}
+					i++
+				}
+			}
+		})
+	}
+}
