@@ -50,7 +50,11 @@ type Daemon struct {
 
 	// OnSegment, if set before Run, is called with every capture segment
 	// the recorder closed, fsynced and renamed (record.go).
-	OnSegment  func(replay.Segment)
+	OnSegment func(replay.Segment)
+	// OnCheckIn, if set before Run, is called with every capture segment
+	// checked in to the claim check (record.check_in) and its claim,
+	// before OnSegment.
+	OnCheckIn  func(replay.Segment, claimcheck.Claim)
 	rec        *replay.Recorder      // set by Run when record.enabled (record.go)
 	subscribed func(st venue.Stream) // if set before Run, called after every subscription (replaycmd.go)
 }

@@ -174,6 +174,9 @@ func (d *Daemon) startRecording() error {
 					d.log.Warn("capture segment check-in failed", "venue", s.Venue, "path", s.Path, "err", err)
 				} else {
 					d.log.Info("capture segment checked in", "venue", s.Venue, "path", s.Path, "claim", c.URL)
+					if f := d.OnCheckIn; f != nil {
+						f(s, c)
+					}
 				}
 			}
 			if f := d.OnSegment; f != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/fanoutd/fanoutd/claimcheck"
 	"github.com/fanoutd/fanoutd/replay"
 	"github.com/fanoutd/fanoutd/venue"
 	"github.com/fanoutd/fanoutd/venues/kraken/krakentest"
@@ -188,22 +189,36 @@ func levelsOf(ls []venue.Level) string {
 // event collects the live stream; after shutdown, replay --export of the
 // recording gives byte-identical events, receive times aside.
 func TestServeRecordsAndReplayExportsTheSameEvents(t *testing.T) {
+	t.Run("file", func(t *testing.T) { testServeRecords(t, false) })
+	t.Run("check_in", func(t *testing.T) { testServeRecords(t, true) })
+}
+
+// testServeRecords records a mock Kraken through serve and replays the
+// capture with replay --export: from the segment file, and with checkIn
+// (record.check_in) also from its claim in the claim check.
+func testServeRecords(t *testing.T, checkIn bool) {
 	m := &krakentest.Mock{}
 	m.Start(t)
 	dir := t.TempDir()
+	extra := ""
+	if checkIn {
+		extra = fmt.Sprintf("  check_in: true\nclaim_check:\n  stores: [{kind: dir, path: %s}]\n", t.TempDir())
+	}
 	cfgPath := writeConfig(t, fmt.Sprintf(`
 record:
   enabled: true
   dir: %s
-venues:
+%svenues:
   kraken:
     ws_url: %s
     symbols: []
     channels: [level2]
-`, dir, m.Server().URL))
+`, dir, extra, m.Server().URL))
 	var mu sync.Mutex
 	var segs []replay.Segment
+	var claims []claimcheck.Claim
 	ld := startLiveDaemon(t, cfgPath, func(s replay.Segment) { mu.Lock(); segs = append(segs, s); mu.Unlock() })
+	ld.d.OnCheckIn = func(s replay.Segment, c claimcheck.Claim) { mu.Lock(); claims = append(claims, c); mu.Unlock() }
 
 	st := venue.NewStream("kraken", venue.Level2, m.Symbol())
 	c := dialLines(t, "ws://"+ld.addr+"/v1/stream")
@@ -252,25 +267,37 @@ venues:
 		t.Fatalf("left behind: %v", partial)
 	}
 
-	out := filepath.Join(t.TempDir(), "export.jsonl")
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"replay", "--config", cfgPath, "--export", out, seg.Path}, &stdout, &stderr); code != 0 {
-		t.Fatalf("replay --export: exit %d: %s", code, stderr.String())
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	live, replayed := eventLines(lines), eventLines(strings.Split(strings.TrimSpace(string(b)), "\n"))
+	live := eventLines(lines)
 	if len(live) < 500 || uint64(len(live)) != last {
 		t.Fatalf("the live client read %d events, last seq %d", len(live), last)
 	}
-	if len(live) != len(replayed) {
-		t.Fatalf("live %d events, replay %d", len(live), len(replayed))
+	captures := []string{seg.Path}
+	if checkIn {
+		if len(claims) != 1 || claims[0].Kind != claimcheck.KindCapture || claims[0].Stream != "kraken" {
+			t.Fatalf("claims checked in: %+v", claims)
+		}
+		captures = append(captures, claims[0].URL)
+	} else if len(claims) != 0 {
+		t.Fatalf("claims checked in without check_in: %+v", claims)
 	}
-	for i := range live {
-		if live[i] != replayed[i] {
-			t.Fatalf("event %d differs:\nlive   %s\nreplay %s", i, live[i], replayed[i])
+	for _, capture := range captures {
+		out := filepath.Join(t.TempDir(), "export.jsonl")
+		var stdout, stderr bytes.Buffer
+		if code := run([]string{"replay", "--config", cfgPath, "--export", out, capture}, &stdout, &stderr); code != 0 {
+			t.Fatalf("replay --export %s: exit %d: %s", capture, code, stderr.String())
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		replayed := eventLines(strings.Split(strings.TrimSpace(string(b)), "\n"))
+		if len(live) != len(replayed) {
+			t.Fatalf("%s: live %d events, replay %d", capture, len(live), len(replayed))
+		}
+		for i := range live {
+			if live[i] != replayed[i] {
+				t.Fatalf("%s: event %d differs:\nlive   %s\nreplay %s", capture, i, live[i], replayed[i])
+			}
 		}
 	}
 }
