@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,19 +22,19 @@ import (
 
 // centrifugoServer is a Centrifugo binary in a child process, the peer
 // the issue measures fanoutd against: default settings but for
-// anonymous access (client.insecure, http_api.insecure). Events go in
-// as client publish commands on one websocket connection, its cheapest
-// way in (its HTTP publish API cost about 200 µs of CPU a request here,
-// and one connection could not keep up with 2,000 a second); that
-// path's cost is part of its CPU as the test source's is part of
-// fanoutd's. Clients subscribe to
-// centrifugoChannel and get each event as the
-// publication's data.
+// anonymous access (client.insecure, allow_publish_for_client). Events go
+// in as client publish commands on one websocket connection, its
+// cheapest way in (its HTTP publish API cost about 200 µs of CPU a
+// request here, and one connection could not keep up with 2,000 a
+// second); that path's cost is part of its CPU as the test source's is
+// part of fanoutd's. Clients subscribe to centrifugoChannel and get each
+// event as the publication's data.
 type centrifugoServer struct {
 	cmd    *exec.Cmd
 	dir    string
 	base   string
 	pub    *websocket.Conn // the publisher's connection
+	pubMu  sync.Mutex      // one writer at a time on pub: publish, and readReplies' pongs
 	id     int
 	body   []byte
 	failed atomic.Pointer[error]
@@ -122,6 +123,8 @@ func (c *centrifugoServer) publish(ev *venue.Event) error {
 	c.id++
 	c.body = fmt.Appendf(c.body[:0], `{"id":%d,"publish":{"channel":"%s","data":`, c.id, centrifugoChannel)
 	c.body = append(ev.AppendJSON(c.body), "}}"...)
+	c.pubMu.Lock()
+	defer c.pubMu.Unlock()
 	return c.pub.WriteMessage(websocket.TextMessage, c.body)
 }
 
@@ -135,7 +138,12 @@ func (c *centrifugoServer) readReplies() {
 			return
 		}
 		for line := range bytes.SplitSeq(m, []byte("\n")) {
-			if bytes.Contains(line, []byte(`"error"`)) {
+			switch {
+			case string(line) == "{}": // Centrifugo's ping: answer with a pong
+				c.pubMu.Lock()
+				c.pub.WriteMessage(websocket.TextMessage, line)
+				c.pubMu.Unlock()
+			case bytes.Contains(line, []byte(`"error"`)):
 				err := fmt.Errorf("centrifugo: %s", line)
 				c.failed.CompareAndSwap(nil, &err)
 			}
