@@ -41,8 +41,12 @@ type ring struct {
 // Linux io_uring ABI (include/uapi/linux/io_uring.h); the system call
 // numbers are the same on every architecture built here.
 const (
-	sysIOUringSetup = 425
-	sysIOUringEnter = 426
+	sysIOUringSetup    = 425
+	sysIOUringEnter    = 426
+	sysIOUringRegister = 427
+
+	uringRegisterProbe = 8
+	uringOpSupported   = 1 << 0
 
 	uringOffSQRing = 0
 	uringOffSQEs   = 0x10000000
@@ -95,7 +99,7 @@ type uringCQE struct {
 }
 
 func init() {
-	if unsafe.Sizeof(uringSQE{}) != 64 || unsafe.Sizeof(uringCQE{}) != 16 || unsafe.Sizeof(uringParams{}) != 120 {
+	if unsafe.Sizeof(uringSQE{}) != 64 || unsafe.Sizeof(uringCQE{}) != 16 || unsafe.Sizeof(uringParams{}) != 120 || unsafe.Sizeof(uringProbe{}) != 16+256*8 {
 		panic("wsapi: io_uring ABI structs have the wrong size")
 	}
 }
@@ -136,7 +140,38 @@ func newRing(entries uint32) (*ring, error) {
 	r.cqHead, r.cqTail, r.cqMask = u32(p.cqOff.head), u32(p.cqOff.tail), *u32(p.cqOff.ringMask)
 	r.cqes = unsafe.Slice((*uringCQE)(unsafe.Pointer(&r.ringMem[p.cqOff.cqes])), p.cqEntries)
 	r.tail = atomic.LoadUint32(r.sqTail)
+	if err := r.probeSend(); err != nil {
+		r.close()
+		return nil, err
+	}
 	return r, nil
+}
+
+// uringProbe is struct io_uring_probe with room for 256 operations.
+type uringProbe struct {
+	lastOp, opsLen uint8
+	resv           uint16
+	resv2          [3]uint32
+	ops            [256]struct {
+		op, resv uint8
+		flags    uint16
+		resv2    uint32
+	}
+}
+
+// probeSend checks that the kernel knows IORING_OP_SEND (5.6): a ring
+// without it would fail every send, and the pool is better off with
+// write(2).
+func (r *ring) probeSend() error {
+	var p uringProbe
+	_, _, errno := syscall.Syscall6(sysIOUringRegister, uintptr(r.fd), uringRegisterProbe, uintptr(unsafe.Pointer(&p)), uintptr(len(p.ops)), 0, 0)
+	if errno != 0 {
+		return fmt.Errorf("io_uring: probe: %w", errno)
+	}
+	if p.lastOp < uringOpSend || p.ops[uringOpSend].flags&uringOpSupported == 0 {
+		return errors.New("io_uring: the kernel has no IORING_OP_SEND (5.6)")
+	}
+	return nil
 }
 
 // free returns how many more sends can be queued before submit.

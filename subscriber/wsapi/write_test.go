@@ -3,6 +3,7 @@ package wsapi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -50,6 +51,13 @@ func TestAppendFrameHeader(t *testing.T) {
 func TestWritePoolBackedUpSocket(t *testing.T) {
 	t.Run("write", func(t *testing.T) { testWritePoolBackedUpSocket(t, false) })
 	t.Run("io_uring", func(t *testing.T) { testWritePoolBackedUpSocket(t, true) })
+	// Options.Uring where io_uring cannot be set up: the pool writes with
+	// write(2).
+	t.Run("io_uring_unavailable", func(t *testing.T) {
+		defer func(f func(uint32) (*ring, error)) { openRing = f }(openRing)
+		openRing = func(uint32) (*ring, error) { return nil, errors.New("io_uring_setup: operation not permitted") }
+		testWritePoolBackedUpSocket(t, true)
+	})
 }
 
 func testWritePoolBackedUpSocket(t *testing.T, uring bool) {
