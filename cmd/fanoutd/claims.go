@@ -534,13 +534,7 @@ func claimsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "fanoutd: claims get: %v\n", err)
 		return 2
 	}
-	path := *cfgPath
-	if path == "" {
-		if _, err := os.Stat("fanoutd.yaml"); err == nil {
-			path = "fanoutd.yaml"
-		}
-	}
-	cfg, err := LoadConfig(path, os.Getenv)
+	cfg, err := loadCommandConfig(*cfgPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "fanoutd: %v\n", err)
 		return 2

@@ -120,13 +120,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, ctors m
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	path := *cfgPath
-	if path == "" {
-		if _, err := os.Stat("fanoutd.yaml"); err == nil {
-			path = "fanoutd.yaml"
-		}
-	}
-	cfg, err := LoadConfig(path, os.Getenv)
+	cfg, err := loadCommandConfig(*cfgPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "fanoutd: %v\n", err)
 		return 2
@@ -172,4 +166,16 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, "ok")
 	return 0
+}
+
+// loadCommandConfig loads a command's --config: path, else ./fanoutd.yaml
+// if there is one, else the built-in defaults; with the environment's
+// overrides.
+func loadCommandConfig(path string) (*Config, error) {
+	if path == "" {
+		if _, err := os.Stat("fanoutd.yaml"); err == nil {
+			path = "fanoutd.yaml"
+		}
+	}
+	return LoadConfig(path, os.Getenv)
 }

@@ -117,13 +117,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 		fmt.Fprintf(stderr, "fanoutd: replay: --venue: unknown venue %q (want %s)\n", o.venue, strings.Join(venueNames, ", "))
 		return 2
 	}
-	path := o.cfgPath
-	if path == "" {
-		if _, err := os.Stat("fanoutd.yaml"); err == nil {
-			path = "fanoutd.yaml"
-		}
-	}
-	cfg, err := LoadConfig(path, os.Getenv)
+	cfg, err := loadCommandConfig(o.cfgPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "fanoutd: %v\n", err)
 		return 2

@@ -61,21 +61,7 @@ func TestWritePoolBackedUpSocket(t *testing.T) {
 }
 
 func testWritePoolBackedUpSocket(t *testing.T, uring bool) {
-	hub := fanout.NewHub(subscriber.NewRegistry())
-	feed, _ := hub.AddFeed(fanout.Options{Venue: "coinbase", MaxQueueLen: 1 << 20})
-	srv := NewServer(Options{Hub: hub, Logger: discardLogger(), WriteDelay: time.Millisecond, SendBuffer: 4096, Uring: uring})
-	hs := httptest.NewServer(srv)
-	defer hs.Close()
-	defer srv.Close()
-	ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(hs.URL, "http")+"/v1/stream", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.Close()
-	ws.WriteMessage(websocket.TextMessage, []byte(`{"op":"subscribe","id":"1","streams":["coinbase:trades:BTC-USD"]}`))
-	if _, m, err := ws.ReadMessage(); err != nil || !bytes.Contains(m, []byte(`"ack"`)) {
-		t.Fatalf("subscribe: %q %v", m, err)
-	}
+	feed, ws := poolClient(t, Options{WriteDelay: time.Millisecond, SendBuffer: 4096, Uring: uring}, 0)
 	const events = 3000
 	for i := range events {
 		feed.Publish(&venue.Event{Kind: venue.KindTrade, Stream: "coinbase:trades:BTC-USD", TradeID: strings.Repeat("x", 150),
@@ -121,21 +107,7 @@ func testWritePoolBackedUpSocket(t *testing.T, uring bool) {
 func TestWritePoolLargeFrames(t *testing.T) {
 	for _, uring := range []bool{false, true} {
 		t.Run(map[bool]string{false: "write", true: "io_uring"}[uring], func(t *testing.T) {
-			hub := fanout.NewHub(subscriber.NewRegistry())
-			feed, _ := hub.AddFeed(fanout.Options{Venue: "coinbase", MaxQueueLen: 1 << 20, MaxQueueBytes: 64 << 20})
-			srv := NewServer(Options{Hub: hub, Logger: discardLogger(), WriteDelay: time.Millisecond, SendBuffer: 4096, MaxBatchBytes: 16384, Uring: uring})
-			hs := httptest.NewServer(srv)
-			defer hs.Close()
-			defer srv.Close()
-			ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(hs.URL, "http")+"/v1/stream", nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ws.Close()
-			ws.WriteMessage(websocket.TextMessage, []byte(`{"op":"subscribe","id":"1","streams":["coinbase:trades:BTC-USD"]}`))
-			if _, m, err := ws.ReadMessage(); err != nil || !bytes.Contains(m, []byte(`"ack"`)) {
-				t.Fatalf("subscribe: %q %v", m, err)
-			}
+			feed, ws := poolClient(t, Options{WriteDelay: time.Millisecond, SendBuffer: 4096, MaxBatchBytes: 16384, Uring: uring}, 64<<20)
 			const events = 20
 			for i := range events {
 				feed.Publish(&venue.Event{Kind: venue.KindTrade, Stream: "coinbase:trades:BTC-USD", TradeID: strings.Repeat(string(rune('a'+i)), 100_000),
@@ -160,4 +132,29 @@ func TestWritePoolLargeFrames(t *testing.T) {
 			}
 		})
 	}
+}
+
+// poolClient serves a hub with one coinbase feed (queue byte bound
+// maxQueueBytes, 0 for the default) through a server with o, and returns
+// the feed and a client subscribed to coinbase:trades:BTC-USD. All is
+// closed when the test ends.
+func poolClient(t *testing.T, o Options, maxQueueBytes int) (*fanout.Feed, *websocket.Conn) {
+	t.Helper()
+	hub := fanout.NewHub(subscriber.NewRegistry())
+	feed, _ := hub.AddFeed(fanout.Options{Venue: "coinbase", MaxQueueLen: 1 << 20, MaxQueueBytes: maxQueueBytes})
+	o.Hub, o.Logger = hub, discardLogger()
+	srv := NewServer(o)
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	t.Cleanup(srv.Close)
+	ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(hs.URL, "http")+"/v1/stream", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	ws.WriteMessage(websocket.TextMessage, []byte(`{"op":"subscribe","id":"1","streams":["coinbase:trades:BTC-USD"]}`))
+	if _, m, err := ws.ReadMessage(); err != nil || !bytes.Contains(m, []byte(`"ack"`)) {
+		t.Fatalf("subscribe: %q %v", m, err)
+	}
+	return feed, ws
 }
