@@ -204,6 +204,21 @@ func (s *Sink) WaitNotice(t testing.TB, timeout time.Duration, from int, kind no
 	return got, idx
 }
 
+// AppendJSONLines appends the wire form (AppendJSON) of every event
+// recorded, then of every notice, one a line, and returns the extended
+// buffer: the output a golden file holds.
+func (s *Sink) AppendJSONLines(b []byte) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ev := range s.events {
+		b = append(ev.AppendJSON(b), '\n')
+	}
+	for i := range s.notices {
+		b = append(s.notices[i].AppendJSON(b), '\n')
+	}
+	return b
+}
+
 // NumNotices returns how many notices are recorded.
 func (s *Sink) NumNotices() int {
 	s.mu.Lock()
