@@ -2,7 +2,6 @@ package binance_test
 
 import (
 	"bytes"
-	"context"
 	"strings"
 	"sync"
 	"testing"
@@ -44,29 +43,11 @@ func (r *recorder) all() []recorded {
 	return append([]recorded(nil), r.frames...)
 }
 
-// startLive runs an adapter against m with all three channels.
+// startLive runs an adapter against m with all three channels, until its
+// level2 stream is covered.
 func startLive(t *testing.T, m *binancetest.Mock, rec venue.Recorder) (*venuetest.Sink, venue.Adapter) {
 	t.Helper()
-	m.Start(t)
-	sink := venuetest.NewSink()
-	cfg := venue.Config{Sink: sink, Symbols: []string{m.Symbol()}}
-	if rec != nil {
-		cfg.Recorder = rec
-	}
-	ad, err := m.NewAdapter(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ad.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), venuetest.Wait)
-		defer cancel()
-		if err := ad.Stop(ctx); err != nil {
-			t.Errorf("Stop: %v", err)
-		}
-	})
+	ad, sink := venuetest.Start(t, m, venue.Config{Recorder: rec})
 	waitCovered(t, sink, ad, venue.NewStream("binance", venue.Level2, m.Symbol()))
 	return sink, ad
 }
@@ -195,14 +176,7 @@ func TestSubscribeLaterAndUnsubscribe(t *testing.T) {
 // in a refusal; the good ones are subscribed.
 func TestRefusalFromExchangeInfo(t *testing.T) {
 	m := &binancetest.Mock{}
-	m.Start(t)
-	sink := venuetest.NewSink()
-	ad, err := m.NewAdapter(venue.Config{Sink: sink, Symbols: []string{"BTCUSDT", "NOPEUSDT", "ETHUSDT"}, Channels: []venue.Channel{venue.Level2}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ad.Start(context.Background())
-	defer ad.Stop(context.Background())
+	ad, sink := venuetest.Start(t, m, venue.Config{Symbols: []string{"BTCUSDT", "NOPEUSDT", "ETHUSDT"}, Channels: []venue.Channel{venue.Level2}})
 	n, _ := sink.WaitNotice(t, venuetest.Wait, 0, notice.Refusal)
 	if n.Details["symbol"] != "NOPEUSDT" {
 		t.Errorf("refusal details = %v, want symbol NOPEUSDT", n.Details)
@@ -225,12 +199,7 @@ func TestSnapshotRateLimitedThenRetried(t *testing.T) {
 	m.FailDepth(1, 429, `{"code":-1003,"msg":"Too many requests; current limit of IP is 6000 request weight per 1 MINUTE."}`, 1)
 	m.FailDepth(1, 502, `<html>bad gateway</html>`, 0)
 	sink := venuetest.NewSink()
-	ad, err := m.NewAdapter(venue.Config{Sink: sink, Symbols: []string{m.Symbol()}, Channels: []venue.Channel{venue.Level2}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ad.Start(context.Background())
-	defer ad.Stop(context.Background())
+	ad := venuetest.StartAdapter(t, m.NewAdapter, venue.Config{Sink: sink, Symbols: []string{m.Symbol()}, Channels: []venue.Channel{venue.Level2}})
 	n, _ := sink.WaitNotice(t, venuetest.Wait, 0, notice.RateLimited)
 	if n.Details["status"] != 429 || n.Details["retry_after_s"] != 1 {
 		t.Errorf("rate_limited details = %v", n.Details)
