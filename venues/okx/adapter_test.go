@@ -66,30 +66,12 @@ func (r *recorder) counts() (int, int, int) {
 	return r.frames, r.pongs, r.downs
 }
 
-// startAdapter runs an adapter on every channel against a fresh mock.
+// startAdapter runs an adapter on every channel against a fresh mock,
+// until its first level2 snapshot and link_up.
 func startAdapter(t *testing.T, rec venue.Recorder) (*okxtest.Mock, venue.Adapter, *venuetest.Sink) {
 	t.Helper()
 	m := okxtest.New()
-	m.Start(t)
-	sink := venuetest.NewSink()
-	cfg := venue.Config{Sink: sink, Symbols: []string{m.Symbol()}}
-	if rec != nil {
-		cfg.Recorder = rec
-	}
-	ad, err := m.NewAdapter(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ad.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), venuetest.Wait)
-		defer cancel()
-		if err := ad.Stop(ctx); err != nil {
-			t.Error(err)
-		}
-	})
+	ad, sink := venuetest.Start(t, m, venue.Config{Recorder: rec})
 	sink.WaitNotice(t, venuetest.Wait, 0, notice.LinkUp)
 	return m, ad, sink
 }
@@ -236,20 +218,7 @@ func TestConfig(t *testing.T) {
 // link_up back, and the good symbol's book flows.
 func TestRefusedAtStart(t *testing.T) {
 	m := okxtest.New()
-	m.Start(t)
-	sink := venuetest.NewSink()
-	ad, err := m.NewAdapter(venue.Config{Sink: sink, Symbols: []string{m.RefusedSymbol(), m.Symbol()}, Channels: []venue.Channel{venue.Level2}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ad.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := ad.Stop(context.Background()); err != nil {
-			t.Error(err)
-		}
-	}()
+	_, sink := venuetest.Start(t, m, venue.Config{Symbols: []string{m.RefusedSymbol(), m.Symbol()}, Channels: []venue.Channel{venue.Level2}})
 	sink.WaitNotice(t, venuetest.Wait, 0, notice.Refusal)
 	sink.WaitNotice(t, venuetest.Wait, 0, notice.LinkUp)
 	m.Step(4)
