@@ -28,30 +28,6 @@ func TestConformance(t *testing.T) {
 	venuetest.Run(t, bybittest.New())
 }
 
-// startAdapter runs an adapter against m with cfg (Sink set here) and
-// stops it when t ends.
-func startAdapter(t *testing.T, m *bybittest.Mock, cfg venue.Config) (*bybit.Adapter, *venuetest.Sink) {
-	t.Helper()
-	sink := venuetest.NewSink()
-	cfg.Sink = sink
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	a, err := bybit.New(m.Config(cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), venuetest.Wait)
-		defer cancel()
-		if err := a.Stop(ctx); err != nil {
-			t.Errorf("Stop: %v", err)
-		}
-	})
-	return a, sink
-}
-
 // waitCoverage waits for the coverage_change notice saying st is state.
 func waitCoverage(t *testing.T, sink *venuetest.Sink, st venue.Stream, state string) {
 	t.Helper()
@@ -77,8 +53,7 @@ func hasOp(op string, args ...string) func([]bybittest.Request) bool {
 
 func TestAllChannels(t *testing.T) {
 	m := bybittest.New()
-	m.Start(t)
-	_, sink := startAdapter(t, m, venue.Config{Symbols: []string{bybittest.Symbol}})
+	_, sink := venuetest.Start(t, m, venue.Config{Symbols: []string{bybittest.Symbol}, Logger: quiet})
 	m.WaitRequests(t, venuetest.Wait, "one subscribe with the three topics",
 		hasOp("subscribe", "orderbook.50.BTCUSDT", "publicTrade.BTCUSDT", "orderbook.1.BTCUSDT"))
 	sink.WaitNotice(t, venuetest.Wait, 0, notice.LinkUp)
@@ -121,8 +96,7 @@ func TestAllChannels(t *testing.T) {
 // subscribe the orderbook topic — and the notice names the update ids.
 func TestGapResyncProcedure(t *testing.T) {
 	m := bybittest.New()
-	m.Start(t)
-	_, sink := startAdapter(t, m, venue.Config{Symbols: []string{bybittest.Symbol}, Channels: []venue.Channel{venue.Level2}})
+	_, sink := venuetest.Start(t, m, venue.Config{Symbols: []string{bybittest.Symbol}, Channels: []venue.Channel{venue.Level2}, Logger: quiet})
 	l2 := venue.NewStream("bybit", venue.Level2, "BTCUSDT")
 	m.Step(2)
 	sink.WaitBook(t, venuetest.Wait, l2, m.Book)
@@ -160,8 +134,7 @@ func TestGapResyncProcedure(t *testing.T) {
 func TestRefusalWithReqID(t *testing.T) {
 	m := bybittest.New()
 	m.ReqIDOnError = true
-	m.Start(t)
-	a, sink := startAdapter(t, m, venue.Config{Symbols: []string{bybittest.Symbol, "NOPEUSDT"}})
+	a, sink := venuetest.Start(t, m, venue.Config{Symbols: []string{bybittest.Symbol, "NOPEUSDT"}, Logger: quiet})
 	n, _ := sink.WaitNotice(t, venuetest.Wait, 0, notice.Refusal)
 	if n.Details["symbol"] != "NOPEUSDT" || !strings.Contains(n.Details["ret_msg"].(string), "Invalid symbol") {
 		t.Errorf("refusal = %+v", n)
@@ -187,8 +160,7 @@ func TestRefusalWithReqID(t *testing.T) {
 
 func TestUnsubscribeForgetsCoverage(t *testing.T) {
 	m := bybittest.New()
-	m.Start(t)
-	a, sink := startAdapter(t, m, venue.Config{Symbols: []string{bybittest.Symbol}, Channels: []venue.Channel{venue.Level2}})
+	a, sink := venuetest.Start(t, m, venue.Config{Symbols: []string{bybittest.Symbol}, Channels: []venue.Channel{venue.Level2}, Logger: quiet})
 	l2 := venue.NewStream("bybit", venue.Level2, "BTCUSDT")
 	m.Step(1)
 	sink.WaitBook(t, venuetest.Wait, l2, m.Book)
@@ -227,9 +199,8 @@ func (r *recorder) Disconnect(v string, t time.Time) {
 
 func TestRecorderAndReconnectNotices(t *testing.T) {
 	m := bybittest.New()
-	m.Start(t)
 	rec := &recorder{}
-	_, sink := startAdapter(t, m, venue.Config{Symbols: []string{bybittest.Symbol}, Channels: []venue.Channel{venue.Level2}, Recorder: rec})
+	_, sink := venuetest.Start(t, m, venue.Config{Symbols: []string{bybittest.Symbol}, Channels: []venue.Channel{venue.Level2}, Recorder: rec, Logger: quiet})
 	sink.WaitNotice(t, venuetest.Wait, 0, notice.LinkUp)
 	from := sink.NumNotices()
 	m.Server().CloseAll()
