@@ -255,3 +255,36 @@ func TestStartAdapterFailures(t *testing.T) {
 		t.Errorf("a failing Stop reported %q (adapter %q)", errs, ad.State())
 	}
 }
+
+func TestRecorder(t *testing.T) {
+	var r Recorder
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	buf := []byte("frame 1")
+	r.Frame("x", t0, buf)
+	copy(buf, "FRAME") // the frame is only valid during the call
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		r.Disconnect("x", t0.Add(time.Second))
+		r.Frame("x", t0.Add(2*time.Second), []byte{})
+	}()
+	r.WaitFor(t, time.Second, "three records", func(rs []Record) bool { return len(rs) == 3 })
+	rs := r.Records()
+	if string(rs[0].Frame) != "frame 1" || rs[0].Venue != "x" || !rs[0].At.Equal(t0) || rs[0].Disconnect {
+		t.Errorf("first record = %+v, want a copy of frame 1 at t0", rs[0])
+	}
+	if !rs[1].Disconnect || rs[1].Frame != nil || !rs[1].At.Equal(t0.Add(time.Second)) {
+		t.Errorf("second record = %+v, want the disconnect", rs[1])
+	}
+	if rs[2].Disconnect || len(rs[2].Frame) != 0 {
+		t.Errorf("third record = %+v, want an empty frame", rs[2])
+	}
+	if f, d := r.Counts(); f != 2 || d != 1 {
+		t.Errorf("Counts = %d frames, %d disconnects; want 2 and 1", f, d)
+	}
+	errs := failures(func(tb testing.TB) {
+		r.WaitFor(tb, 10*time.Millisecond, "a fourth record", func(rs []Record) bool { return len(rs) > 3 })
+	})
+	if len(errs) != 1 || !strings.Contains(errs[0], "waiting for a fourth record") {
+		t.Errorf("a wait that times out reported %q", errs)
+	}
+}
