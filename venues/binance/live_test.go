@@ -3,9 +3,7 @@ package binance_test
 import (
 	"bytes"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/venue"
@@ -13,35 +11,6 @@ import (
 	"github.com/fanoutd/fanoutd/venues/binance"
 	"github.com/fanoutd/fanoutd/venues/binance/binancetest"
 )
-
-// recorder keeps frames and disconnects in order, as a capture would.
-type recorder struct {
-	mu     sync.Mutex
-	frames []recorded
-}
-
-type recorded struct {
-	at    time.Time
-	frame []byte // nil: a disconnect
-}
-
-func (r *recorder) Frame(_ string, recv time.Time, frame []byte) {
-	r.mu.Lock()
-	r.frames = append(r.frames, recorded{recv, bytes.Clone(frame)})
-	r.mu.Unlock()
-}
-
-func (r *recorder) Disconnect(_ string, t time.Time) {
-	r.mu.Lock()
-	r.frames = append(r.frames, recorded{at: t})
-	r.mu.Unlock()
-}
-
-func (r *recorder) all() []recorded {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]recorded(nil), r.frames...)
-}
 
 // startLive runs an adapter against m with all three channels, until its
 // level2 stream is covered.
@@ -71,7 +40,7 @@ func waitCovered(t *testing.T, sink *venuetest.Sink, ad venue.Adapter, stream ve
 // between) rebuilds the same book through a fresh decoder, with no network.
 func TestRecordedCaptureReplays(t *testing.T) {
 	m := &binancetest.Mock{}
-	rec := &recorder{}
+	rec := &venuetest.Recorder{}
 	sink, _ := startLive(t, m, rec)
 	l2 := venue.NewStream("binance", venue.Level2, m.Symbol())
 	m.Step(10)
@@ -85,10 +54,10 @@ func TestRecordedCaptureReplays(t *testing.T) {
 	m.Step(10)
 	sink.WaitBook(t, venuetest.Wait, l2, m.Book)
 
-	frames := rec.all()
+	frames := rec.Records()
 	snapshots := 0
 	for _, f := range frames {
-		if bytes.Contains(f.frame, []byte(`@depthSnapshot","generated":true,"data":{"lastUpdateId":`)) {
+		if bytes.Contains(f.Frame, []byte(`@depthSnapshot","generated":true,"data":{"lastUpdateId":`)) {
 			snapshots++
 		}
 	}
@@ -98,11 +67,11 @@ func TestRecordedCaptureReplays(t *testing.T) {
 	replay := venuetest.NewSink()
 	d := binance.NewDecoder(venue.Config{Sink: replay})
 	for _, f := range frames {
-		if f.frame == nil {
-			d.LinkDown(f.at)
+		if f.Disconnect {
+			d.LinkDown(f.At)
 			continue
 		}
-		d.Frame(f.at, f.frame)
+		d.Frame(f.At, f.Frame)
 	}
 	if got := replay.Book(l2); !got.Equal(m.Book()) {
 		t.Fatalf("replayed book differs from the venue's")

@@ -7,9 +7,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/shopspring/decimal"
 
@@ -177,29 +175,9 @@ func TestUnsubscribeForgetsCoverage(t *testing.T) {
 	}
 }
 
-type recorder struct {
-	mu     sync.Mutex
-	frames int
-	downs  int
-	bad    bool
-}
-
-func (r *recorder) Frame(v string, recv time.Time, f []byte) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.frames++
-	r.bad = r.bad || v != "bybit" || recv.IsZero() || len(f) == 0
-}
-
-func (r *recorder) Disconnect(v string, t time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.downs++
-}
-
 func TestRecorderAndReconnectNotices(t *testing.T) {
 	m := bybittest.New()
-	rec := &recorder{}
+	rec := &venuetest.Recorder{}
 	_, sink := venuetest.Start(t, m, venue.Config{Symbols: []string{bybittest.Symbol}, Channels: []venue.Channel{venue.Level2}, Recorder: rec, Logger: quiet})
 	sink.WaitNotice(t, venuetest.Wait, 0, notice.LinkUp)
 	from := sink.NumNotices()
@@ -209,10 +187,13 @@ func TestRecorderAndReconnectNotices(t *testing.T) {
 		t.Errorf("first reconnect = %v, want attempt 1 at once", n.Details)
 	}
 	sink.WaitNotice(t, venuetest.Wait, from, notice.LinkUp)
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if rec.frames < 3 || rec.downs != 1 || rec.bad {
-		t.Errorf("recorder saw %d frames, %d disconnects, bad=%v", rec.frames, rec.downs, rec.bad)
+	frames, downs := rec.Counts()
+	bad := false
+	for _, r := range rec.Records() {
+		bad = bad || !r.Disconnect && (r.Venue != "bybit" || r.At.IsZero() || len(r.Frame) == 0)
+	}
+	if frames < 3 || downs != 1 || bad {
+		t.Errorf("recorder saw %d frames, %d disconnects, bad=%v", frames, downs, bad)
 	}
 }
 

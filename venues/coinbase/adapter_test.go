@@ -1,9 +1,7 @@
 package coinbase_test
 
 import (
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/venue"
@@ -12,18 +10,9 @@ import (
 	"github.com/fanoutd/fanoutd/venues/coinbase/coinbasetest"
 )
 
-type recorder struct {
-	mu          sync.Mutex // protects the fields below
-	frames      int
-	disconnects int
-}
-
-func (r *recorder) Frame(string, time.Time, []byte) { r.mu.Lock(); r.frames++; r.mu.Unlock() }
-func (r *recorder) Disconnect(string, time.Time)    { r.mu.Lock(); r.disconnects++; r.mu.Unlock() }
-
 func TestAllChannels(t *testing.T) {
 	m := &coinbasetest.Mock{}
-	rec := &recorder{}
+	rec := &venuetest.Recorder{}
 	_, sink := venuetest.Start(t, m, venue.Config{Recorder: rec})
 	l2 := venue.NewStream(coinbase.Name, venue.Level2, coinbasetest.Symbol)
 	sink.WaitBook(t, venuetest.Wait, l2, m.Book)
@@ -39,10 +28,7 @@ func TestAllChannels(t *testing.T) {
 	m.Step(10)
 	sink.WaitBook(t, venuetest.Wait, l2, m.Book)
 	sink.Check(t)
-	rec.mu.Lock()
-	frames := rec.frames
-	rec.mu.Unlock()
-	if frames < 5 {
+	if frames, _ := rec.Counts(); frames < 5 {
 		t.Errorf("recorder saw %d frames", frames)
 	}
 }
@@ -89,7 +75,7 @@ func TestRefusedSymbolIsNotRetried(t *testing.T) {
 
 func TestVenueDisconnectReconnects(t *testing.T) {
 	m := &coinbasetest.Mock{}
-	rec := &recorder{}
+	rec := &venuetest.Recorder{}
 	_, sink := venuetest.Start(t, m, venue.Config{Recorder: rec})
 	from := sink.NumNotices()
 	accepted := m.Server().Accepted()
@@ -100,10 +86,8 @@ func TestVenueDisconnectReconnects(t *testing.T) {
 	m.Step(3)
 	sink.WaitBook(t, venuetest.Wait, venue.NewStream(coinbase.Name, venue.Level2, coinbasetest.Symbol), m.Book)
 	sink.Check(t)
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if rec.disconnects < 1 {
-		t.Errorf("recorder saw %d disconnects", rec.disconnects)
+	if _, disconnects := rec.Counts(); disconnects < 1 {
+		t.Errorf("recorder saw %d disconnects", disconnects)
 	}
 }
 

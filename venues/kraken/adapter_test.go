@@ -1,9 +1,7 @@
 package kraken_test
 
 import (
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/venue"
@@ -12,20 +10,11 @@ import (
 	"github.com/fanoutd/fanoutd/venues/kraken/krakentest"
 )
 
-type recorder struct {
-	mu     sync.Mutex // protects the fields below
-	frames int
-	downs  int
-}
-
-func (r *recorder) Frame(v string, _ time.Time, _ []byte) { r.mu.Lock(); r.frames++; r.mu.Unlock() }
-func (r *recorder) Disconnect(v string, _ time.Time)      { r.mu.Lock(); r.downs++; r.mu.Unlock() }
-
 // All three channels flow, every frame reaches the recorder, and the link
 // drop reaches it too.
 func TestAllChannelsAndRecorder(t *testing.T) {
 	m := &krakentest.Mock{}
-	rec := &recorder{}
+	rec := &venuetest.Recorder{}
 	_, sink := venuetest.Start(t, m, venue.Config{Symbols: []string{"BTC/USD"}, Recorder: rec})
 	l2 := venue.NewStream(kraken.Name, venue.Level2, "BTC/USD")
 	tk := venue.NewStream(kraken.Name, venue.Ticker, "BTC/USD")
@@ -45,19 +34,13 @@ func TestAllChannelsAndRecorder(t *testing.T) {
 	m.Step(10)
 	sink.WaitBook(t, venuetest.Wait, l2, m.Book)
 	sink.Check(t)
-	rec.mu.Lock()
-	n := rec.frames
-	rec.mu.Unlock()
-	if n < 10 {
+	if n, _ := rec.Counts(); n < 10 {
 		t.Fatalf("recorder got %d frames", n)
 	}
 	from := sink.NumNotices()
 	m.Server().CloseAll()
 	sink.WaitNotice(t, venuetest.Wait, from, notice.LinkDown)
-	rec.mu.Lock()
-	downs := rec.downs
-	rec.mu.Unlock()
-	if downs < 1 {
+	if _, downs := rec.Counts(); downs < 1 {
 		t.Fatal("recorder saw no disconnect")
 	}
 }

@@ -3,9 +3,7 @@ package okx_test
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/venue"
@@ -13,58 +11,6 @@ import (
 	"github.com/fanoutd/fanoutd/venues/okx"
 	"github.com/fanoutd/fanoutd/venues/okx/okxtest"
 )
-
-type recorder struct {
-	mu      sync.Mutex
-	frames  int
-	pongs   int
-	downs   int
-	changed chan struct{} // closed and replaced on every frame
-}
-
-func newRecorder() *recorder { return &recorder{changed: make(chan struct{})} }
-
-func (r *recorder) Frame(v string, _ time.Time, f []byte) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.frames++
-	if string(f) == "pong" {
-		r.pongs++
-	}
-	close(r.changed)
-	r.changed = make(chan struct{})
-}
-
-// waitPongs waits until n pongs were recorded.
-func (r *recorder) waitPongs(t *testing.T, n int) {
-	t.Helper()
-	deadline := time.After(venuetest.Wait)
-	for {
-		r.mu.Lock()
-		got, ch := r.pongs, r.changed
-		r.mu.Unlock()
-		if got >= n {
-			return
-		}
-		select {
-		case <-ch:
-		case <-deadline:
-			t.Fatalf("%d pongs recorded, want %d", got, n)
-		}
-	}
-}
-
-func (r *recorder) Disconnect(string, time.Time) {
-	r.mu.Lock()
-	r.downs++
-	r.mu.Unlock()
-}
-
-func (r *recorder) counts() (int, int, int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.frames, r.pongs, r.downs
-}
 
 // startAdapter runs an adapter on every channel against a fresh mock,
 // until its first level2 snapshot and link_up.
@@ -79,7 +25,7 @@ func startAdapter(t *testing.T, rec venue.Recorder) (*okxtest.Mock, venue.Adapte
 func l2(m *okxtest.Mock) venue.Stream { return venue.NewStream("okx", venue.Level2, m.Symbol()) }
 
 func TestAllChannelsAndRecorder(t *testing.T) {
-	rec := newRecorder()
+	rec := &venuetest.Recorder{}
 	m, ad, sink := startAdapter(t, rec)
 	m.Step(12)
 	sink.WaitBook(t, venuetest.Wait, l2(m), m.Book)
@@ -100,7 +46,7 @@ func TestAllChannelsAndRecorder(t *testing.T) {
 		// book update; by the time the book matches they have arrived.
 		t.Fatalf("%d trades, %d tickers, want some of each", trades, tickers)
 	}
-	if f, _, _ := rec.counts(); f < 14 {
+	if f, _ := rec.Counts(); f < 14 {
 		t.Fatalf("recorder saw %d frames, want every frame", f)
 	}
 	cov := ad.Coverage()
@@ -111,11 +57,19 @@ func TestAllChannelsAndRecorder(t *testing.T) {
 }
 
 func TestKeepaliveTextPing(t *testing.T) {
-	rec := newRecorder()
+	rec := &venuetest.Recorder{}
 	_, _, sink := startAdapter(t, rec)
 	// Nothing is pushed; the adapter's text pings keep the link alive and
 	// the mock answers each with "pong".
-	rec.waitPongs(t, 5)
+	rec.WaitFor(t, venuetest.Wait, "5 pongs", func(rs []venuetest.Record) bool {
+		pongs := 0
+		for _, r := range rs {
+			if !r.Disconnect && string(r.Frame) == "pong" {
+				pongs++
+			}
+		}
+		return pongs >= 5
+	})
 	for _, n := range sink.Notices() {
 		if n.Kind == notice.LinkDown {
 			t.Fatalf("link went down while pings were answered: %v", n.Message)
