@@ -77,23 +77,12 @@ func (r *Recorder) Counts() (frames, disconnects int) {
 // with what.
 func (r *Recorder) WaitFor(t testing.TB, timeout time.Duration, what string, cond func([]Record) bool) {
 	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for {
+	waitFor(t, timeout, what, func() (bool, <-chan struct{}) {
 		r.mu.Lock()
-		ok := cond(r.records)
+		defer r.mu.Unlock()
 		if r.changed == nil {
 			r.changed = make(chan struct{})
 		}
-		ch := r.changed
-		r.mu.Unlock()
-		if ok {
-			return
-		}
-		select {
-		case <-ch:
-		case <-deadline.C:
-			t.Fatalf("venuetest: timed out after %v waiting for %s", timeout, what)
-		}
-	}
+		return cond(r.records), r.changed
+	})
 }

@@ -150,12 +150,22 @@ func (s *Sink) Book(stream venue.Stream) *venue.Book {
 // the sink) holds, failing t after timeout with what.
 func (s *Sink) WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
+	waitFor(t, timeout, what, func() (bool, <-chan struct{}) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return cond(), s.changed
+	})
+}
+
+// waitFor calls check until it reports done, each time waiting for the
+// channel it returns (closed on the next change) before calling it again,
+// and fails t with what once timeout has passed.
+func waitFor(t testing.TB, timeout time.Duration, what string, check func() (done bool, changed <-chan struct{})) {
+	t.Helper()
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
-		s.mu.Lock()
-		ok, ch := cond(), s.changed
-		s.mu.Unlock()
+		ok, ch := check()
 		if ok {
 			return
 		}
