@@ -1,7 +1,6 @@
 package venuetest
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -174,33 +173,6 @@ type harness struct {
 // and waits for its first snapshot.
 func start(t *testing.T, v Venue) *harness {
 	t.Helper()
-	v.Start(t)
-	sink := NewSink()
-	ad, err := v.NewAdapter(venue.Config{Sink: sink, Symbols: []string{v.Symbol()}, Channels: []venue.Channel{venue.Level2}})
-	if err != nil {
-		t.Fatalf("NewAdapter: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := ad.Start(ctx); err != nil {
-		cancel()
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), Wait)
-		defer scancel()
-		if err := ad.Stop(sctx); err != nil {
-			t.Errorf("Stop: %v", err)
-		}
-		cancel()
-	})
-	l2 := venue.NewStream(v.Name(), venue.Level2, v.Symbol())
-	sink.WaitFor(t, Wait, "the first snapshot on "+string(l2), func() bool {
-		for _, e := range sink.events {
-			if e.Stream == l2 && e.Snapshot {
-				return true
-			}
-		}
-		return false
-	})
-	return &harness{sink: sink, ad: ad, l2: l2}
+	ad, sink := Start(t, v, venue.Config{Symbols: []string{v.Symbol()}, Channels: []venue.Channel{venue.Level2}})
+	return &harness{sink: sink, ad: ad, l2: venue.NewStream(v.Name(), venue.Level2, v.Symbol())}
 }

@@ -3,6 +3,12 @@
 // routes for REST), a recording Sink that checks the event stream's
 // invariants, and Run, the conformance suite every adapter passes.
 //
+// For a venue's own tests it also holds the plumbing they would otherwise
+// each write again: Dir reads recorded frames and compares golden files,
+// Decode runs frames through a fresh decoder, Start and StartAdapter run
+// an adapter (against a mock) for the length of a test, and Recorder
+// keeps what an adapter records.
+//
 // A mock venue speaks the venue's protocol from recorded or generated
 // frames; it is not a mock of fanoutd's code. The per-venue dialect lives
 // next to each adapter and implements Venue.

@@ -150,12 +150,22 @@ func (s *Sink) Book(stream venue.Stream) *venue.Book {
 // the sink) holds, failing t after timeout with what.
 func (s *Sink) WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
+	waitFor(t, timeout, what, func() (bool, <-chan struct{}) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return cond(), s.changed
+	})
+}
+
+// waitFor calls check until it reports done, each time waiting for the
+// channel it returns (closed on the next change) before calling it again,
+// and fails t with what once timeout has passed.
+func waitFor(t testing.TB, timeout time.Duration, what string, check func() (done bool, changed <-chan struct{})) {
+	t.Helper()
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
-		s.mu.Lock()
-		ok, ch := cond(), s.changed
-		s.mu.Unlock()
+		ok, ch := check()
 		if ok {
 			return
 		}
@@ -202,6 +212,21 @@ func (s *Sink) WaitNotice(t testing.TB, timeout time.Duration, from int, kind no
 		return false
 	})
 	return got, idx
+}
+
+// AppendJSONLines appends the wire form (AppendJSON) of every event
+// recorded, then of every notice, one a line, and returns the extended
+// buffer: the output a golden file holds.
+func (s *Sink) AppendJSONLines(b []byte) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ev := range s.events {
+		b = append(ev.AppendJSON(b), '\n')
+	}
+	for i := range s.notices {
+		b = append(s.notices[i].AppendJSON(b), '\n')
+	}
+	return b
 }
 
 // NumNotices returns how many notices are recorded.

@@ -20,9 +20,9 @@ import (
 // crossed book (venuetest.Sink's invariants).
 func FuzzDecoder(f *testing.F) {
 	var seeds [][]byte
-	names, _ := filepath.Glob(filepath.Join(testdata, "*.jsonl"))
+	names, _ := filepath.Glob(testdata.Path("*.jsonl"))
 	for _, name := range names {
-		for _, l := range lines(f, filepath.Base(name)) {
+		for _, l := range testdata.Frames(f, filepath.Base(name)) {
 			if strings.Contains(name, "rest_depth") {
 				if len(l) > 2000 { // keep seeds small: a short prefix, closed
 					i := bytes.Index(l[1000:], []byte("]],")) + 1000

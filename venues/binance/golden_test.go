@@ -1,11 +1,8 @@
 package binance_test
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,29 +15,7 @@ import (
 	"github.com/fanoutd/fanoutd/venues/binance"
 )
 
-const testdata = "../../testdata/venues/binance"
-
-// lines returns the JSON lines of a testdata file.
-func lines(t testing.TB, name string) [][]byte {
-	t.Helper()
-	f, err := os.Open(filepath.Join(testdata, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out [][]byte
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if l := bytes.TrimSpace(sc.Bytes()); len(l) > 0 {
-			out = append(out, bytes.Clone(l))
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
+const testdata venuetest.Dir = "../../testdata/venues/binance"
 
 // snapshotFrame wraps a REST depth body as the adapter records it.
 func snapshotFrame(lower string, body []byte) []byte {
@@ -108,10 +83,10 @@ func naiveBook(t *testing.T, snap []byte, events [][]byte, symbol string) (*venu
 // must chain. The decoder's book must equal the naive rebuild, with no
 // resync and no bad frame.
 func TestGoldenBridge(t *testing.T) {
-	events := lines(t, "ws_depth_diff_all_2021.jsonl")
+	events := testdata.Frames(t, "ws_depth_diff_all_2021.jsonl")
 	for _, sym := range []string{"BLZETH", "LRCBTC", "RUNEEUR"} {
 		t.Run(sym, func(t *testing.T) {
-			snap := lines(t, "rest_depth_snapshot_"+sym+"_2021.jsonl")[0]
+			snap := testdata.Frames(t, "rest_depth_snapshot_"+sym+"_2021.jsonl")[0]
 			lower := strings.ToLower(sym)
 			sink := venuetest.NewSink()
 			d := binance.NewDecoder(venue.Config{Sink: sink})
@@ -161,9 +136,9 @@ func TestGoldenLevels(t *testing.T) {
 	d := binance.NewDecoder(venue.Config{Sink: sink})
 	now := time.Now()
 	for _, sym := range []string{"BLZETH", "LRCBTC", "RUNEEUR"} {
-		d.Frame(now, snapshotFrame(strings.ToLower(sym), lines(t, "rest_depth_snapshot_"+sym+"_2021.jsonl")[0]))
+		d.Frame(now, snapshotFrame(strings.ToLower(sym), testdata.Frames(t, "rest_depth_snapshot_"+sym+"_2021.jsonl")[0]))
 	}
-	for _, f := range lines(t, "ws_depth_diff_all_2021.jsonl") {
+	for _, f := range testdata.Frames(t, "ws_depth_diff_all_2021.jsonl") {
 		d.Frame(now, f)
 	}
 	for _, c := range []struct {
@@ -204,14 +179,14 @@ func TestGoldenTradeAndTicker(t *testing.T) {
 	sink := venuetest.NewSink()
 	d := binance.NewDecoder(venue.Config{Sink: sink})
 	now := time.Now()
-	tickers := lines(t, "ws_bookTicker_2021.jsonl")
+	tickers := testdata.Frames(t, "ws_bookTicker_2021.jsonl")
 	for _, f := range tickers {
 		d.Frame(now, f)
 	}
-	for _, f := range lines(t, "ws_aggTrade_2021.jsonl") {
+	for _, f := range testdata.Frames(t, "ws_aggTrade_2021.jsonl") {
 		d.Frame(now, f)
 	}
-	for _, f := range lines(t, "doc_trade_2026.jsonl") {
+	for _, f := range testdata.Frames(t, "doc_trade_2026.jsonl") {
 		d.Frame(now, f)
 	}
 	evs := sink.Events()

@@ -2,11 +2,8 @@ package binance_test
 
 import (
 	"bytes"
-	"context"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/venue"
@@ -15,58 +12,11 @@ import (
 	"github.com/fanoutd/fanoutd/venues/binance/binancetest"
 )
 
-// recorder keeps frames and disconnects in order, as a capture would.
-type recorder struct {
-	mu     sync.Mutex
-	frames []recorded
-}
-
-type recorded struct {
-	at    time.Time
-	frame []byte // nil: a disconnect
-}
-
-func (r *recorder) Frame(_ string, recv time.Time, frame []byte) {
-	r.mu.Lock()
-	r.frames = append(r.frames, recorded{recv, bytes.Clone(frame)})
-	r.mu.Unlock()
-}
-
-func (r *recorder) Disconnect(_ string, t time.Time) {
-	r.mu.Lock()
-	r.frames = append(r.frames, recorded{at: t})
-	r.mu.Unlock()
-}
-
-func (r *recorder) all() []recorded {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]recorded(nil), r.frames...)
-}
-
-// startLive runs an adapter against m with all three channels.
+// startLive runs an adapter against m with all three channels, until its
+// level2 stream is covered.
 func startLive(t *testing.T, m *binancetest.Mock, rec venue.Recorder) (*venuetest.Sink, venue.Adapter) {
 	t.Helper()
-	m.Start(t)
-	sink := venuetest.NewSink()
-	cfg := venue.Config{Sink: sink, Symbols: []string{m.Symbol()}}
-	if rec != nil {
-		cfg.Recorder = rec
-	}
-	ad, err := m.NewAdapter(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ad.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), venuetest.Wait)
-		defer cancel()
-		if err := ad.Stop(ctx); err != nil {
-			t.Errorf("Stop: %v", err)
-		}
-	})
+	ad, sink := venuetest.Start(t, m, venue.Config{Recorder: rec})
 	waitCovered(t, sink, ad, venue.NewStream("binance", venue.Level2, m.Symbol()))
 	return sink, ad
 }
@@ -90,7 +40,7 @@ func waitCovered(t *testing.T, sink *venuetest.Sink, ad venue.Adapter, stream ve
 // between) rebuilds the same book through a fresh decoder, with no network.
 func TestRecordedCaptureReplays(t *testing.T) {
 	m := &binancetest.Mock{}
-	rec := &recorder{}
+	rec := &venuetest.Recorder{}
 	sink, _ := startLive(t, m, rec)
 	l2 := venue.NewStream("binance", venue.Level2, m.Symbol())
 	m.Step(10)
@@ -104,10 +54,10 @@ func TestRecordedCaptureReplays(t *testing.T) {
 	m.Step(10)
 	sink.WaitBook(t, venuetest.Wait, l2, m.Book)
 
-	frames := rec.all()
+	frames := rec.Records()
 	snapshots := 0
 	for _, f := range frames {
-		if bytes.Contains(f.frame, []byte(`@depthSnapshot","generated":true,"data":{"lastUpdateId":`)) {
+		if bytes.Contains(f.Frame, []byte(`@depthSnapshot","generated":true,"data":{"lastUpdateId":`)) {
 			snapshots++
 		}
 	}
@@ -117,11 +67,11 @@ func TestRecordedCaptureReplays(t *testing.T) {
 	replay := venuetest.NewSink()
 	d := binance.NewDecoder(venue.Config{Sink: replay})
 	for _, f := range frames {
-		if f.frame == nil {
-			d.LinkDown(f.at)
+		if f.Disconnect {
+			d.LinkDown(f.At)
 			continue
 		}
-		d.Frame(f.at, f.frame)
+		d.Frame(f.At, f.Frame)
 	}
 	if got := replay.Book(l2); !got.Equal(m.Book()) {
 		t.Fatalf("replayed book differs from the venue's")
@@ -195,14 +145,7 @@ func TestSubscribeLaterAndUnsubscribe(t *testing.T) {
 // in a refusal; the good ones are subscribed.
 func TestRefusalFromExchangeInfo(t *testing.T) {
 	m := &binancetest.Mock{}
-	m.Start(t)
-	sink := venuetest.NewSink()
-	ad, err := m.NewAdapter(venue.Config{Sink: sink, Symbols: []string{"BTCUSDT", "NOPEUSDT", "ETHUSDT"}, Channels: []venue.Channel{venue.Level2}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ad.Start(context.Background())
-	defer ad.Stop(context.Background())
+	ad, sink := venuetest.Start(t, m, venue.Config{Symbols: []string{"BTCUSDT", "NOPEUSDT", "ETHUSDT"}, Channels: []venue.Channel{venue.Level2}})
 	n, _ := sink.WaitNotice(t, venuetest.Wait, 0, notice.Refusal)
 	if n.Details["symbol"] != "NOPEUSDT" {
 		t.Errorf("refusal details = %v, want symbol NOPEUSDT", n.Details)
@@ -225,12 +168,7 @@ func TestSnapshotRateLimitedThenRetried(t *testing.T) {
 	m.FailDepth(1, 429, `{"code":-1003,"msg":"Too many requests; current limit of IP is 6000 request weight per 1 MINUTE."}`, 1)
 	m.FailDepth(1, 502, `<html>bad gateway</html>`, 0)
 	sink := venuetest.NewSink()
-	ad, err := m.NewAdapter(venue.Config{Sink: sink, Symbols: []string{m.Symbol()}, Channels: []venue.Channel{venue.Level2}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ad.Start(context.Background())
-	defer ad.Stop(context.Background())
+	ad := venuetest.StartAdapter(t, m.NewAdapter, venue.Config{Sink: sink, Symbols: []string{m.Symbol()}, Channels: []venue.Channel{venue.Level2}})
 	n, _ := sink.WaitNotice(t, venuetest.Wait, 0, notice.RateLimited)
 	if n.Details["status"] != 429 || n.Details["retry_after_s"] != 1 {
 		t.Errorf("rate_limited details = %v", n.Details)

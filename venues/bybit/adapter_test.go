@@ -7,9 +7,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/shopspring/decimal"
 
@@ -26,30 +24,6 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestConformance(t *testing.T) {
 	venuetest.Run(t, bybittest.New())
-}
-
-// startAdapter runs an adapter against m with cfg (Sink set here) and
-// stops it when t ends.
-func startAdapter(t *testing.T, m *bybittest.Mock, cfg venue.Config) (*bybit.Adapter, *venuetest.Sink) {
-	t.Helper()
-	sink := venuetest.NewSink()
-	cfg.Sink = sink
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	a, err := bybit.New(m.Config(cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), venuetest.Wait)
-		defer cancel()
-		if err := a.Stop(ctx); err != nil {
-			t.Errorf("Stop: %v", err)
-		}
-	})
-	return a, sink
 }
 
 // waitCoverage waits for the coverage_change notice saying st is state.
@@ -77,8 +51,7 @@ func hasOp(op string, args ...string) func([]bybittest.Request) bool {
 
 func TestAllChannels(t *testing.T) {
 	m := bybittest.New()
-	m.Start(t)
-	_, sink := startAdapter(t, m, venue.Config{Symbols: []string{bybittest.Symbol}})
+	_, sink := venuetest.Start(t, m, venue.Config{Symbols: []string{bybittest.Symbol}, Logger: quiet})
 	m.WaitRequests(t, venuetest.Wait, "one subscribe with the three topics",
 		hasOp("subscribe", "orderbook.50.BTCUSDT", "publicTrade.BTCUSDT", "orderbook.1.BTCUSDT"))
 	sink.WaitNotice(t, venuetest.Wait, 0, notice.LinkUp)
@@ -121,8 +94,7 @@ func TestAllChannels(t *testing.T) {
 // subscribe the orderbook topic — and the notice names the update ids.
 func TestGapResyncProcedure(t *testing.T) {
 	m := bybittest.New()
-	m.Start(t)
-	_, sink := startAdapter(t, m, venue.Config{Symbols: []string{bybittest.Symbol}, Channels: []venue.Channel{venue.Level2}})
+	_, sink := venuetest.Start(t, m, venue.Config{Symbols: []string{bybittest.Symbol}, Channels: []venue.Channel{venue.Level2}, Logger: quiet})
 	l2 := venue.NewStream("bybit", venue.Level2, "BTCUSDT")
 	m.Step(2)
 	sink.WaitBook(t, venuetest.Wait, l2, m.Book)
@@ -160,8 +132,7 @@ func TestGapResyncProcedure(t *testing.T) {
 func TestRefusalWithReqID(t *testing.T) {
 	m := bybittest.New()
 	m.ReqIDOnError = true
-	m.Start(t)
-	a, sink := startAdapter(t, m, venue.Config{Symbols: []string{bybittest.Symbol, "NOPEUSDT"}})
+	a, sink := venuetest.Start(t, m, venue.Config{Symbols: []string{bybittest.Symbol, "NOPEUSDT"}, Logger: quiet})
 	n, _ := sink.WaitNotice(t, venuetest.Wait, 0, notice.Refusal)
 	if n.Details["symbol"] != "NOPEUSDT" || !strings.Contains(n.Details["ret_msg"].(string), "Invalid symbol") {
 		t.Errorf("refusal = %+v", n)
@@ -187,8 +158,7 @@ func TestRefusalWithReqID(t *testing.T) {
 
 func TestUnsubscribeForgetsCoverage(t *testing.T) {
 	m := bybittest.New()
-	m.Start(t)
-	a, sink := startAdapter(t, m, venue.Config{Symbols: []string{bybittest.Symbol}, Channels: []venue.Channel{venue.Level2}})
+	a, sink := venuetest.Start(t, m, venue.Config{Symbols: []string{bybittest.Symbol}, Channels: []venue.Channel{venue.Level2}, Logger: quiet})
 	l2 := venue.NewStream("bybit", venue.Level2, "BTCUSDT")
 	m.Step(1)
 	sink.WaitBook(t, venuetest.Wait, l2, m.Book)
@@ -205,31 +175,10 @@ func TestUnsubscribeForgetsCoverage(t *testing.T) {
 	}
 }
 
-type recorder struct {
-	mu     sync.Mutex
-	frames int
-	downs  int
-	bad    bool
-}
-
-func (r *recorder) Frame(v string, recv time.Time, f []byte) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.frames++
-	r.bad = r.bad || v != "bybit" || recv.IsZero() || len(f) == 0
-}
-
-func (r *recorder) Disconnect(v string, t time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.downs++
-}
-
 func TestRecorderAndReconnectNotices(t *testing.T) {
 	m := bybittest.New()
-	m.Start(t)
-	rec := &recorder{}
-	_, sink := startAdapter(t, m, venue.Config{Symbols: []string{bybittest.Symbol}, Channels: []venue.Channel{venue.Level2}, Recorder: rec})
+	rec := &venuetest.Recorder{}
+	_, sink := venuetest.Start(t, m, venue.Config{Symbols: []string{bybittest.Symbol}, Channels: []venue.Channel{venue.Level2}, Recorder: rec, Logger: quiet})
 	sink.WaitNotice(t, venuetest.Wait, 0, notice.LinkUp)
 	from := sink.NumNotices()
 	m.Server().CloseAll()
@@ -238,10 +187,13 @@ func TestRecorderAndReconnectNotices(t *testing.T) {
 		t.Errorf("first reconnect = %v, want attempt 1 at once", n.Details)
 	}
 	sink.WaitNotice(t, venuetest.Wait, from, notice.LinkUp)
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if rec.frames < 3 || rec.downs != 1 || rec.bad {
-		t.Errorf("recorder saw %d frames, %d disconnects, bad=%v", rec.frames, rec.downs, rec.bad)
+	frames, downs := rec.Counts()
+	bad := false
+	for _, r := range rec.Records() {
+		bad = bad || !r.Disconnect && (r.Venue != "bybit" || r.At.IsZero() || len(r.Frame) == 0)
+	}
+	if frames < 3 || downs != 1 || bad {
+		t.Errorf("recorder saw %d frames, %d disconnects, bad=%v", frames, downs, bad)
 	}
 }
 

@@ -13,6 +13,9 @@ import (
 	"github.com/fanoutd/fanoutd/venues/bybit"
 )
 
+// quiet drops every log line: decoders and adapters under test log nothing.
+var quiet = slog.New(slog.DiscardHandler)
+
 // FuzzDecoder feeds the decoder any sequence of frames (the input split at
 // newlines). It must never panic, and what it emits must keep the stream
 // invariants venuetest.Sink checks: a book's first event is a snapshot, no
@@ -20,10 +23,8 @@ import (
 //
 // Seeds: every recorded frame, whole and truncated, and each capture file
 // whole (so snapshot→delta sequences are explored).
-var quiet = slog.New(slog.DiscardHandler)
-
 func FuzzDecoder(f *testing.F) {
-	files, _ := filepath.Glob(filepath.Join(testdata, "*.jsonl"))
+	files, _ := filepath.Glob(testdata.Path("*.jsonl"))
 	for _, name := range files {
 		whole, err := os.ReadFile(name)
 		if err != nil {

@@ -1,12 +1,9 @@
 package bybit_test
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"flag"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -20,38 +17,15 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/venues/bybit/golden")
 
-const testdata = "../../testdata/venues/bybit"
+const testdata venuetest.Dir = "../../testdata/venues/bybit"
 
 // recv0 is the receive time of a capture's first frame; frame i is
 // received i ms later.
 var recv0 = time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC)
 
-// readFrames returns the non-empty lines of a capture file.
-func readFrames(t testing.TB, name string) [][]byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(testdata, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out [][]byte
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if l := bytes.TrimSpace(sc.Bytes()); len(l) > 0 {
-			out = append(out, bytes.Clone(l))
-		}
-	}
-	return out
-}
-
 // decode runs the frames through a fresh decoder into a recording sink.
-func decode(t testing.TB, depth int, frames [][]byte) (*venuetest.Sink, *bybit.Decoder) {
-	t.Helper()
-	sink := venuetest.NewSink()
-	d := bybit.NewDecoder(venue.Config{Sink: sink, Depth: depth})
-	for i, f := range frames {
-		d.Frame(recv0.Add(time.Duration(i)*time.Millisecond), f)
-	}
+func decode(depth int, frames [][]byte) (*venuetest.Sink, *bybit.Decoder) {
+	d, sink := venuetest.Decode(bybit.NewDecoder, venue.Config{Depth: depth}, recv0, time.Millisecond, frames...)
 	return sink, d
 }
 
@@ -87,41 +61,9 @@ func refBook(t *testing.T, frames [][]byte, topic string) *venue.Book {
 
 func dec(s string) decimal.Decimal { return decimal.RequireFromString(s) }
 
-// golden compares the wire form of everything the sink recorded with
-// testdata/venues/bybit/golden/name, or rewrites it under -update.
-func golden(t *testing.T, name string, sink *venuetest.Sink) {
-	t.Helper()
-	var buf bytes.Buffer
-	for _, ev := range sink.Events() {
-		buf.Write(ev.AppendJSON(nil))
-		buf.WriteByte('\n')
-	}
-	for _, n := range sink.Notices() {
-		buf.Write(n.AppendJSON(nil))
-		buf.WriteByte('\n')
-	}
-	path := filepath.Join(testdata, "golden", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(buf.Bytes(), want) {
-		t.Errorf("output differs from %s (run with -update after checking the diff)\ngot:\n%s\nwant:\n%s", path, buf.Bytes(), want)
-	}
-}
-
 func TestGoldenLinearSnapshotDelta(t *testing.T) {
-	frames := readFrames(t, "orderbook50_linear_BTCUSDT_2026_snapshot_delta.jsonl")
-	sink, d := decode(t, 50, frames)
+	frames := testdata.Frames(t, "orderbook50_linear_BTCUSDT_2026_snapshot_delta.jsonl")
+	sink, d := decode(50, frames)
 	sink.Check(t)
 	st := venue.NewStream("bybit", venue.Level2, "BTCUSDT")
 	if st != "bybit:level2:BTCUSDT" {
@@ -158,12 +100,12 @@ func TestGoldenLinearSnapshotDelta(t *testing.T) {
 	if s := d.Stats(); s.BadFrames != 0 || s.DroppedUpdates != 0 {
 		t.Errorf("stats = %+v", s)
 	}
-	golden(t, "orderbook50_linear.golden.jsonl", sink)
+	testdata.Golden(t, "golden/"+"orderbook50_linear.golden.jsonl", sink.AppendJSONLines(nil), *update)
 }
 
 func TestGoldenSpotTardis(t *testing.T) {
-	frames := readFrames(t, "orderbook_spot_v5_tardis_fixture.jsonl")
-	sink, _ := decode(t, 50, frames)
+	frames := testdata.Frames(t, "orderbook_spot_v5_tardis_fixture.jsonl")
+	sink, _ := decode(50, frames)
 	sink.Check(t)
 	b := sink.Book("bybit:level2:BTCUSDT")
 	if want := refBook(t, frames, "orderbook.50.BTCUSDT"); !b.Equal(want) {
@@ -186,11 +128,11 @@ func TestGoldenSpotTardis(t *testing.T) {
 		!tk[1].BidSize.Equal(dec("0.166754")) || !tk[1].AskSize.Equal(dec("0.996816")) || tk[1].Last.Valid {
 		t.Errorf("tickers = %+v %+v", tk[0], tk[1])
 	}
-	golden(t, "spot_tardis.golden.jsonl", sink)
+	testdata.Golden(t, "golden/"+"spot_tardis.golden.jsonl", sink.AppendJSONLines(nil), *update)
 }
 
 func TestGoldenOrderbook1Ticker(t *testing.T) {
-	sink, d := decode(t, 50, readFrames(t, "orderbook1_spot_BTCUSDT_2026.jsonl"))
+	sink, d := decode(50, testdata.Frames(t, "orderbook1_spot_BTCUSDT_2026.jsonl"))
 	sink.Check(t)
 	evs := sink.Events()
 	if len(evs) != 2 {
@@ -207,10 +149,10 @@ func TestGoldenOrderbook1Ticker(t *testing.T) {
 	if d.Stats().BadFrames != 0 {
 		t.Errorf("control frames counted bad: %+v", d.Stats())
 	}
-	golden(t, "orderbook1_ticker.golden.jsonl", sink)
+	testdata.Golden(t, "golden/"+"orderbook1_ticker.golden.jsonl", sink.AppendJSONLines(nil), *update)
 
 	// With depth 1, orderbook.1 is also the level2 stream.
-	sink, _ = decode(t, 1, readFrames(t, "orderbook1_spot_BTCUSDT_2026.jsonl"))
+	sink, _ = decode(1, testdata.Frames(t, "orderbook1_spot_BTCUSDT_2026.jsonl"))
 	sink.Check(t)
 	b := sink.Book("bybit:level2:BTCUSDT")
 	if sz, ok := b.Get(venue.Bid, dec("63705.3")); !ok || !sz.Equal(dec("2.014151")) || b.Len(venue.Bid) != 1 {
@@ -219,7 +161,7 @@ func TestGoldenOrderbook1Ticker(t *testing.T) {
 }
 
 func TestGoldenTrades(t *testing.T) {
-	sink, d := decode(t, 50, readFrames(t, "publicTrade_spot.jsonl"))
+	sink, d := decode(50, testdata.Frames(t, "publicTrade_spot.jsonl"))
 	sink.Check(t)
 	evs := sink.Events()
 	if len(evs) != 6 {
@@ -236,14 +178,14 @@ func TestGoldenTrades(t *testing.T) {
 	if d.Stats().BadFrames != 0 {
 		t.Errorf("stats = %+v", d.Stats())
 	}
-	golden(t, "trades.golden.jsonl", sink)
+	testdata.Golden(t, "golden/"+"trades.golden.jsonl", sink.AppendJSONLines(nil), *update)
 }
 
 func TestGoldenQuietFiles(t *testing.T) {
 	// Spot tickers (no bid/ask: not decoded), control frames and a delta
 	// with no snapshot before it: no events and nothing counted bad.
 	for _, name := range []string{"tickers_spot.jsonl", "control_ping_ack_errors.jsonl", "orderbook_doc_delta.jsonl"} {
-		sink, d := decode(t, 50, readFrames(t, name))
+		sink, d := decode(50, testdata.Frames(t, name))
 		if n := sink.NumEvents(); n != 0 {
 			t.Errorf("%s: %d events, want 0", name, n)
 		}
@@ -254,7 +196,7 @@ func TestGoldenQuietFiles(t *testing.T) {
 			t.Errorf("%s: stats %+v", name, d.Stats())
 		}
 	}
-	_, d := decode(t, 50, readFrames(t, "orderbook_doc_delta.jsonl"))
+	_, d := decode(50, testdata.Frames(t, "orderbook_doc_delta.jsonl"))
 	if d.Stats().DroppedUpdates != 1 {
 		t.Errorf("delta before a snapshot: stats %+v, want 1 dropped", d.Stats())
 	}
@@ -264,10 +206,10 @@ func TestGoldenQuietFiles(t *testing.T) {
 // says book_resync with the sequence numbers and asks for nothing more
 // until a snapshot (replay has no link to resubscribe on).
 func TestGapOnRealFrames(t *testing.T) {
-	frames := readFrames(t, "orderbook50_linear_BTCUSDT_2026_snapshot_delta.jsonl")
+	frames := testdata.Frames(t, "orderbook50_linear_BTCUSDT_2026_snapshot_delta.jsonl")
 	frames[1] = bytes.Replace(frames[1], []byte(`"u":53935310`), []byte(`"u":53935311`), 1)
 	frames = append(frames, frames[0]) // the venue's fresh snapshot
-	sink, _ := decode(t, 50, frames)
+	sink, _ := decode(50, frames)
 	sink.Check(t)
 	ns := sink.Notices()
 	if len(ns) != 1 || ns[0].Kind != notice.BookResync || ns[0].Stream != "bybit:level2:BTCUSDT" {
@@ -285,10 +227,10 @@ func TestGapOnRealFrames(t *testing.T) {
 
 // TestResetOnUOne: u == 1 overwrites the book, with no resync.
 func TestResetOnUOne(t *testing.T) {
-	frames := readFrames(t, "orderbook_spot_v5_tardis_fixture.jsonl")[2:4]
+	frames := testdata.Frames(t, "orderbook_spot_v5_tardis_fixture.jsonl")[2:4]
 	reset := []byte(`{"topic":"orderbook.50.BTCUSDT","ts":1680652809000,"type":"delta","data":{"s":"BTCUSDT","b":[["28100.00","1.5"]],"a":[["28200.00","2"]],"u":1,"seq":4281282300}}`)
 	next := []byte(`{"topic":"orderbook.50.BTCUSDT","ts":1680652809020,"type":"delta","data":{"s":"BTCUSDT","b":[["28100.5","3"]],"a":[],"u":2,"seq":4281282301}}`)
-	sink, _ := decode(t, 50, append(frames, reset, next))
+	sink, _ := decode(50, append(frames, reset, next))
 	sink.Check(t)
 	if n := sink.NumNotices(); n != 0 {
 		t.Fatalf("notices = %v, want none", sink.Notices())
@@ -305,7 +247,7 @@ func TestResetOnUOne(t *testing.T) {
 // TestBadFramesOneNoticePerBurst: truncations of every real frame are
 // counted, reported once per burst, and never panic.
 func TestBadFramesOneNoticePerBurst(t *testing.T) {
-	frames := readFrames(t, "orderbook50_linear_BTCUSDT_2026_snapshot_delta.jsonl")
+	frames := testdata.Frames(t, "orderbook50_linear_BTCUSDT_2026_snapshot_delta.jsonl")
 	sink := venuetest.NewSink()
 	d := bybit.NewDecoder(venue.Config{Sink: sink})
 	d.Frame(recv0, frames[0])
@@ -340,7 +282,7 @@ func TestBadFramesOneNoticePerBurst(t *testing.T) {
 // stream and compares the consumer's book with an independent reading.
 func TestGeneratedStreamMatchesReference(t *testing.T) {
 	frames := genStream(3000, 12)
-	sink, d := decode(t, 50, frames)
+	sink, d := decode(50, frames)
 	sink.Check(t)
 	if !sink.Book("bybit:level2:BTCUSDT").Equal(refBook(t, frames, "orderbook.50.BTCUSDT")) {
 		t.Fatal("book differs from the reference reading")
@@ -353,9 +295,9 @@ func TestGeneratedStreamMatchesReference(t *testing.T) {
 // TestTruncateToDepth: a level pushed out of the topic's depth without a
 // removal from the venue leaves our book, and the update says so.
 func TestTruncateToDepth(t *testing.T) {
-	frames := readFrames(t, "orderbook_spot_v5_tardis_fixture.jsonl")[:1]
+	frames := testdata.Frames(t, "orderbook_spot_v5_tardis_fixture.jsonl")[:1]
 	better := []byte(`{"topic":"orderbook.1.BTCUSDT","ts":1680652806615,"type":"delta","data":{"s":"BTCUSDT","b":[["28165.075","1"]],"a":[],"u":20404755,"seq":4281281875}}`)
-	sink, _ := decode(t, 1, append(frames, better))
+	sink, _ := decode(1, append(frames, better))
 	sink.Check(t)
 	evs := sink.Events()
 	var upd *venue.Event

@@ -1,10 +1,7 @@
 package coinbase_test
 
 import (
-	"context"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/venue"
@@ -13,125 +10,32 @@ import (
 	"github.com/fanoutd/fanoutd/venues/coinbase/coinbasetest"
 )
 
-type recorder struct {
-	mu          sync.Mutex // protects the fields below
-	frames      int
-	disconnects int
-}
-
-func (r *recorder) Frame(string, time.Time, []byte) { r.mu.Lock(); r.frames++; r.mu.Unlock() }
-func (r *recorder) Disconnect(string, time.Time)    { r.mu.Lock(); r.disconnects++; r.mu.Unlock() }
-
-func startAll(t *testing.T, m *coinbasetest.Mock, rec venue.Recorder) (venue.Adapter, *tee) {
-	t.Helper()
-	m.Start(t)
-	sink := newTee()
-	ad, err := m.NewAdapter(venue.Config{Sink: sink, Symbols: []string{coinbasetest.Symbol}, Recorder: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ad.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), venuetest.Wait)
-		defer cancel()
-		if err := ad.Stop(ctx); err != nil {
-			t.Error(err)
-		}
-	})
-	l2 := venue.NewStream(coinbase.Name, venue.Level2, coinbasetest.Symbol)
-	waitFor(t, sink, "the first snapshot", func(evs []*venue.Event) bool {
-		for _, e := range evs {
-			if e.Stream == l2 && e.Snapshot {
-				return true
-			}
-		}
-		return false
-	})
-	return ad, sink
-}
-
-// tee is a venuetest.Sink that also lets a test wait on the events
-// themselves (venuetest.Sink's WaitFor condition cannot read them).
-type tee struct {
-	*venuetest.Sink
-
-	mu      sync.Mutex // protects the fields below
-	events  []*venue.Event
-	changed chan struct{}
-}
-
-func newTee() *tee { return &tee{Sink: venuetest.NewSink(), changed: make(chan struct{})} }
-
-func (s *tee) Event(ev *venue.Event) {
-	s.Sink.Event(ev)
-	s.mu.Lock()
-	s.events = append(s.events, ev)
-	close(s.changed)
-	s.changed = make(chan struct{})
-	s.mu.Unlock()
-}
-
-// waitFor waits until cond holds for the events so far.
-func waitFor(t *testing.T, s *tee, what string, cond func([]*venue.Event) bool) {
-	t.Helper()
-	deadline := time.NewTimer(venuetest.Wait)
-	defer deadline.Stop()
-	for {
-		s.mu.Lock()
-		ok, ch := cond(s.events), s.changed
-		s.mu.Unlock()
-		if ok {
-			return
-		}
-		select {
-		case <-ch:
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
 func TestAllChannels(t *testing.T) {
 	m := &coinbasetest.Mock{}
-	rec := &recorder{}
-	_, sink := startAll(t, m, rec)
+	rec := &venuetest.Recorder{}
+	_, sink := venuetest.Start(t, m, venue.Config{Recorder: rec})
 	l2 := venue.NewStream(coinbase.Name, venue.Level2, coinbasetest.Symbol)
 	sink.WaitBook(t, venuetest.Wait, l2, m.Book)
 	// The ticker snapshot on subscribe is published; the trade snapshot
 	// is history and is not.
-	waitFor(t, sink, "the ticker snapshot", func(evs []*venue.Event) bool {
-		for _, e := range evs {
-			if e.Kind == venue.KindTicker && e.Bid.String() == "49999.99" {
-				return true
-			}
-		}
-		return false
+	sink.WaitEvent(t, venuetest.Wait, 0, "the ticker snapshot", func(e *venue.Event) bool {
+		return e.Kind == venue.KindTicker && e.Bid.String() == "49999.99"
 	})
 	m.Trade("50000.02", "0.25", "SELL")
-	waitFor(t, sink, "the trade", func(evs []*venue.Event) bool {
-		for _, e := range evs {
-			if e.Kind == venue.KindTrade && e.Price.String() == "50000.02" && e.Side == venue.SideBuy {
-				return true
-			}
-		}
-		return false
+	sink.WaitEvent(t, venuetest.Wait, 0, "the trade", func(e *venue.Event) bool {
+		return e.Kind == venue.KindTrade && e.Price.String() == "50000.02" && e.Side == venue.SideBuy
 	})
 	m.Step(10)
 	sink.WaitBook(t, venuetest.Wait, l2, m.Book)
 	sink.Check(t)
-	rec.mu.Lock()
-	frames := rec.frames
-	rec.mu.Unlock()
-	if frames < 5 {
+	if frames, _ := rec.Counts(); frames < 5 {
 		t.Errorf("recorder saw %d frames", frames)
 	}
 }
 
 func TestRefusedSymbolIsNotRetried(t *testing.T) {
 	m := &coinbasetest.Mock{}
-	ad, sink := startAll(t, m, nil)
+	ad, sink := venuetest.Start(t, m, venue.Config{})
 	from := sink.NumNotices()
 	if err := ad.Subscribe(coinbasetest.RefusedSymbol, coinbasetest.Other); err != nil {
 		t.Fatal(err)
@@ -141,13 +45,8 @@ func TestRefusedSymbolIsNotRetried(t *testing.T) {
 		t.Fatalf("refusal = %+v", n)
 	}
 	other := venue.NewStream(coinbase.Name, venue.Level2, coinbasetest.Other)
-	waitFor(t, sink, "the other symbol's snapshot", func(evs []*venue.Event) bool {
-		for _, e := range evs {
-			if e.Stream == other && e.Snapshot {
-				return true
-			}
-		}
-		return false
+	sink.WaitEvent(t, venuetest.Wait, 0, "the other symbol's snapshot", func(e *venue.Event) bool {
+		return e.Stream == other && e.Snapshot
 	})
 	// After a reconnect the refused symbol is not asked for again.
 	from = sink.NumNotices()
@@ -176,8 +75,8 @@ func TestRefusedSymbolIsNotRetried(t *testing.T) {
 
 func TestVenueDisconnectReconnects(t *testing.T) {
 	m := &coinbasetest.Mock{}
-	rec := &recorder{}
-	_, sink := startAll(t, m, rec)
+	rec := &venuetest.Recorder{}
+	_, sink := venuetest.Start(t, m, venue.Config{Recorder: rec})
 	from := sink.NumNotices()
 	accepted := m.Server().Accepted()
 	m.Disconnect("going away")
@@ -187,10 +86,8 @@ func TestVenueDisconnectReconnects(t *testing.T) {
 	m.Step(3)
 	sink.WaitBook(t, venuetest.Wait, venue.NewStream(coinbase.Name, venue.Level2, coinbasetest.Symbol), m.Book)
 	sink.Check(t)
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if rec.disconnects < 1 {
-		t.Errorf("recorder saw %d disconnects", rec.disconnects)
+	if _, disconnects := rec.Counts(); disconnects < 1 {
+		t.Errorf("recorder saw %d disconnects", disconnects)
 	}
 }
 
@@ -210,15 +107,15 @@ func TestNewRejects(t *testing.T) {
 // connection's sequence) builds the same book as the decoder alone.
 func TestStreamRecordedThroughSocket(t *testing.T) {
 	m := &coinbasetest.Mock{}
-	_, sink := startAll(t, m, nil)
+	_, sink := venuetest.Start(t, m, venue.Config{})
 	frames := legacyToAdvanced(t)
 	m.Stream(frames)
-	want, _ := decode(t, frames)
+	want, _ := decode(frames)
 	wantBook, _ := want.Book("SKL-BTC")
 	st := venue.NewStream(coinbase.Name, venue.Level2, "SKL-BTC")
 	sink.WaitBook(t, venuetest.Wait, st, func() *venue.Book { return wantBook })
 	sink.Check(t)
-	if n := countNotices(sink.Sink, notice.BookResync); n != 0 {
+	if n := countNotices(sink, notice.BookResync); n != 0 {
 		t.Fatalf("%d book_resync notices", n)
 	}
 }

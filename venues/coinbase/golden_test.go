@@ -1,12 +1,10 @@
 package coinbase_test
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -18,43 +16,22 @@ import (
 	"github.com/fanoutd/fanoutd/venues/coinbase"
 )
 
-const testdata = "../../testdata/venues/coinbase"
+const testdata venuetest.Dir = "../../testdata/venues/coinbase"
 
 // readFrames returns the received frames of a JSON-lines capture: the
 // client's own requests ("type":"subscribe") are left out.
 func readFrames(t testing.TB, name string) [][]byte {
 	t.Helper()
-	f, err := os.Open(filepath.Join(testdata, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out [][]byte
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 || bytes.Contains(line, []byte(`"type":"subscribe"`)) {
-			continue
-		}
-		out = append(out, bytes.Clone(line))
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return slices.DeleteFunc(testdata.Frames(t, name), func(f []byte) bool {
+		return bytes.Contains(f, []byte(`"type":"subscribe"`))
+	})
 }
 
 var t0 = time.Date(2026, 9, 7, 0, 0, 0, 0, time.UTC)
 
-func decode(t testing.TB, frames [][]byte) (*coinbase.Decoder, *venuetest.Sink) {
-	t.Helper()
-	sink := venuetest.NewSink()
-	d := coinbase.NewDecoder(venue.Config{Sink: sink})
-	for i, f := range frames {
-		d.Frame(t0.Add(time.Duration(i)*time.Millisecond), f)
-	}
-	return d, sink
+// decode runs frames through a fresh decoder, frame i received i ms after t0.
+func decode(frames [][]byte) (*coinbase.Decoder, *venuetest.Sink) {
+	return venuetest.Decode(coinbase.NewDecoder, venue.Config{}, t0, time.Millisecond, frames...)
 }
 
 func dec(s string) decimal.Decimal { return decimal.RequireFromString(s) }
@@ -94,7 +71,7 @@ func countNotices(s *venuetest.Sink, k notice.Kind) int {
 // mixed price formatting, two acks, a heartbeat with a numeric counter,
 // and the error an unknown channel drew.
 func TestGoldenLiveLevel2(t *testing.T) {
-	d, sink := decode(t, readFrames(t, "advanced_trade_live_2026-09-07_l2_acks_heartbeat_error.jsonl"))
+	d, sink := decode(readFrames(t, "advanced_trade_live_2026-09-07_l2_acks_heartbeat_error.jsonl"))
 	sink.Check(t)
 	evs := sink.Events()
 	if len(evs) != 1 {
@@ -128,7 +105,7 @@ func TestGoldenLiveLevel2(t *testing.T) {
 }
 
 func TestGoldenMarketTrades(t *testing.T) {
-	_, sink := decode(t, readFrames(t, "advanced_trade_market_trades_2026.jsonl"))
+	_, sink := decode(readFrames(t, "advanced_trade_market_trades_2026.jsonl"))
 	sink.Check(t)
 	evs := sink.Events()
 	// The snapshot on subscribe is history and is not published; the
@@ -150,7 +127,7 @@ func TestGoldenMarketTrades(t *testing.T) {
 }
 
 func TestGoldenTicker(t *testing.T) {
-	_, sink := decode(t, readFrames(t, "advanced_trade_ticker_2026.jsonl"))
+	_, sink := decode(readFrames(t, "advanced_trade_ticker_2026.jsonl"))
 	sink.Check(t)
 	evs := sink.Events()
 	if len(evs) != 2 {
@@ -258,7 +235,7 @@ func legacyToAdvanced(t testing.TB) [][]byte {
 // the book never crosses.
 func TestGoldenLegacyStreamBook(t *testing.T) {
 	frames := legacyToAdvanced(t)
-	d, sink := decode(t, frames)
+	d, sink := decode(frames)
 	sink.Check(t)
 	if d.BadFrames() != 0 || countNotices(sink, notice.BookResync) != 0 {
 		t.Fatalf("bad frames %d, resyncs %d", d.BadFrames(), countNotices(sink, notice.BookResync))

@@ -1,10 +1,7 @@
 package kraken_test
 
 import (
-	"context"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/venue"
@@ -13,86 +10,23 @@ import (
 	"github.com/fanoutd/fanoutd/venues/kraken/krakentest"
 )
 
-type recorder struct {
-	mu     sync.Mutex // protects the fields below
-	frames int
-	downs  int
-}
-
-func (r *recorder) Frame(v string, _ time.Time, _ []byte) { r.mu.Lock(); r.frames++; r.mu.Unlock() }
-func (r *recorder) Disconnect(v string, _ time.Time)      { r.mu.Lock(); r.downs++; r.mu.Unlock() }
-
-// teeSink records into a venuetest.Sink and hands each event to a channel
-// a test can wait on.
-type teeSink struct {
-	*venuetest.Sink
-	ch chan *venue.Event
-}
-
-func (s *teeSink) Event(ev *venue.Event) {
-	s.Sink.Event(ev)
-	select {
-	case s.ch <- ev:
-	default:
-	}
-}
-
-// next waits for an event matching f.
-func (s *teeSink) next(t *testing.T, what string, f func(*venue.Event) bool) *venue.Event {
-	t.Helper()
-	timeout := time.NewTimer(venuetest.Wait)
-	defer timeout.Stop()
-	for {
-		select {
-		case e := <-s.ch:
-			if f(e) {
-				return e
-			}
-		case <-timeout.C:
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
-func startAdapter(t *testing.T, m *krakentest.Mock, cfg venue.Config) (*teeSink, venue.Adapter) {
-	t.Helper()
-	sink := &teeSink{Sink: venuetest.NewSink(), ch: make(chan *venue.Event, 10000)}
-	cfg.Sink = sink
-	ad, err := m.NewAdapter(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ad.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), venuetest.Wait)
-		defer cancel()
-		if err := ad.Stop(ctx); err != nil {
-			t.Errorf("Stop: %v", err)
-		}
-	})
-	return sink, ad
-}
-
 // All three channels flow, every frame reaches the recorder, and the link
 // drop reaches it too.
 func TestAllChannelsAndRecorder(t *testing.T) {
 	m := &krakentest.Mock{}
-	m.Start(t)
-	rec := &recorder{}
-	sink, _ := startAdapter(t, m, venue.Config{Symbols: []string{"BTC/USD"}, Recorder: rec})
+	rec := &venuetest.Recorder{}
+	_, sink := venuetest.Start(t, m, venue.Config{Symbols: []string{"BTC/USD"}, Recorder: rec})
 	l2 := venue.NewStream(kraken.Name, venue.Level2, "BTC/USD")
 	tk := venue.NewStream(kraken.Name, venue.Ticker, "BTC/USD")
 	tr := venue.NewStream(kraken.Name, venue.Trades, "BTC/USD")
 	// trade is subscribed before ticker on the same link, so once the
 	// ticker's snapshot is here the mock has the trade subscription.
-	e := sink.next(t, "a ticker", func(e *venue.Event) bool { return e.Stream == tk })
+	e, i := sink.WaitEvent(t, venuetest.Wait, 0, "a ticker", func(e *venue.Event) bool { return e.Stream == tk })
 	if e.Bid.Cmp(e.Ask) >= 0 || !e.Last.Valid {
 		t.Errorf("ticker %+v", e)
 	}
 	m.Trade(42, "buy", "45000.1", "0.50000000")
-	e = sink.next(t, "a trade", func(e *venue.Event) bool { return e.Stream == tr })
+	e, _ = sink.WaitEvent(t, venuetest.Wait, i+1, "a trade", func(e *venue.Event) bool { return e.Stream == tr })
 	if e.TradeID != "42" || e.Side != venue.SideBuy || e.Price.String() != "45000.1" || e.Size.String() != "0.5" {
 		t.Errorf("trade %+v", e)
 	}
@@ -100,19 +34,13 @@ func TestAllChannelsAndRecorder(t *testing.T) {
 	m.Step(10)
 	sink.WaitBook(t, venuetest.Wait, l2, m.Book)
 	sink.Check(t)
-	rec.mu.Lock()
-	n := rec.frames
-	rec.mu.Unlock()
-	if n < 10 {
+	if n, _ := rec.Counts(); n < 10 {
 		t.Fatalf("recorder got %d frames", n)
 	}
 	from := sink.NumNotices()
 	m.Server().CloseAll()
 	sink.WaitNotice(t, venuetest.Wait, from, notice.LinkDown)
-	rec.mu.Lock()
-	downs := rec.downs
-	rec.mu.Unlock()
-	if downs < 1 {
+	if _, downs := rec.Counts(); downs < 1 {
 		t.Fatal("recorder saw no disconnect")
 	}
 }
@@ -121,8 +49,7 @@ func TestAllChannelsAndRecorder(t *testing.T) {
 // rate-limit error a rate_limited notice; neither drops the link.
 func TestVenueErrorFrames(t *testing.T) {
 	m := &krakentest.Mock{}
-	m.Start(t)
-	sink, _ := startAdapter(t, m, venue.Config{Symbols: []string{"BTC/USD"}, Channels: []venue.Channel{venue.Level2}})
+	_, sink := venuetest.Start(t, m, venue.Config{Symbols: []string{"BTC/USD"}, Channels: []venue.Channel{venue.Level2}})
 	l2 := venue.NewStream(kraken.Name, venue.Level2, "BTC/USD")
 	sink.WaitBook(t, venuetest.Wait, l2, m.Book)
 	from := sink.NumNotices()
@@ -144,8 +71,7 @@ func TestVenueErrorFrames(t *testing.T) {
 // brings it back with a fresh snapshot.
 func TestUnsubscribeResubscribe(t *testing.T) {
 	m := &krakentest.Mock{}
-	m.Start(t)
-	sink, ad := startAdapter(t, m, venue.Config{Symbols: []string{"BTC/USD"}, Channels: []venue.Channel{venue.Level2}})
+	ad, sink := venuetest.Start(t, m, venue.Config{Symbols: []string{"BTC/USD"}, Channels: []venue.Channel{venue.Level2}})
 	l2 := venue.NewStream(kraken.Name, venue.Level2, "BTC/USD")
 	sink.WaitBook(t, venuetest.Wait, l2, m.Book)
 	if err := ad.Unsubscribe("BTC/USD"); err != nil {
@@ -159,7 +85,7 @@ func TestUnsubscribeResubscribe(t *testing.T) {
 	if err := ad.Subscribe("BTC/USD"); err != nil {
 		t.Fatal(err)
 	}
-	sink.next(t, "a new snapshot", func(e *venue.Event) bool { return e.Stream == l2 && e.Snapshot })
+	sink.WaitEvent(t, venuetest.Wait, 0, "a new snapshot", func(e *venue.Event) bool { return e.Stream == l2 && e.Snapshot })
 	m.Step(5)
 	sink.WaitBook(t, venuetest.Wait, l2, m.Book)
 	sink.Check(t)

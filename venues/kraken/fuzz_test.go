@@ -18,7 +18,7 @@ import (
 // invariants (snapshot first, no update on a book known wrong, never
 // crossed).
 func FuzzDecoder(f *testing.F) {
-	files, _ := filepath.Glob(filepath.Join(testdata, "*.jsonl"))
+	files, _ := filepath.Glob(testdata.Path("*.jsonl"))
 	for _, name := range files {
 		b, err := os.ReadFile(name)
 		if err != nil {
@@ -39,7 +39,7 @@ func FuzzDecoder(f *testing.F) {
 		f.Add(u)
 		f.Add(u[:len(u)*2/3])
 	}
-	pair, err := os.ReadFile(filepath.Join(testdata, "book_doc_MATIC-USD_snapshot_update.jsonl"))
+	pair, err := os.ReadFile(testdata.Path("book_doc_MATIC-USD_snapshot_update.jsonl"))
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -1,11 +1,8 @@
 package kraken_test
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,36 +16,15 @@ import (
 	"github.com/fanoutd/fanoutd/venues/kraken/krakentest"
 )
 
-const testdata = "../../testdata/venues/kraken"
-
-// frames reads a JSONL file of frames.
-func frames(t testing.TB, name string) [][]byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(testdata, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out [][]byte
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if l := bytes.TrimSpace(sc.Bytes()); len(l) > 0 {
-			out = append(out, bytes.Clone(l))
-		}
-	}
-	return out
-}
+const testdata venuetest.Dir = "../../testdata/venues/kraken"
 
 var recv = time.Date(2026, 10, 6, 12, 0, 0, 0, time.UTC)
 
-// decode runs frames through a fresh decoder at depth and returns its sink.
+// decode runs frames through a fresh decoder at depth, frame i received i
+// ms after recv, checks the sink's invariants and returns it.
 func decode(t testing.TB, depth int, fs ...[]byte) (*venuetest.Sink, *kraken.Decoder) {
 	t.Helper()
-	sink := venuetest.NewSink()
-	d := kraken.NewDecoder(venue.Config{Sink: sink, Depth: depth})
-	for i, f := range fs {
-		d.Frame(recv.Add(time.Duration(i)*time.Millisecond), f)
-	}
+	d, sink := venuetest.Decode(kraken.NewDecoder, venue.Config{Depth: depth}, recv, time.Millisecond, fs...)
 	sink.Check(t)
 	return sink, d
 }
@@ -92,7 +68,7 @@ func dump(b *venue.Book) string {
 // The docs' checksum guide: 3310070434 over string-typed levels, with
 // BTC/USD's precisions from the instrument channel.
 func TestGoldenChecksumGuide(t *testing.T) {
-	fs := append(frames(t, "instrument_fixture.jsonl"), frames(t, "book_checksum_guide_BTC-USD.jsonl")...)
+	fs := append(testdata.Frames(t, "instrument_fixture.jsonl"), testdata.Frames(t, "book_checksum_guide_BTC-USD.jsonl")...)
 	sink, d := decode(t, 10, fs...)
 	if n := noticesOf(sink, notice.BookResync); len(n) != 0 {
 		t.Fatalf("checksum 3310070434 did not verify: %+v", n)
@@ -118,9 +94,9 @@ func TestGoldenChecksumGuide(t *testing.T) {
 // instrument's precision (0.566 is 0.5660): with the instrument frame, and
 // with precisions inferred from the snapshot when none arrived.
 func TestGoldenMATICSnapshotUpdate(t *testing.T) {
-	pair := frames(t, "book_doc_MATIC-USD_snapshot_update.jsonl")
+	pair := testdata.Frames(t, "book_doc_MATIC-USD_snapshot_update.jsonl")
 	for name, fs := range map[string][][]byte{
-		"instrument": append(frames(t, "instrument_MATIC-USD.jsonl"), pair...),
+		"instrument": append(testdata.Frames(t, "instrument_MATIC-USD.jsonl"), pair...),
 		"inferred":   pair,
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -156,9 +132,9 @@ func TestGoldenMATICSnapshotUpdate(t *testing.T) {
 // A 25-level BTC/USD snapshot whose numbers went through a float parser
 // (63274.0, 0.0001): 4273381060 verifies with precisions (1, 8).
 func TestGoldenFloatParsed25(t *testing.T) {
-	obj := frames(t, "book_floatparsed_BTC-USD_25lvl.jsonl")[0]
+	obj := testdata.Frames(t, "book_floatparsed_BTC-USD_25lvl.jsonl")[0]
 	frame := append(append([]byte(`{"channel":"book","type":"snapshot","data":[`), obj...), "]}"...)
-	sink, _ := decode(t, 25, append(frames(t, "instrument_fixture.jsonl"), frame)...)
+	sink, _ := decode(t, 25, append(testdata.Frames(t, "instrument_fixture.jsonl"), frame)...)
 	if n := noticesOf(sink, notice.BookResync); len(n) != 0 {
 		t.Fatalf("checksum 4273381060 did not verify: %+v", n)
 	}
@@ -171,7 +147,7 @@ func TestGoldenFloatParsed25(t *testing.T) {
 	}
 	// At depth 10 the same snapshot is cut to 10 levels; the checksum
 	// covers only the top 10, so it still verifies.
-	sink, _ = decode(t, 10, append(frames(t, "instrument_fixture.jsonl"), frame)...)
+	sink, _ = decode(t, 10, append(testdata.Frames(t, "instrument_fixture.jsonl"), frame)...)
 	if n := noticesOf(sink, notice.BookResync); len(n) != 0 {
 		t.Fatalf("at depth 10: %+v", n)
 	}
@@ -183,7 +159,7 @@ func TestGoldenFloatParsed25(t *testing.T) {
 // Kraken truncates to the subscribed depth without saying so; our update
 // says it: a new best bid pushes the 10th bid out as an explicit removal.
 func TestTruncationIsExplicit(t *testing.T) {
-	pair := frames(t, "book_doc_MATIC-USD_snapshot_update.jsonl")
+	pair := testdata.Frames(t, "book_doc_MATIC-USD_snapshot_update.jsonl")
 	snap := pair[0]
 	// The book after the update: new best bid 0.5667; 0.5657 falls out.
 	sink0, _ := decode(t, 10, snap)
@@ -211,7 +187,7 @@ func TestTruncationIsExplicit(t *testing.T) {
 
 // A checksum that does not match stops publishing and names the sums.
 func TestChecksumMismatchResyncs(t *testing.T) {
-	pair := frames(t, "book_doc_MATIC-USD_snapshot_update.jsonl")
+	pair := testdata.Frames(t, "book_doc_MATIC-USD_snapshot_update.jsonl")
 	bad := bytes.Replace(pair[1], []byte("2114181697"), []byte("2114181698"), 1)
 	sink, _ := decode(t, 10, pair[0], bad, pair[1])
 	n := noticesOf(sink, notice.BookResync)
@@ -224,7 +200,7 @@ func TestChecksumMismatchResyncs(t *testing.T) {
 }
 
 func TestGoldenTradeTicker(t *testing.T) {
-	sink, d := decode(t, 10, append(frames(t, "trade_doc.jsonl"), frames(t, "ticker_doc.jsonl")...)...)
+	sink, d := decode(t, 10, append(testdata.Frames(t, "trade_doc.jsonl"), testdata.Frames(t, "ticker_doc.jsonl")...)...)
 	evs := sink.Events()
 	if len(evs) != 4 || d.BadFrames() != 0 {
 		t.Fatalf("%d events, %d bad frames; want 3 trades and a ticker", len(evs), d.BadFrames())
@@ -245,7 +221,7 @@ func TestGoldenTradeTicker(t *testing.T) {
 func TestGoldenControlFrames(t *testing.T) {
 	var fs [][]byte
 	for _, f := range []string{"heartbeat_status_pong.jsonl", "subscribe_ack_doc.jsonl", "instrument_fixture.jsonl"} {
-		fs = append(fs, frames(t, f)...)
+		fs = append(fs, testdata.Frames(t, f)...)
 	}
 	sink, d := decode(t, 10, fs...)
 	if len(sink.Events()) != 0 || len(sink.Notices()) != 0 || d.BadFrames() != 0 {
@@ -254,7 +230,7 @@ func TestGoldenControlFrames(t *testing.T) {
 }
 
 func TestGoldenRefusal(t *testing.T) {
-	sink, _ := decode(t, 10, frames(t, "error.jsonl")[0])
+	sink, _ := decode(t, 10, testdata.Frames(t, "error.jsonl")[0])
 	n := noticesOf(sink, notice.Refusal)
 	if len(n) != 1 || n[0].Details["symbol"] != "XBT/USD" || n[0].Details["error"] != "Currency pair not supported XBT/USD" {
 		t.Fatalf("notices = %+v", sink.Notices())
@@ -263,7 +239,7 @@ func TestGoldenRefusal(t *testing.T) {
 
 // Bad frames are counted, reported once per burst, and resync the book.
 func TestBadFramesReportedOncePerBurst(t *testing.T) {
-	pair := frames(t, "book_doc_MATIC-USD_snapshot_update.jsonl")
+	pair := testdata.Frames(t, "book_doc_MATIC-USD_snapshot_update.jsonl")
 	m := &krakentest.Mock{}
 	fs := append([][]byte{pair[0]}, m.Garbage()...)
 	sink, d := decode(t, 10, fs...)

@@ -3,9 +3,7 @@ package okx_test
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/venue"
@@ -14,82 +12,12 @@ import (
 	"github.com/fanoutd/fanoutd/venues/okx/okxtest"
 )
 
-type recorder struct {
-	mu      sync.Mutex
-	frames  int
-	pongs   int
-	downs   int
-	changed chan struct{} // closed and replaced on every frame
-}
-
-func newRecorder() *recorder { return &recorder{changed: make(chan struct{})} }
-
-func (r *recorder) Frame(v string, _ time.Time, f []byte) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.frames++
-	if string(f) == "pong" {
-		r.pongs++
-	}
-	close(r.changed)
-	r.changed = make(chan struct{})
-}
-
-// waitPongs waits until n pongs were recorded.
-func (r *recorder) waitPongs(t *testing.T, n int) {
-	t.Helper()
-	deadline := time.After(venuetest.Wait)
-	for {
-		r.mu.Lock()
-		got, ch := r.pongs, r.changed
-		r.mu.Unlock()
-		if got >= n {
-			return
-		}
-		select {
-		case <-ch:
-		case <-deadline:
-			t.Fatalf("%d pongs recorded, want %d", got, n)
-		}
-	}
-}
-
-func (r *recorder) Disconnect(string, time.Time) {
-	r.mu.Lock()
-	r.downs++
-	r.mu.Unlock()
-}
-
-func (r *recorder) counts() (int, int, int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.frames, r.pongs, r.downs
-}
-
-// startAdapter runs an adapter on every channel against a fresh mock.
+// startAdapter runs an adapter on every channel against a fresh mock,
+// until its first level2 snapshot and link_up.
 func startAdapter(t *testing.T, rec venue.Recorder) (*okxtest.Mock, venue.Adapter, *venuetest.Sink) {
 	t.Helper()
 	m := okxtest.New()
-	m.Start(t)
-	sink := venuetest.NewSink()
-	cfg := venue.Config{Sink: sink, Symbols: []string{m.Symbol()}}
-	if rec != nil {
-		cfg.Recorder = rec
-	}
-	ad, err := m.NewAdapter(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ad.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), venuetest.Wait)
-		defer cancel()
-		if err := ad.Stop(ctx); err != nil {
-			t.Error(err)
-		}
-	})
+	ad, sink := venuetest.Start(t, m, venue.Config{Recorder: rec})
 	sink.WaitNotice(t, venuetest.Wait, 0, notice.LinkUp)
 	return m, ad, sink
 }
@@ -97,7 +25,7 @@ func startAdapter(t *testing.T, rec venue.Recorder) (*okxtest.Mock, venue.Adapte
 func l2(m *okxtest.Mock) venue.Stream { return venue.NewStream("okx", venue.Level2, m.Symbol()) }
 
 func TestAllChannelsAndRecorder(t *testing.T) {
-	rec := newRecorder()
+	rec := &venuetest.Recorder{}
 	m, ad, sink := startAdapter(t, rec)
 	m.Step(12)
 	sink.WaitBook(t, venuetest.Wait, l2(m), m.Book)
@@ -118,7 +46,7 @@ func TestAllChannelsAndRecorder(t *testing.T) {
 		// book update; by the time the book matches they have arrived.
 		t.Fatalf("%d trades, %d tickers, want some of each", trades, tickers)
 	}
-	if f, _, _ := rec.counts(); f < 14 {
+	if f, _ := rec.Counts(); f < 14 {
 		t.Fatalf("recorder saw %d frames, want every frame", f)
 	}
 	cov := ad.Coverage()
@@ -129,11 +57,19 @@ func TestAllChannelsAndRecorder(t *testing.T) {
 }
 
 func TestKeepaliveTextPing(t *testing.T) {
-	rec := newRecorder()
+	rec := &venuetest.Recorder{}
 	_, _, sink := startAdapter(t, rec)
 	// Nothing is pushed; the adapter's text pings keep the link alive and
 	// the mock answers each with "pong".
-	rec.waitPongs(t, 5)
+	rec.WaitFor(t, venuetest.Wait, "5 pongs", func(rs []venuetest.Record) bool {
+		pongs := 0
+		for _, r := range rs {
+			if !r.Disconnect && string(r.Frame) == "pong" {
+				pongs++
+			}
+		}
+		return pongs >= 5
+	})
 	for _, n := range sink.Notices() {
 		if n.Kind == notice.LinkDown {
 			t.Fatalf("link went down while pings were answered: %v", n.Message)
@@ -236,20 +172,7 @@ func TestConfig(t *testing.T) {
 // link_up back, and the good symbol's book flows.
 func TestRefusedAtStart(t *testing.T) {
 	m := okxtest.New()
-	m.Start(t)
-	sink := venuetest.NewSink()
-	ad, err := m.NewAdapter(venue.Config{Sink: sink, Symbols: []string{m.RefusedSymbol(), m.Symbol()}, Channels: []venue.Channel{venue.Level2}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ad.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := ad.Stop(context.Background()); err != nil {
-			t.Error(err)
-		}
-	}()
+	_, sink := venuetest.Start(t, m, venue.Config{Symbols: []string{m.RefusedSymbol(), m.Symbol()}, Channels: []venue.Channel{venue.Level2}})
 	sink.WaitNotice(t, venuetest.Wait, 0, notice.Refusal)
 	sink.WaitNotice(t, venuetest.Wait, 0, notice.LinkUp)
 	m.Step(4)

@@ -174,7 +174,7 @@ func BenchmarkDecodeBooks(b *testing.B) {
 	b.Run("typical_1-3lvl", func(b *testing.B) { benchStream(b, genStream(20000, 400, 3, false)) })
 	b.Run("typical_1-3lvl_checksum", func(b *testing.B) { benchStream(b, genStream(20000, 400, 3, true)) })
 	b.Run("medium_1-20lvl", func(b *testing.B) { benchStream(b, genStream(20000, 400, 20, false)) })
-	b.Run("recorded_2022", func(b *testing.B) { benchStream(b, readLines(b, "books_sequence_BTC-USDT_2022.jsonl")) })
+	b.Run("recorded_2022", func(b *testing.B) { benchStream(b, testdata.Frames(b, "books_sequence_BTC-USDT_2022.jsonl")) })
 }
 
 // TestAllocBudget pins the allocations of a typical update (1-3 levels):

@@ -20,7 +20,7 @@ func FuzzDecoder(f *testing.F) {
 		"recorded_2026_ccxt_tickers_trades_books5.jsonl", "subscribe_ack_cryptofeed_2022.jsonl",
 		"tickers_cryptofeed_2022.jsonl", "trades_cryptofeed_2022.jsonl", "checksum_doc_vectors.jsonl",
 	} {
-		seeds = append(seeds, readLines(f, name)...)
+		seeds = append(seeds, testdata.Frames(f, name)...)
 	}
 	seeds = append(seeds, genStream(20, 30, 3, true)...)
 	for _, s := range seeds {

@@ -1,13 +1,10 @@
 package okx_test
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,40 +20,16 @@ import (
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
-const testdata = "../../testdata/venues/okx"
+const testdata venuetest.Dir = "../../testdata/venues/okx"
 
 // recv is the receive time the golden tests stamp on every frame.
 var recv = time.Date(2022, 5, 13, 16, 27, 0, 0, time.UTC)
 
-func readLines(t testing.TB, name string) [][]byte {
-	t.Helper()
-	f, err := os.Open(filepath.Join(testdata, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	var out [][]byte
-	for sc.Scan() {
-		if l := bytes.TrimSpace(sc.Bytes()); len(l) > 0 {
-			out = append(out, append([]byte(nil), l...))
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// decode runs frames through a fresh decoder into a recording sink.
+// decode runs frames through a fresh decoder, every one received at recv,
+// and checks the sink's invariants.
 func decode(t testing.TB, frames ...[]byte) (*okx.Decoder, *venuetest.Sink) {
 	t.Helper()
-	sink := venuetest.NewSink()
-	d := okx.NewDecoder(venue.Config{Sink: sink})
-	for _, f := range frames {
-		d.Frame(recv, f)
-	}
+	d, sink := venuetest.Decode(okx.NewDecoder, venue.Config{}, recv, 0, frames...)
 	sink.Check(t)
 	return d, sink
 }
@@ -69,26 +42,8 @@ func kinds(ns []notice.Notice) []string {
 	return out
 }
 
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join(testdata, name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the decoder's output (run with -update after checking the change)\ngot:\n%.2000s", name, got)
-	}
-}
-
 func TestChecksumDocVectors(t *testing.T) {
-	for i, line := range readLines(t, "checksum_doc_vectors.jsonl") {
+	for i, line := range testdata.Frames(t, "checksum_doc_vectors.jsonl") {
 		var v struct {
 			Bids, Asks  [][]string
 			CheckString string `json:"check_string"`
@@ -129,7 +84,7 @@ func levels(ls [][]string) string {
 // verifies, and the book matches one rebuilt independently from the
 // frames' strings.
 func TestRecorded2022(t *testing.T) {
-	frames := readLines(t, "books_sequence_BTC-USDT_2022.jsonl")
+	frames := testdata.Frames(t, "books_sequence_BTC-USDT_2022.jsonl")
 	d, sink := decode(t, frames...)
 	if n := sink.Notices(); len(n) != 0 {
 		t.Fatalf("notices %v, want none", kinds(n))
@@ -148,7 +103,7 @@ func TestRecorded2022(t *testing.T) {
 	}
 	snap := got.Snapshot(stream)
 	snap.RecvTime = recv
-	golden(t, "books_sequence_BTC-USDT_2022.final.golden.json", append(snap.AppendJSON(nil), '\n'))
+	testdata.Golden(t, "books_sequence_BTC-USDT_2022.final.golden.json", append(snap.AppendJSON(nil), '\n'), *update)
 }
 
 // naiveBook rebuilds a book from books frames with encoding/json and
@@ -183,22 +138,18 @@ func naiveBook(t testing.TB, frames [][]byte) *venue.Book {
 func TestTradesTickersGolden(t *testing.T) {
 	for _, name := range []string{"trades_cryptofeed_2022", "tickers_cryptofeed_2022", "recorded_2026_ccxt_tickers_trades_books5", "subscribe_ack_cryptofeed_2022"} {
 		t.Run(name, func(t *testing.T) {
-			frames := readLines(t, name+".jsonl")
+			frames := testdata.Frames(t, name+".jsonl")
 			_, sink := decode(t, frames...)
 			if n := sink.Notices(); len(n) != 0 {
 				t.Fatalf("notices %v, want none", kinds(n))
 			}
-			var out []byte
-			for _, e := range sink.Events() {
-				out = append(e.AppendJSON(out), '\n')
-			}
-			golden(t, name+".events.golden.jsonl", out)
+			testdata.Golden(t, name+".events.golden.jsonl", sink.AppendJSONLines(nil), *update)
 		})
 	}
 }
 
 func TestErrorFramesAreRefusals(t *testing.T) {
-	_, sink := decode(t, readLines(t, "error.jsonl")...)
+	_, sink := decode(t, testdata.Frames(t, "error.jsonl")...)
 	ns := sink.Notices()
 	want := []string{"okx:ticker:ETH-USD-SWAP", "okx:ticker:FOO-USDT-SWAP"}
 	if len(ns) != len(want) {
@@ -276,7 +227,7 @@ func TestSequenceDocExample(t *testing.T) {
 // -2102840145), so the decoder rejects it; with the checksum zeroed, as
 // OKX sends it since 2026, it is a valid snapshot with seqId 123456.
 func TestDocExampleChecksumIllustrative(t *testing.T) {
-	frames := readLines(t, "books_doc_example_seqid.jsonl")
+	frames := testdata.Frames(t, "books_doc_example_seqid.jsonl")
 	_, sink := decode(t, frames[0])
 	ns := sink.Notices()
 	if len(ns) != 1 || ns[0].Kind != notice.BookResync || ns[0].Details["computed"] != int64(-2102840145) {
