@@ -1,6 +1,8 @@
 package kraken_test
 
 import (
+	"bytes"
+	"errors"
 	"testing"
 
 	"github.com/fanoutd/fanoutd/notice"
@@ -69,9 +71,13 @@ func TestVenueErrorFrames(t *testing.T) {
 
 // Unsubscribe stops the stream and takes it out of coverage; Subscribe
 // brings it back with a fresh snapshot.
+// TestUnsubscribeResubscribe unsubscribes, waits for the venue to
+// confirm, and subscribes again: the book starts over from a new
+// snapshot and follows the venue's.
 func TestUnsubscribeResubscribe(t *testing.T) {
 	m := &krakentest.Mock{}
-	ad, sink := venuetest.Start(t, m, venue.Config{Symbols: []string{"BTC/USD"}, Channels: []venue.Channel{venue.Level2}})
+	rec := &venuetest.Recorder{}
+	ad, sink := venuetest.Start(t, m, venue.Config{Symbols: []string{"BTC/USD"}, Channels: []venue.Channel{venue.Level2}, Recorder: rec})
 	l2 := venue.NewStream(kraken.Name, venue.Level2, "BTC/USD")
 	sink.WaitBook(t, venuetest.Wait, l2, m.Book)
 	if err := ad.Unsubscribe("BTC/USD"); err != nil {
@@ -82,12 +88,48 @@ func TestUnsubscribeResubscribe(t *testing.T) {
 			t.Fatalf("coverage still has %s after Unsubscribe", l2)
 		}
 	}
+	rec.WaitFor(t, venuetest.Wait, "the venue's unsubscribe answer", func(rs []venuetest.Record) bool {
+		for _, r := range rs {
+			if bytes.Contains(r.Frame, []byte(`"method":"unsubscribe"`)) && bytes.Contains(r.Frame, []byte(`"success":true`)) {
+				return true
+			}
+		}
+		return false
+	})
+	from := len(sink.Events())
 	if err := ad.Subscribe("BTC/USD"); err != nil {
 		t.Fatal(err)
 	}
-	sink.WaitEvent(t, venuetest.Wait, 0, "a new snapshot", func(e *venue.Event) bool { return e.Stream == l2 && e.Snapshot })
+	sink.WaitEvent(t, venuetest.Wait, from, "a new snapshot", func(e *venue.Event) bool { return e.Stream == l2 && e.Snapshot })
 	m.Step(5)
 	sink.WaitBook(t, venuetest.Wait, l2, m.Book)
+	sink.Check(t)
+}
+
+// TestUnsubscribeResubscribeAtOnce: an Unsubscribe and a Subscribe of
+// the same symbol in a row. The adapter reconciles the symbols it wants
+// with those it has, so if it did not act between the two calls they
+// cancel out (nothing is sent, no new snapshot) and otherwise it
+// resubscribes; either way the book follows the venue's and the stream
+// returns to coverage with its next event.
+func TestUnsubscribeResubscribeAtOnce(t *testing.T) {
+	m := &krakentest.Mock{}
+	ad, sink := venuetest.Start(t, m, venue.Config{Symbols: []string{"BTC/USD"}, Channels: []venue.Channel{venue.Level2}})
+	l2 := venue.NewStream(kraken.Name, venue.Level2, "BTC/USD")
+	sink.WaitBook(t, venuetest.Wait, l2, m.Book)
+	if err := errors.Join(ad.Unsubscribe("BTC/USD"), ad.Subscribe("BTC/USD")); err != nil {
+		t.Fatal(err)
+	}
+	m.Step(5)
+	sink.WaitBook(t, venuetest.Wait, l2, m.Book)
+	sink.WaitFor(t, venuetest.Wait, string(l2)+" back in coverage", func() bool {
+		for _, sc := range ad.Coverage().Streams {
+			if sc.Stream == l2 {
+				return true
+			}
+		}
+		return false
+	})
 	sink.Check(t)
 }
 
