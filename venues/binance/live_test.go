@@ -64,6 +64,14 @@ func TestRecordedCaptureReplays(t *testing.T) {
 	if snapshots < 3 { // start, the gap, the reconnect
 		t.Fatalf("capture holds %d generated snapshot frames, want at least 3", snapshots)
 	}
+	// The link drop is in the capture, once, between the frames before it
+	// and the reconnect's.
+	if _, disconnects := rec.Counts(); disconnects != 1 {
+		t.Fatalf("capture holds %d disconnects, want 1", disconnects)
+	}
+	if first, last := frames[0], frames[len(frames)-1]; first.Disconnect || last.Disconnect {
+		t.Fatalf("a disconnect at the capture's start or end")
+	}
 	replay := venuetest.NewSink()
 	d := binance.NewDecoder(venue.Config{Sink: replay})
 	for _, f := range frames {
