@@ -1,0 +1,88 @@
+package scan
+
+// Status says how Fixed ended.
+type Status uint8
+
+const (
+	// OK: b is a plain decimal of at most 19 significant digits; m holds
+	// them all. The zero Status.
+	OK Status = iota
+	// Bad: b is not a plain decimal.
+	Bad
+	// Big: b is a plain decimal of more than 19 significant digits, more
+	// than m holds; the caller parses it another way or refuses it.
+	Big
+)
+
+// maxMantissa bounds the mantissa Fixed accumulates: below it, one more
+// digit still fits a uint64.
+const maxMantissa = 1e18
+
+// Fixed splits a plain decimal ("63982.70", "0.00047612", "-1.5", "415")
+// into its mantissa m, its number of fraction digits and its sign, without
+// allocating: the value is ±m·10^-frac. It accepts an optional '-', digits,
+// and at most one '.' with digits on both sides; nothing else (no '+', no
+// exponent, no space, not empty). Leading zeros are not significant: m <
+// 1e18 holds whenever b has at most 18 significant digits, and then m fits
+// an int64. Callers apply their venue's own bounds on sign, digits and
+// fraction.
+func Fixed(b []byte) (m uint64, frac int, neg bool, st Status) {
+	i := 0
+	if len(b) > 0 && b[0] == '-' {
+		neg, i = true, 1
+	}
+	if i == len(b) || b[i] == '.' || b[len(b)-1] == '.' {
+		return 0, 0, false, Bad
+	}
+	dot, big := false, false
+	for ; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case c-'0' <= 9:
+			if m < maxMantissa {
+				m = m*10 + uint64(c-'0')
+			} else {
+				big = true // keep going: the rest must still be well formed
+			}
+			if dot {
+				frac++
+			}
+		case c == '.' && !dot:
+			dot = true
+		default:
+			return 0, 0, false, Bad
+		}
+	}
+	if big {
+		return 0, frac, neg, Big
+	}
+	return m, frac, neg, OK
+}
+
+// pow10 holds 10^0 … 10^18, every power of ten an int64 holds.
+var pow10 = [...]int64{
+	1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9,
+	1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18,
+}
+
+// MaxPow10 is the largest k for which Pow10 is defined.
+const MaxPow10 = len(pow10) - 1
+
+// Pow10 returns 10^k for 0 <= k <= MaxPow10; it panics for any other k.
+func Pow10(k int) int64 { return pow10[k] }
+
+// ScaleUp returns m·10^k, and false when k is negative or beyond MaxPow10
+// or the product overflows an int64.
+func ScaleUp(m int64, k int) (int64, bool) {
+	if k == 0 {
+		return m, true
+	}
+	if k < 0 || k > MaxPow10 {
+		return 0, false
+	}
+	p := pow10[k]
+	if m > maxInt64/p || m < -maxInt64/p {
+		return 0, false
+	}
+	return m * p, true
+}
