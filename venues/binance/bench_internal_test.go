@@ -4,6 +4,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fanoutd/fanoutd/internal/scan"
 )
 
 // CPUTime returns the user+system CPU time the process has used; the
@@ -26,7 +28,7 @@ func BenchmarkParseDepthOnly(b *testing.B) {
 	b.ReportAllocs()
 	cpu0 := CPUTime()
 	for b.Loop() {
-		sc := scanner{b: f}
+		sc := scan.New(f)
 		if _, ok := d.parseDepth(&sc); !ok {
 			b.Fatal("parse failed")
 		}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fanoutd/fanoutd/internal/scan"
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/venue"
 )
@@ -185,82 +186,78 @@ func (s *symbol) reset() {
 
 // Frame implements venue.Decoder.
 func (d *Decoder) Frame(recv time.Time, frame []byte) {
-	sc := scanner{b: frame}
+	sc := scan.New(frame)
 	var (
 		stream, evType, symName []byte
-		dataAt                        = -1
-		id                      int64 = -1
+		data                    []byte // the payload, when it came before "stream"
+		inPlace                 bool   // the payload was decoded in place
+		id                      int64  = -1
 		hasID, hasResult        bool
 		errCode                 int64
 		errMsg                  []byte
 		hasErr, hasU            bool
 	)
-	if !sc.objStart() {
+	more := sc.Object()
+	if !more {
 		d.bad(recv, "not a JSON object", frame, nil)
 		return
 	}
-	for {
-		k := sc.key()
-		switch string(k) {
+	for ; more; more = sc.More('}') {
+		switch string(sc.Key()) {
 		case "stream":
-			stream = sc.str()
+			stream = sc.Str()
 		case "data":
-			sc.ws()
 			if stream != nil {
 				// Binance writes "stream" first: decode in place.
 				d.payload(recv, stream, &sc, frame)
-				if sc.bad {
+				if sc.Failed() {
 					return
 				}
-				dataAt = -2
+				inPlace = true
 			} else {
-				dataAt = sc.i
-				sc.skip()
+				data = sc.Raw()
 			}
 		case "id":
 			hasID = true
-			if sc.peek() == '-' || sc.peek() >= '0' && sc.peek() <= '9' {
-				id = sc.int()
+			if c := sc.Peek(); c == '-' || c >= '0' && c <= '9' {
+				id = sc.Int()
 			} else {
-				sc.skip()
+				sc.Skip()
 			}
 		case "result":
 			hasResult = true
-			sc.skip()
+			sc.Skip()
 		case "error":
 			hasErr = true
 			errCode, errMsg = d.errorObject(&sc)
 		case "e":
-			if sc.peek() == '"' {
-				evType = sc.str()
+			if sc.Peek() == '"' {
+				evType = sc.Str()
 			} else {
-				sc.skip()
+				sc.Skip()
 			}
 		case "s":
-			if sc.peek() == '"' {
-				symName = sc.str()
+			if sc.Peek() == '"' {
+				symName = sc.Str()
 			} else {
-				sc.skip()
+				sc.Skip()
 			}
 		case "u":
 			hasU = true
-			sc.skip()
+			sc.Skip()
 		default:
-			sc.skip()
-		}
-		if sc.bad || !sc.more('}') {
-			break
+			sc.Skip()
 		}
 	}
-	if sc.bad || !sc.end() {
+	if !sc.End() {
 		d.bad(recv, "malformed JSON", frame, d.symbolOfStream(stream))
 		return
 	}
 	switch {
-	case dataAt == -2:
+	case inPlace:
 		return
-	case dataAt >= 0 && stream != nil:
-		ds := scanner{b: frame, i: dataAt}
+	case data != nil && stream != nil:
+		ds := scan.New(data)
 		d.payload(recv, stream, &ds, frame)
 	case hasID && (hasResult || hasErr):
 		if d.hooks.response != nil {
@@ -287,7 +284,7 @@ func (d *Decoder) Frame(recv time.Time, frame []byte) {
 		default:
 			return // an event we did not subscribe to
 		}
-		ds := scanner{b: frame}
+		ds := scan.New(frame)
 		d.payloadKind(recv, kind, lower, &ds, frame)
 	default:
 		d.bad(recv, "unknown frame", frame, nil)
@@ -295,27 +292,26 @@ func (d *Decoder) Frame(recv time.Time, frame []byte) {
 }
 
 // errorObject reads {"code":N,"msg":"…"}.
-func (d *Decoder) errorObject(sc *scanner) (code int64, msg []byte) {
-	if sc.peek() != '{' {
-		sc.skip()
+func (d *Decoder) errorObject(sc *scan.Scanner) (code int64, msg []byte) {
+	if sc.Peek() != '{' {
+		sc.Skip()
 		return -1, nil
 	}
-	if !sc.objStart() {
+	more := sc.Object()
+	if !more {
 		return -1, nil
 	}
-	for {
-		switch string(sc.key()) {
+	for ; more; more = sc.More('}') {
+		switch string(sc.Key()) {
 		case "code":
-			code = sc.int()
+			code = sc.Int()
 		case "msg":
-			msg = sc.str()
+			msg = sc.Str()
 		default:
-			sc.skip()
-		}
-		if sc.bad || !sc.more('}') {
-			return code, msg
+			sc.Skip()
 		}
 	}
+	return code, msg
 }
 
 // symbolOfStream returns the known symbol a stream name refers to, if any.
@@ -341,14 +337,14 @@ func indexByte(b []byte, c byte) int {
 
 // payload decodes the data of a combined-stream frame named stream, with sc
 // positioned at it.
-func (d *Decoder) payload(recv time.Time, stream []byte, sc *scanner, frame []byte) {
+func (d *Decoder) payload(recv time.Time, stream []byte, sc *scan.Scanner, frame []byte) {
 	if string(stream) == "!serverShutdown" {
 		d.payloadKind(recv, "serverShutdown", nil, sc, frame)
 		return
 	}
 	i := indexByte(stream, '@')
 	if i <= 0 {
-		sc.skip()
+		sc.Skip()
 		d.bad(recv, "stream name without @", frame, nil)
 		return
 	}
@@ -363,20 +359,20 @@ func (d *Decoder) payload(recv time.Time, stream []byte, sc *scanner, frame []by
 	case "bookTicker":
 		d.payloadKind(recv, "bookTicker", lower, sc, frame)
 	default:
-		sc.skip() // a stream we do not decode (aggTrade, kline…)
+		sc.Skip() // a stream we do not decode (aggTrade, kline…)
 	}
 }
 
-func (d *Decoder) payloadKind(recv time.Time, kind string, lower []byte, sc *scanner, frame []byte) {
+func (d *Decoder) payloadKind(recv time.Time, kind string, lower []byte, sc *scan.Scanner, frame []byte) {
 	if kind == "serverShutdown" {
-		sc.skip()
-		if !sc.bad && d.hooks.shutdown != nil {
+		sc.Skip()
+		if !sc.Failed() && d.hooks.shutdown != nil {
 			d.hooks.shutdown()
 		}
 		return
 	}
 	if len(lower) == 0 || len(lower) > 64 {
-		sc.skip()
+		sc.Skip()
 		d.bad(recv, "frame without a symbol", frame, nil)
 		return
 	}
@@ -436,45 +432,39 @@ type depthUpdate struct {
 	name        []byte
 }
 
-func (d *Decoder) parseDepth(sc *scanner) (du depthUpdate, ok bool) {
+func (d *Decoder) parseDepth(sc *scan.Scanner) (du depthUpdate, ok bool) {
 	d.bids, d.asks = d.bids[:0], d.asks[:0]
 	var haveU, haveu, haveB, haveA bool
-	if !sc.objStart() {
-		return du, false
-	}
-	for {
-		switch string(sc.key()) {
+	for more := sc.Object(); more; more = sc.More('}') {
+		switch string(sc.Key()) {
 		case "e":
-			if string(sc.str()) != "depthUpdate" {
-				sc.fail()
+			if string(sc.Str()) != "depthUpdate" {
+				sc.Fail()
 			}
 		case "E":
-			du.at = time.UnixMilli(sc.int())
+			du.at = time.UnixMilli(sc.Int())
 		case "s":
-			du.name = sc.str()
+			du.name = sc.Str()
 		case "U":
-			du.first, haveU = sc.int(), true
+			du.first, haveU = sc.Int(), true
 		case "u":
-			du.last, haveu = sc.int(), true
+			du.last, haveu = sc.Int(), true
 		case "b":
-			d.bids, haveB = sc.levels(&d.prices, d.bids), true
+			d.bids, haveB = levels(sc, &d.prices, d.bids), true
 		case "a":
-			d.asks, haveA = sc.levels(&d.prices, d.asks), true
+			d.asks, haveA = levels(sc, &d.prices, d.asks), true
 		default:
-			sc.skip()
-		}
-		if sc.bad || !sc.more('}') {
-			break
+			sc.Skip()
 		}
 	}
-	ok = !sc.bad && haveU && haveu && haveB && haveA && du.first > 0 && du.first <= du.last
+	ok = !sc.Failed() && haveU && haveu && haveB && haveA && du.first > 0 && du.first <= du.last
 	return du, ok
 }
 
-func (d *Decoder) depth(recv time.Time, lower []byte, sc *scanner, frame []byte) {
+func (d *Decoder) depth(recv time.Time, lower []byte, sc *scan.Scanner, frame []byte) {
 	du, ok := d.parseDepth(sc)
 	if !ok {
-		sc.fail()
+		sc.Fail()
 		d.bad(recv, "bad depthUpdate", frame, d.syms[string(lower)])
 		return
 	}
@@ -557,29 +547,24 @@ func (d *Decoder) buffer(s *symbol, du depthUpdate) {
 
 // snapshot handles the generated frame carrying a REST depth snapshot, and
 // bridges the buffered events to it.
-func (d *Decoder) snapshot(recv time.Time, lower []byte, sc *scanner, frame []byte) {
+func (d *Decoder) snapshot(recv time.Time, lower []byte, sc *scan.Scanner, frame []byte) {
 	d.bids, d.asks = d.bids[:0], d.asks[:0]
 	var id int64
 	var haveID, haveB, haveA bool
-	if sc.objStart() {
-		for {
-			switch string(sc.key()) {
-			case "lastUpdateId":
-				id, haveID = sc.int(), true
-			case "bids":
-				d.bids, haveB = sc.levels(&d.prices, d.bids), true
-			case "asks":
-				d.asks, haveA = sc.levels(&d.prices, d.asks), true
-			default:
-				sc.skip()
-			}
-			if sc.bad || !sc.more('}') {
-				break
-			}
+	for more := sc.Object(); more; more = sc.More('}') {
+		switch string(sc.Key()) {
+		case "lastUpdateId":
+			id, haveID = sc.Int(), true
+		case "bids":
+			d.bids, haveB = levels(sc, &d.prices, d.bids), true
+		case "asks":
+			d.asks, haveA = levels(sc, &d.prices, d.asks), true
+		default:
+			sc.Skip()
 		}
 	}
-	if sc.bad || !haveID || !haveB || !haveA || id <= 0 {
-		sc.fail()
+	if sc.Failed() || !haveID || !haveB || !haveA || id <= 0 {
+		sc.Fail()
 		s := d.syms[string(lower)] // a bad frame creates no symbol
 		if s == nil {
 			d.bad(recv, "bad depth snapshot", frame, nil)
@@ -650,49 +635,44 @@ func (d *Decoder) snapshot(recv time.Time, lower []byte, sc *scanner, frame []by
 	d.sink.Event(ev)
 }
 
-func (d *Decoder) trade(recv time.Time, lower []byte, sc *scanner, frame []byte) {
+func (d *Decoder) trade(recv time.Time, lower []byte, sc *scan.Scanner, frame []byte) {
 	var (
 		ev                  = venue.Event{Kind: venue.KindTrade, RecvTime: recv}
 		id, name            []byte
 		haveP, haveQ, haveM bool
 		okP, okQ            bool
 	)
-	if sc.objStart() {
-		for {
-			switch string(sc.key()) {
-			case "e":
-				if string(sc.str()) != "trade" {
-					sc.fail()
-				}
-			case "s":
-				name = sc.str()
-			case "t":
-				id = sc.intText()
-			case "p":
-				ev.Price, okP = parseDecimal(sc.str())
-				haveP = true
-			case "q":
-				ev.Size, okQ = parseDecimal(sc.str())
-				haveQ = true
-			case "T":
-				ev.VenueTime = time.UnixMilli(sc.int())
-			case "m":
-				haveM = true
-				if sc.boolean() {
-					ev.Side = venue.SideSell // the buyer made: the taker sold
-				} else {
-					ev.Side = venue.SideBuy
-				}
-			default:
-				sc.skip()
+	for more := sc.Object(); more; more = sc.More('}') {
+		switch string(sc.Key()) {
+		case "e":
+			if string(sc.Str()) != "trade" {
+				sc.Fail()
 			}
-			if sc.bad || !sc.more('}') {
-				break
+		case "s":
+			name = sc.Str()
+		case "t":
+			id = sc.IntText()
+		case "p":
+			ev.Price, okP = parseDecimal(sc.Str())
+			haveP = true
+		case "q":
+			ev.Size, okQ = parseDecimal(sc.Str())
+			haveQ = true
+		case "T":
+			ev.VenueTime = time.UnixMilli(sc.Int())
+		case "m":
+			haveM = true
+			if sc.Bool() {
+				ev.Side = venue.SideSell // the buyer made: the taker sold
+			} else {
+				ev.Side = venue.SideBuy
 			}
+		default:
+			sc.Skip()
 		}
 	}
-	if sc.bad || id == nil || !haveP || !haveQ || !haveM || !okP || !okQ || ev.Price.Sign() <= 0 || ev.Size.Sign() <= 0 {
-		sc.fail()
+	if sc.Failed() || id == nil || !haveP || !haveQ || !haveM || !okP || !okQ || ev.Price.Sign() <= 0 || ev.Size.Sign() <= 0 {
+		sc.Fail()
 		d.bad(recv, "bad trade", frame, nil)
 		return
 	}
@@ -702,7 +682,7 @@ func (d *Decoder) trade(recv time.Time, lower []byte, sc *scanner, frame []byte)
 	d.sink.Event(&e)
 }
 
-func (d *Decoder) bookTicker(recv time.Time, lower []byte, sc *scanner, frame []byte) {
+func (d *Decoder) bookTicker(recv time.Time, lower []byte, sc *scan.Scanner, frame []byte) {
 	var (
 		ev   = venue.Event{Kind: venue.KindTicker, RecvTime: recv}
 		name []byte
@@ -724,24 +704,19 @@ func (d *Decoder) bookTicker(recv time.Time, lower []byte, sc *scanner, frame []
 		}
 		have++
 	}
-	if sc.objStart() {
-		for {
-			k := sc.key()
-			switch string(k) {
-			case "s":
-				name = sc.str()
-			case "b", "B", "a", "A":
-				field(&ev, k[0], sc.str())
-			default:
-				sc.skip()
-			}
-			if sc.bad || !sc.more('}') {
-				break
-			}
+	for more := sc.Object(); more; more = sc.More('}') {
+		k := sc.Key()
+		switch string(k) {
+		case "s":
+			name = sc.Str()
+		case "b", "B", "a", "A":
+			field(&ev, k[0], sc.Str())
+		default:
+			sc.Skip()
 		}
 	}
-	if sc.bad || have != 4 || !ok {
-		sc.fail()
+	if sc.Failed() || have != 4 || !ok {
+		sc.Fail()
 		d.bad(recv, "bad bookTicker", frame, nil)
 		return
 	}

@@ -93,8 +93,9 @@
 //
 // # Performance
 //
-// Frames are read into one reused buffer and decoded in place by a small
-// JSON scanner (scan.go); decimals are parsed from the bytes into
+// Frames are read into one reused buffer and decoded in place by the
+// venues' shared JSON scanner (internal/scan); decimals are parsed from
+// the bytes (decimal.go) into
 // decimal.New without an intermediate string, zero sizes share one value
 // and prices are interned (a live book repeats the same few hundred). The
 // book (book.go) keys each price by its int64 value in units of 1e-8, the
