@@ -65,25 +65,18 @@ func (s *Scanner) Fail() {
 	s.i = len(s.b)
 }
 
-// Peek returns the next byte that is not JSON white space, without
-// consuming it, or 0 at the end of the input (and after a failure).
-func (s *Scanner) Peek() byte {
-	if s.i < len(s.b) {
-		if c := s.b[s.i]; c > ' ' {
-			return c // the common case: venues send no space between tokens
-		}
-		return s.peekSpace()
-	}
-	return 0
-}
+// space holds JSON's white space. A table lookup keeps Peek, and so Eat
+// and Expect, small enough to inline.
+var space = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
 
-func (s *Scanner) peekSpace() byte {
-	for ; s.i < len(s.b); s.i++ {
-		switch c := s.b[s.i]; c {
-		case ' ', '\t', '\n', '\r':
-		default:
+// Peek skips white space and returns the next byte without consuming it,
+// or 0 at the end of the input (and after a failure).
+func (s *Scanner) Peek() byte {
+	for s.i < len(s.b) {
+		if c := s.b[s.i]; c > ' ' || !space[c] {
 			return c
 		}
+		s.i++
 	}
 	return 0
 }
@@ -198,15 +191,19 @@ func (s *Scanner) str() (raw []byte, escaped bool) {
 	}
 	b := s.b
 	for i := s.i; i < len(b); i++ {
-		switch c := b[i]; {
-		case c == '"':
+		c := b[i]
+		if !special[c] {
+			continue
+		}
+		switch c {
+		case '"':
 			raw = b[s.i:i]
 			s.i = i + 1
 			return raw, escaped
-		case c == '\\':
+		case '\\':
 			escaped = true
 			i++
-		case c < 0x20:
+		default: // a control character
 			s.Fail()
 			return nil, false
 		}
@@ -214,6 +211,16 @@ func (s *Scanner) str() (raw []byte, escaped bool) {
 	s.Fail()
 	return nil, false
 }
+
+// special holds the bytes that end a string's plain run: the quote, the
+// backslash, and the control characters JSON forbids in a string.
+var special = func() (t [256]bool) {
+	for c := range 0x20 {
+		t[c] = true
+	}
+	t['"'], t['\\'] = true, true
+	return t
+}()
 
 // Int reads a JSON integer (no fraction, no exponent) that fits an int64.
 func (s *Scanner) Int() int64 {
