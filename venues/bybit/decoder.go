@@ -8,6 +8,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/fanoutd/fanoutd/internal/scan"
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/venue"
 )
@@ -44,8 +45,8 @@ type Decoder struct {
 	resync  func(topic string)  // ask the venue for a fresh snapshot of topic
 	control func(c *controlMsg) // a subscribe/unsubscribe/ping answer
 
-	sc     scanner
-	dsc    scanner // the data object, scanned after the envelope
+	sc     scan.Scanner
+	dsc    scan.Scanner // the data object, scanned after the envelope
 	cache  decCache
 	bids   []venue.Level // scratch for one frame's levels
 	asks   []venue.Level
@@ -159,61 +160,55 @@ func (d *Decoder) forget(symbol string) {
 // data parsed after the envelope instead.
 func (d *Decoder) Frame(recv time.Time, frame []byte) {
 	s := &d.sc
-	s.reset(frame)
+	s.Reset(frame)
 	var (
 		topicName, typ, op    []byte
 		ts, cts               int64
-		dataStart, dataEnd    = -1, -1
+		data                  []byte // the data value, when not parsed in place
 		success, hasSuccess   bool
 		retMsg, reqID, connID []byte
 		t                     *topic
 		parsed                bool // data parsed in place
 		p                     parsedData
 	)
-	s.object(func(k []byte) {
-		switch string(k) {
+	for more := s.Object(); more; more = s.More('}') {
+		switch string(s.Key()) {
 		case "topic":
-			topicName = s.str()
+			topicName = s.Str()
 		case "type":
-			typ = s.str()
+			typ = s.Str()
 		case "ts":
-			ts = s.int()
+			ts = s.IntOrString()
 		case "cts":
-			cts = s.int()
+			cts = s.IntOrString()
 		case "data":
-			s.ws()
 			if topicName != nil && (typ != nil || bytes.HasPrefix(topicName, []byte("publicTrade."))) {
 				if t = d.lookup(topicName); t != nil {
 					p = d.parseData(s, t, typ)
 					parsed = true
-					return
+					continue
 				}
 			}
-			dataStart = s.i
-			s.skip()
-			dataEnd = s.i
+			data = s.Raw()
 		case "op":
-			op = s.str()
+			op = s.Str()
 		case "success":
-			success, hasSuccess = s.boolean(), true
+			success, hasSuccess = s.Bool(), true
 		case "ret_msg":
-			retMsg = s.str()
+			retMsg = s.Str()
 		case "req_id":
-			if s.peek() == '"' {
-				reqID = s.str()
+			if s.Peek() == '"' {
+				reqID = s.Str()
 			} else {
-				st := s.i
-				s.skip()
-				reqID = s.b[st:s.i]
+				reqID = s.Raw()
 			}
 		case "conn_id":
-			connID = s.str()
+			connID = s.Str()
 		default:
-			s.skip()
+			s.Skip()
 		}
-	})
-	s.end()
-	if s.bad {
+	}
+	if !s.End() {
 		if t == nil && topicName != nil {
 			t = d.lookup(topicName)
 		}
@@ -243,15 +238,14 @@ func (d *Decoder) Frame(recv time.Time, frame []byte) {
 		return
 	}
 	if !parsed {
-		if dataStart < 0 {
+		if data == nil {
 			d.badFrame(recv, t, "data frame without data", frame)
 			return
 		}
 		ds := &d.dsc
-		ds.reset(frame[dataStart:dataEnd])
+		ds.Reset(data)
 		p = d.parseData(ds, t, typ)
-		ds.end()
-		if ds.bad && p.why == "" {
+		if !ds.End() && p.why == "" {
 			p.why = "data does not parse"
 		}
 	}
@@ -291,7 +285,7 @@ type parsedData struct {
 
 // parseData reads the value of "data" at s for topic t. The scanner is
 // left after the value (or failed).
-func (d *Decoder) parseData(s *scanner, t *topic, typ []byte) parsedData {
+func (d *Decoder) parseData(s *scan.Scanner, t *topic, typ []byte) parsedData {
 	var p parsedData
 	switch t.kind {
 	case topicBook:
@@ -300,26 +294,26 @@ func (d *Decoder) parseData(s *scanner, t *topic, typ []byte) parsedData {
 			p.snap = true
 		case "delta":
 		default:
-			s.skip()
+			s.Skip()
 			p.why = "orderbook frame type is neither snapshot nor delta"
 			return p
 		}
 		d.bids, d.asks = d.bids[:0], d.asks[:0]
 		p.u = -1
-		s.object(func(k []byte) {
-			switch string(k) {
+		for more := s.Object(); more; more = s.More('}') {
+			switch string(s.Key()) {
 			case "b":
 				d.bids, p.why = d.levels(s, t, d.bids, p.snap, p.why)
 			case "a":
 				d.asks, p.why = d.levels(s, t, d.asks, p.snap, p.why)
 			case "u":
-				p.u = s.int()
+				p.u = s.IntOrString()
 			default:
-				s.skip()
+				s.Skip()
 			}
-		})
+		}
 		switch {
-		case s.bad:
+		case s.Failed():
 			p.why = "orderbook data does not parse"
 		case p.why == "" && p.u <= 0:
 			p.why = "orderbook frame without a positive u"
@@ -484,18 +478,14 @@ func (d *Decoder) ticker(recv, venueTime time.Time, t *topic) {
 
 // levels reads [["price","size"],…] into dst. It returns a reason when a
 // level is impossible (price not positive, size negative).
-func (d *Decoder) levels(s *scanner, t *topic, dst []venue.Level, snap bool, why errText) ([]venue.Level, errText) {
-	s.expect('[')
-	if s.bad || s.eat(']') {
-		return dst, why
-	}
-	for !s.bad {
-		s.expect('[')
-		pb := s.str()
-		s.expect(',')
-		sb := s.str()
-		s.expect(']')
-		if s.bad {
+func (d *Decoder) levels(s *scan.Scanner, t *topic, dst []venue.Level, snap bool, why errText) ([]venue.Level, errText) {
+	for more := s.Array(); more; more = s.More(']') {
+		s.Expect('[')
+		pb := s.Str()
+		s.Expect(',')
+		sb := s.Str()
+		s.Expect(']')
+		if s.Failed() {
 			return dst, why
 		}
 		p, pok := d.price(t, pb, snap)
@@ -516,10 +506,6 @@ func (d *Decoder) levels(s *scanner, t *topic, dst []venue.Level, snap bool, why
 		default:
 			dst = append(dst, venue.Level{Price: p, Size: z})
 		}
-		if s.eat(']') {
-			return dst, why
-		}
-		s.expect(',')
 	}
 	return dst, why
 }
@@ -538,7 +524,7 @@ func (d *Decoder) price(t *topic, b []byte, snap bool) (decimal.Decimal, bool) {
 		t.priceExp, t.expSet = exp, true
 	}
 	if exp > t.priceExp {
-		if m2, ok := rescale(m, exp, t.priceExp); ok {
+		if m2, ok := scan.ScaleUp(m, int(exp-t.priceExp)); ok {
 			m, exp = m2, t.priceExp
 		}
 	}
@@ -573,36 +559,33 @@ func slowDecimal(b []byte) (decimal.Decimal, bool) {
 
 // parseTrades reads publicTrade data into d.trades, one event per trade in
 // the venue's order. A frame with any bad trade emits none of them.
-func (d *Decoder) parseTrades(s *scanner, t *topic) errText {
+func (d *Decoder) parseTrades(s *scan.Scanner, t *topic) errText {
 	d.trades = d.trades[:0]
-	s.expect('[')
-	if s.bad {
+	more := s.Array()
+	if s.Failed() {
 		return "publicTrade data is not an array"
 	}
-	if s.eat(']') {
-		return ""
-	}
 	var why errText
-	for !s.bad {
+	for ; more; more = s.More(']') {
 		var id, side, price, size []byte
 		var ts int64
-		s.object(func(k []byte) {
-			switch string(k) {
+		for more := s.Object(); more; more = s.More('}') {
+			switch string(s.Key()) {
 			case "i":
-				id = s.str()
+				id = s.Str()
 			case "T":
-				ts = s.int()
+				ts = s.IntOrString()
 			case "p":
-				price = s.str()
+				price = s.Str()
 			case "v":
-				size = s.str()
+				size = s.Str()
 			case "S":
-				side = s.str()
+				side = s.Str()
 			default:
-				s.skip()
+				s.Skip()
 			}
-		})
-		if s.bad {
+		}
+		if s.Failed() {
 			break
 		}
 		p, ok1 := d.size(price)
@@ -611,10 +594,6 @@ func (d *Decoder) parseTrades(s *scanner, t *topic) errText {
 			why = "trade without a positive price and size and an id"
 		}
 		if why != "" {
-			if s.eat(']') {
-				return why
-			}
-			s.expect(',')
 			continue
 		}
 		ev := &venue.Event{Kind: venue.KindTrade, Stream: t.trades, Price: p, Size: z, TradeID: string(id)}
@@ -628,12 +607,11 @@ func (d *Decoder) parseTrades(s *scanner, t *topic) errText {
 			ev.VenueTime = time.UnixMilli(ts)
 		}
 		d.trades = append(d.trades, ev)
-		if s.eat(']') {
-			return ""
-		}
-		s.expect(',')
 	}
-	return "publicTrade data does not parse"
+	if s.Failed() {
+		return "publicTrade data does not parse"
+	}
+	return why
 }
 
 // badFrame counts a frame that does not parse or makes an impossible book,

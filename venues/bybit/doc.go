@@ -100,12 +100,12 @@
 //
 // # Decoding cost
 //
-// Frames are read with a small scanner over the bytes (no encoding/json,
-// no maps); prices and sizes are parsed to an integer mantissa without
-// allocating and turned into decimals through a small direct-mapped cache,
-// so a price seen before costs no allocation. Prices are rescaled to the
-// exponent of the book's first snapshot, so that venue.Book compares them
-// without allocating.
+// Frames are read with the venues' shared scanner (internal/scan) over
+// the bytes (no encoding/json, no maps); prices and sizes are parsed to an
+// integer mantissa without allocating and turned into decimals through a
+// small direct-mapped cache, so a price seen before costs no allocation.
+// Prices are rescaled to the exponent of the book's first snapshot, so
+// that venue.Book compares them without allocating.
 //
 // Measured with BenchmarkDecodeLevel2 (-cpu 1 -benchmem, Go 1.26, on the
 // 2-core development machine while other builds loaded it to 6–23): a

@@ -3,6 +3,7 @@ package bybit
 import (
 	"testing"
 
+	"github.com/fanoutd/fanoutd/internal/scan"
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/venue"
 )
@@ -20,20 +21,20 @@ func BenchmarkParseOnly(b *testing.B) {
 	frame := []byte(`{"topic":"orderbook.50.BTCUSDT","ts":1680652808085,"type":"delta","data":{"s":"BTCUSDT","b":[["28161.04","0.177474"],["28145.71","0"]],"a":[["28184.33","0"]],"u":59438061,"seq":4281282232},"cts":1680652808083}`)
 	d := NewDecoder(testConfig())
 	t := d.lookup([]byte("orderbook.50.BTCUSDT"))
-	var s scanner
+	var s scan.Scanner
 	b.ReportAllocs()
 	for b.Loop() {
-		s.reset(frame)
-		s.object(func(k []byte) {
-			switch string(k) {
+		s.Reset(frame)
+		for more := s.Object(); more; more = s.More('}') {
+			switch string(s.Key()) {
 			case "data":
 				d.parseData(&s, t, []byte("delta"))
 			case "topic", "type":
-				s.str()
+				s.Str()
 			default:
-				s.skip()
+				s.Skip()
 			}
-		})
+		}
 	}
 }
 

@@ -1,7 +1,6 @@
 package bybit
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/shopspring/decimal"
@@ -40,43 +39,5 @@ func TestParseFixed(t *testing.T) {
 				t.Errorf("parseFixed(%q) is not %s", c.in, want)
 			}
 		}
-	}
-}
-
-func TestScannerStrings(t *testing.T) {
-	var s scanner
-	for _, c := range []struct{ in, want string }{
-		{`"abc"`, "abc"},
-		{`"a\"b"`, `a\"b`},
-		{`"a\\"`, `a\\`},
-		{`"a\\\"b"`, `a\\\"b`},
-		{`""`, ""},
-	} {
-		s.reset([]byte(c.in))
-		if got := string(s.str()); got != c.want || s.bad {
-			t.Errorf("str(%s) = %q (bad %v), want %q", c.in, got, s.bad, c.want)
-		}
-	}
-	for _, in := range []string{`"abc`, `"a\"`, `abc"`, ``} {
-		s.reset([]byte(in))
-		s.str()
-		if !s.bad {
-			t.Errorf("str(%s) did not fail", in)
-		}
-	}
-}
-
-func TestScannerSkipDepth(t *testing.T) {
-	var s scanner
-	s.reset([]byte(strings.Repeat("[", 10000) + strings.Repeat("]", 10000)))
-	s.skip()
-	if !s.bad {
-		t.Error("skip accepted nesting past maxDepth")
-	}
-	s.reset([]byte(`{"a":[1,-2.5e3,true,false,null,"x",{"b":{}}],"c":[]}`))
-	s.skip()
-	s.end()
-	if s.bad {
-		t.Error("skip failed on valid JSON")
 	}
 }
