@@ -6,6 +6,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/fanoutd/fanoutd/internal/scan"
 	"github.com/fanoutd/fanoutd/venue"
 )
 
@@ -130,7 +131,7 @@ func (b *book) canRescale(to int32) bool {
 	if to <= b.scale {
 		return true
 	}
-	_, ok := scaleUp(b.maxKey(), to-b.scale)
+	_, ok := scan.ScaleUp(b.maxKey(), int(to-b.scale))
 	return ok
 }
 
@@ -141,7 +142,7 @@ func (b *book) rescale(to int32) {
 	if to <= b.scale {
 		return
 	}
-	p := pow10[to-b.scale]
+	p := scan.Pow10(int(to - b.scale))
 	for _, s := range []*side{&b.bids, &b.asks} {
 		for i := range s.lv {
 			s.lv[i].key *= p
@@ -221,8 +222,8 @@ func (b *book) fill(bid bool, ls []rawLevel) bool {
 		return false
 	}
 	for i := 1; i < len(ls); i++ {
-		k0, _ := scaleUp(ls[i-1].pm, b.scale-ls[i-1].pf)
-		k1, _ := scaleUp(ls[i].pm, b.scale-ls[i].pf)
+		k0, _ := scan.ScaleUp(ls[i-1].pm, int(b.scale-ls[i-1].pf))
+		k1, _ := scan.ScaleUp(ls[i].pm, int(b.scale-ls[i].pf))
 		if (k1 < k0) != bid || k1 == k0 || ls[i].zero() || ls[0].zero() {
 			return false
 		}
@@ -230,7 +231,7 @@ func (b *book) fill(bid bool, ls []rawLevel) bool {
 	s.lv = slices.Grow(s.lv, len(ls))[:len(ls)]
 	for i := range ls {
 		l := &ls[i]
-		key, _ := scaleUp(l.pm, b.scale-l.pf)
+		key, _ := scan.ScaleUp(l.pm, int(b.scale-l.pf))
 		off, n := b.addText(l.px, l.sz)
 		px := b.cache.get(cachePrice, l.px, key, -b.scale)
 		s.lv[len(ls)-1-i] = level{key: key, slot: b.newSlot(px, l.size(b.cache)), txt: off, tl: n}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/fanoutd/fanoutd/internal/scan"
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/venue"
 )
@@ -183,77 +184,71 @@ func (d *Decoder) Frame(recv time.Time, b []byte) {
 	if string(b) == "pong" {
 		return
 	}
-	s := scanner{b: b}
+	s := scan.New(b)
 	var f frame
-	if !s.eat('{') {
+	if s.Peek() != '{' {
 		d.bad(recv, nil, "not a JSON object", b)
 		return
 	}
-	dataAt := -1
-	if !s.eat('}') {
-		for {
-			k, ok := s.str()
-			if !ok || !s.eat(':') {
-				d.bad(recv, nil, "bad key", b)
+	var data []byte // the data value, when it came before arg and action
+	inPlace := false
+	for more := s.Object(); more; more = s.More('}') {
+		k := s.Key()
+		if s.Failed() {
+			d.bad(recv, nil, "bad key", b)
+			return
+		}
+		switch string(k) {
+		case "arg":
+			if !d.arg(&s, &f) {
+				d.bad(recv, nil, "bad arg", b)
 				return
 			}
-			switch string(k) {
-			case "arg":
-				if !d.arg(&s, &f) {
-					d.bad(recv, nil, "bad arg", b)
+		case "event":
+			f.event = s.Str()
+		case "action":
+			f.action = s.Str()
+		case "code":
+			f.code = s.Str()
+		case "msg":
+			f.msg = s.Str()
+		case "data":
+			if f.hasArg && (f.action != nil || kindOfChannel(f.channel) != chanBooks) {
+				// The usual order (arg, action, data): decode in place.
+				if !d.data(recv, &s, &f, b) {
 					return
 				}
-			case "event":
-				f.event, ok = s.str()
-			case "action":
-				f.action, ok = s.str()
-			case "code":
-				f.code, ok = s.str()
-			case "msg":
-				f.msg, ok = s.str()
-			case "data":
-				if f.hasArg && (f.action != nil || kindOfChannel(f.channel) != chanBooks) {
-					// The usual order (arg, action, data): decode in place.
-					if !d.data(recv, &s, &f, b) {
-						return
-					}
-					dataAt = -2
-				} else {
-					dataAt = s.i
-					ok = s.skip(0)
-				}
-			default:
-				ok = s.skip(0)
+				inPlace = true
+			} else {
+				data = s.Raw()
 			}
-			if !ok {
-				d.bad(recv, d.maybeInst(&f), "bad value for "+string(k), b)
-				return
-			}
-			if s.eat(',') {
-				continue
-			}
-			if !s.eat('}') {
-				d.bad(recv, d.maybeInst(&f), "unterminated object", b)
-				return
-			}
-			break
+		default:
+			s.Skip()
+		}
+		if s.Failed() {
+			d.bad(recv, d.maybeInst(&f), "bad value for "+string(k), b)
+			return
 		}
 	}
-	if s.peek() != 0 {
+	if s.Failed() {
+		d.bad(recv, d.maybeInst(&f), "unterminated object", b)
+		return
+	}
+	if !s.End() {
 		d.bad(recv, d.maybeInst(&f), "trailing bytes", b)
 		return
 	}
 	switch {
 	case f.event != nil:
 		d.event(recv, &f, b)
-	case dataAt >= 0:
+	case data != nil:
 		if !f.hasArg {
 			d.bad(recv, nil, "data without arg", b)
 			return
 		}
-		ds := scanner{b: b, i: dataAt}
+		ds := scan.New(data)
 		d.data(recv, &ds, &f, b)
-	case dataAt == -2:
+	case inPlace:
 	default:
 		d.bad(recv, d.maybeInst(&f), "neither event nor data", b)
 	}
@@ -266,43 +261,33 @@ func (d *Decoder) maybeInst(f *frame) *inst {
 	return d.insts[string(f.instID)]
 }
 
-func (d *Decoder) arg(s *scanner, f *frame) bool {
-	if !s.eat('{') {
+func (d *Decoder) arg(s *scan.Scanner, f *frame) bool {
+	if s.Peek() != '{' {
 		return false
 	}
 	f.hasArg = true
-	if s.eat('}') {
-		return true
-	}
-	for {
-		k, ok := s.str()
-		if !ok || !s.eat(':') {
-			return false
-		}
-		switch string(k) {
+	for more := s.Object(); more; more = s.More('}') {
+		switch string(s.Key()) {
 		case "channel":
-			f.channel, ok = s.str()
+			f.channel = s.Str()
 		case "instId":
-			f.instID, ok = s.str()
+			f.instID = s.Str()
 		default:
-			ok = s.skip(1)
+			s.Skip()
 		}
-		if !ok {
-			return false
-		}
-		if s.eat(',') {
-			continue
-		}
-		return s.eat('}')
 	}
+	return !s.Failed()
 }
 
 // data decodes a push's data array; it reports false if it reported the
 // frame bad.
-func (d *Decoder) data(recv time.Time, s *scanner, f *frame, b []byte) bool {
+func (d *Decoder) data(recv time.Time, s *scan.Scanner, f *frame, b []byte) bool {
 	kind := kindOfChannel(f.channel)
 	if kind == chanOther {
-		return s.skip(0) || d.bad(recv, nil, "bad data", b)
+		if s.Skip(); s.Failed() {
+			return d.bad(recv, nil, "bad data", b)
+		}
+		return true
 	}
 	if len(f.instID) == 0 || !validInstID(f.instID) {
 		if kind != chanBooks {
@@ -324,13 +309,10 @@ func (d *Decoder) data(recv time.Time, s *scanner, f *frame, b []byte) bool {
 	if kind != chanBooks {
 		bookIn = nil
 	}
-	if !s.eat('[') {
+	if s.Peek() != '[' {
 		return d.bad(recv, bookIn, "data is not an array", b)
 	}
-	if s.eat(']') {
-		return true
-	}
-	for {
+	for more := s.Array(); more; more = s.More(']') {
 		var ok bool
 		switch kind {
 		case chanBooks:
@@ -345,14 +327,40 @@ func (d *Decoder) data(recv time.Time, s *scanner, f *frame, b []byte) bool {
 		if !ok {
 			return false
 		}
-		if s.eat(',') {
-			continue
-		}
-		if !s.eat(']') {
-			return d.bad(recv, bookIn, "unterminated data", b)
-		}
-		return true
 	}
+	if s.Failed() {
+		return d.bad(recv, bookIn, "unterminated data", b)
+	}
+	return true
+}
+
+// object walks one object of a push's data: field reads the value of each
+// member. A bad object is reported with what naming it, against book (a
+// resync) or, when book is nil, as a bad frame only; object then reports
+// false.
+func (d *Decoder) object(recv time.Time, s *scan.Scanner, what string, book *inst, b []byte, field func(k []byte)) bool {
+	bad := func(why string) bool {
+		if book != nil {
+			return d.bad(recv, book, why, b)
+		}
+		return d.badFrame(recv, why, b)
+	}
+	if s.Peek() != '{' {
+		return bad(what + " is not an object")
+	}
+	for more := s.Object(); more; more = s.More('}') {
+		k := s.Key()
+		if s.Failed() {
+			return bad("bad key in " + what)
+		}
+		if field(k); s.Failed() {
+			return bad("bad " + string(k) + " in " + what)
+		}
+	}
+	if s.Failed() {
+		return bad("unterminated " + what)
+	}
+	return true
 }
 
 // validInstID accepts what a stream symbol may hold.
@@ -376,48 +384,28 @@ type bookMsg struct {
 	hasPrev           bool
 }
 
-func (d *Decoder) bookData(recv time.Time, s *scanner, in *inst, action []byte, b []byte) bool {
+func (d *Decoder) bookData(recv time.Time, s *scan.Scanner, in *inst, action []byte, b []byte) bool {
 	var m bookMsg
-	if !s.eat('{') {
-		return d.bad(recv, in, "book data is not an object", b)
-	}
 	m.bids, m.asks = d.bids[:0], d.asks[:0]
-	if !s.eat('}') {
-		for {
-			k, ok := s.str()
-			if !ok || !s.eat(':') {
-				return d.bad(recv, in, "bad key in book data", b)
-			}
-			switch string(k) {
-			case "asks":
-				m.asks, ok = parseLevels(s, m.asks)
-			case "bids":
-				m.bids, ok = parseLevels(s, m.bids)
-			case "ts":
-				m.ts, ok = s.intOrString()
-			case "checksum":
-				m.cs, ok = s.intOrString()
-				m.hasCS = ok
-			case "prevSeqId":
-				m.prev, ok = s.intOrString()
-				m.hasPrev = ok
-			case "seqId":
-				m.seq, ok = s.intOrString()
-				m.hasSeq = ok
-			default:
-				ok = s.skip(1)
-			}
-			if !ok {
-				return d.bad(recv, in, "bad "+string(k)+" in book data", b)
-			}
-			if s.eat(',') {
-				continue
-			}
-			if !s.eat('}') {
-				return d.bad(recv, in, "unterminated book data", b)
-			}
-			break
+	if !d.object(recv, s, "book data", in, b, func(k []byte) {
+		switch string(k) {
+		case "asks":
+			m.asks = parseLevels(s, m.asks)
+		case "bids":
+			m.bids = parseLevels(s, m.bids)
+		case "ts":
+			m.ts = s.IntOrString()
+		case "checksum":
+			m.cs, m.hasCS = s.IntOrString(), true
+		case "prevSeqId":
+			m.prev, m.hasPrev = s.IntOrString(), true
+		case "seqId":
+			m.seq, m.hasSeq = s.IntOrString(), true
+		default:
+			s.Skip()
 		}
+	}) {
+		return false
 	}
 	d.bids, d.asks = m.bids[:0], m.asks[:0] // keep grown scratch
 	switch string(action) {
@@ -429,54 +417,41 @@ func (d *Decoder) bookData(recv time.Time, s *scanner, in *inst, action []byte, 
 	return d.bad(recv, in, "unknown action", b)
 }
 
-// parseLevels reads [[px, sz, ...], ...] into dst, checking every number.
-func parseLevels(s *scanner, dst []rawLevel) ([]rawLevel, bool) {
-	if !s.eat('[') {
-		return dst, false
-	}
-	if s.eat(']') {
-		return dst, true
-	}
-	for {
-		if !s.eat('[') {
-			return dst, false
-		}
+// parseLevels reads [[px, sz, ...], ...] into dst, checking every number;
+// a bad one fails s.
+func parseLevels(s *scan.Scanner, dst []rawLevel) []rawLevel {
+	for more := s.Array(); more; more = s.More(']') {
 		var l rawLevel
-		var ok bool
-		if l.px, ok = s.str(); !ok || !s.eat(',') {
-			return dst, false
+		s.Expect('[')
+		l.px = s.Str()
+		s.Expect(',')
+		l.sz = s.Str()
+		for s.Eat(',') { // the deprecated "0" and the order count
+			s.Skip()
 		}
-		if l.sz, ok = s.str(); !ok {
-			return dst, false
-		}
-		for s.eat(',') { // the deprecated "0" and the order count
-			if !s.skip(2) {
-				return dst, false
-			}
-		}
-		if !s.eat(']') {
-			return dst, false
+		if !s.Expect(']') {
+			return dst
 		}
 		var st numStatus
 		if l.pm, l.pf, st = parseNum(l.px); st != numOK || l.pm == 0 {
-			return dst, false // a price beyond int64 is not a price
+			s.Fail() // a price beyond int64 is not a price
+			return dst
 		}
 		switch l.sm, l.sf, st = parseNum(l.sz); st {
 		case numBad:
-			return dst, false
+			s.Fail()
+			return dst
 		case numBig:
 			var err error
 			if l.szDec, err = decimal.NewFromString(string(l.sz)); err != nil {
-				return dst, false
+				s.Fail()
+				return dst
 			}
 			l.bigSz = true
 		}
 		dst = append(dst, l)
-		if s.eat(',') {
-			continue
-		}
-		return dst, s.eat(']')
 	}
+	return dst
 }
 
 func (l *rawLevel) zero() bool { return !l.bigSz && l.sm == 0 }
@@ -501,12 +476,12 @@ func scaleFor(bk *book, base int32, m *bookMsg) (int32, bool) {
 	for i := range m.asks {
 		sc = max(sc, m.asks[i].pf)
 	}
-	if sc >= int32(len(pow10)) {
+	if int(sc) > scan.MaxPow10 {
 		return 0, false
 	}
 	for _, ls := range [2][]rawLevel{m.bids, m.asks} {
 		for i := range ls {
-			if _, ok := scaleUp(ls[i].pm, sc-ls[i].pf); !ok {
+			if _, ok := scan.ScaleUp(ls[i].pm, int(sc-ls[i].pf)); !ok {
 				return 0, false
 			}
 		}
@@ -535,7 +510,7 @@ func (d *Decoder) snapshot(recv time.Time, in *inst, m *bookMsg, b []byte) bool 
 		}
 		for i := range ls {
 			if l := &ls[i]; !l.zero() {
-				key, _ := scaleUp(l.pm, sc-l.pf)
+				key, _ := scan.ScaleUp(l.pm, int(sc-l.pf))
 				bk.set(bid, key, l.size(d.cache), l.px, l.sz)
 			}
 		}
@@ -650,7 +625,7 @@ func newUpdate(n int) (*venue.Event, []venue.Level) {
 }
 
 func (d *Decoder) applyLevel(bk *book, bid bool, l *rawLevel) venue.Level {
-	key, _ := scaleUp(l.pm, bk.scale-l.pf) // scaleFor checked it fits
+	key, _ := scan.ScaleUp(l.pm, int(bk.scale-l.pf)) // scaleFor checked it fits
 	if l.zero() {
 		return venue.Level{Price: bk.remove(bid, key)}
 	}

@@ -85,11 +85,11 @@
 //
 // # Cost
 //
-// Frames are read by a hand-written scanner over the bytes (no tree, no
-// maps); the book's sorted levels hold no pointers (decimals live in a
-// side table), so inserts and deletes are plain memmoves without GC write
-// barriers; a direct-mapped cache shares the decimals of repeated price and
-// size texts. A typical update (1-3 levels) costs 4 allocations: the event
+// Frames are read by the venues' shared scanner (internal/scan) over the
+// bytes (no tree, no maps); the book's sorted levels hold no pointers
+// (decimals live in a side table), so inserts and deletes are plain
+// memmoves without GC write barriers; a direct-mapped cache shares the
+// decimals of repeated price and size texts. A typical update (1-3 levels) costs 4 allocations: the event
 // with its levels (one), and the decimals the cache misses (two each; a
 // shopspring decimal is a big.Int and its word array). TestAllocBudget pins
 // that. BenchmarkDecodeBooks measured, on the shared 2-core build machine

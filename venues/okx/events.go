@@ -6,6 +6,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/fanoutd/fanoutd/internal/scan"
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/venue"
 )
@@ -30,43 +31,26 @@ func decimalOf(b []byte, emptyOK bool) (decimal.Decimal, bool) {
 }
 
 // trade decodes one element of a trades push.
-func (d *Decoder) trade(recv time.Time, s *scanner, in *inst, b []byte) bool {
-	if !s.eat('{') {
-		return d.badFrame(recv, "trade is not an object", b)
-	}
+func (d *Decoder) trade(recv time.Time, s *scan.Scanner, in *inst, b []byte) bool {
 	var id, px, sz, side []byte
 	var ts int64
-	if !s.eat('}') {
-		for {
-			k, ok := s.str()
-			if !ok || !s.eat(':') {
-				return d.badFrame(recv, "bad key in trade", b)
-			}
-			switch string(k) {
-			case "tradeId":
-				id, ok = s.str()
-			case "px":
-				px, ok = s.str()
-			case "sz":
-				sz, ok = s.str()
-			case "side":
-				side, ok = s.str()
-			case "ts":
-				ts, ok = s.intOrString()
-			default:
-				ok = s.skip(1)
-			}
-			if !ok {
-				return d.badFrame(recv, "bad "+string(k)+" in trade", b)
-			}
-			if s.eat(',') {
-				continue
-			}
-			if !s.eat('}') {
-				return d.badFrame(recv, "unterminated trade", b)
-			}
-			break
+	if !d.object(recv, s, "trade", nil, b, func(k []byte) {
+		switch string(k) {
+		case "tradeId":
+			id = s.Str()
+		case "px":
+			px = s.Str()
+		case "sz":
+			sz = s.Str()
+		case "side":
+			side = s.Str()
+		case "ts":
+			ts = s.IntOrString()
+		default:
+			s.Skip()
 		}
+	}) {
+		return false
 	}
 	ev := &venue.Event{Kind: venue.KindTrade, Stream: in.trades, RecvTime: recv, VenueTime: msTime(ts)}
 	var ok1, ok2 bool
@@ -87,45 +71,28 @@ func (d *Decoder) trade(recv time.Time, s *scanner, in *inst, b []byte) bool {
 }
 
 // ticker decodes one element of a tickers push.
-func (d *Decoder) ticker(recv time.Time, s *scanner, in *inst, b []byte) bool {
-	if !s.eat('{') {
-		return d.badFrame(recv, "ticker is not an object", b)
-	}
+func (d *Decoder) ticker(recv time.Time, s *scan.Scanner, in *inst, b []byte) bool {
 	var bid, bidSz, ask, askSz, last []byte
 	var ts int64
-	if !s.eat('}') {
-		for {
-			k, ok := s.str()
-			if !ok || !s.eat(':') {
-				return d.badFrame(recv, "bad key in ticker", b)
-			}
-			switch string(k) {
-			case "bidPx":
-				bid, ok = s.str()
-			case "bidSz":
-				bidSz, ok = s.str()
-			case "askPx":
-				ask, ok = s.str()
-			case "askSz":
-				askSz, ok = s.str()
-			case "last":
-				last, ok = s.str()
-			case "ts":
-				ts, ok = s.intOrString()
-			default:
-				ok = s.skip(1)
-			}
-			if !ok {
-				return d.badFrame(recv, "bad "+string(k)+" in ticker", b)
-			}
-			if s.eat(',') {
-				continue
-			}
-			if !s.eat('}') {
-				return d.badFrame(recv, "unterminated ticker", b)
-			}
-			break
+	if !d.object(recv, s, "ticker", nil, b, func(k []byte) {
+		switch string(k) {
+		case "bidPx":
+			bid = s.Str()
+		case "bidSz":
+			bidSz = s.Str()
+		case "askPx":
+			ask = s.Str()
+		case "askSz":
+			askSz = s.Str()
+		case "last":
+			last = s.Str()
+		case "ts":
+			ts = s.IntOrString()
+		default:
+			s.Skip()
 		}
+	}) {
+		return false
 	}
 	ev := &venue.Event{Kind: venue.KindTicker, Stream: in.ticker, RecvTime: recv, VenueTime: msTime(ts)}
 	var ok [5]bool
@@ -147,39 +114,22 @@ func (d *Decoder) ticker(recv time.Time, s *scanner, in *inst, b []byte) bool {
 
 // bbo decodes one element of a bbo-tbt push (a one-level book, whole
 // every time) as a ticker.
-func (d *Decoder) bbo(recv time.Time, s *scanner, in *inst, b []byte) bool {
+func (d *Decoder) bbo(recv time.Time, s *scan.Scanner, in *inst, b []byte) bool {
 	var m bookMsg
-	if !s.eat('{') {
-		return d.badFrame(recv, "bbo is not an object", b)
-	}
 	m.bids, m.asks = d.bids[:0], d.asks[:0]
-	if !s.eat('}') {
-		for {
-			k, ok := s.str()
-			if !ok || !s.eat(':') {
-				return d.badFrame(recv, "bad key in bbo", b)
-			}
-			switch string(k) {
-			case "asks":
-				m.asks, ok = parseLevels(s, m.asks)
-			case "bids":
-				m.bids, ok = parseLevels(s, m.bids)
-			case "ts":
-				m.ts, ok = s.intOrString()
-			default:
-				ok = s.skip(1)
-			}
-			if !ok {
-				return d.badFrame(recv, "bad "+string(k)+" in bbo", b)
-			}
-			if s.eat(',') {
-				continue
-			}
-			if !s.eat('}') {
-				return d.badFrame(recv, "unterminated bbo", b)
-			}
-			break
+	if !d.object(recv, s, "bbo", nil, b, func(k []byte) {
+		switch string(k) {
+		case "asks":
+			m.asks = parseLevels(s, m.asks)
+		case "bids":
+			m.bids = parseLevels(s, m.bids)
+		case "ts":
+			m.ts = s.IntOrString()
+		default:
+			s.Skip()
 		}
+	}) {
+		return false
 	}
 	d.bids, d.asks = m.bids[:0], m.asks[:0]
 	ev := &venue.Event{Kind: venue.KindTicker, Stream: in.ticker, RecvTime: recv, VenueTime: msTime(m.ts)}
