@@ -7,6 +7,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/fanoutd/fanoutd/internal/scan"
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/venue"
 )
@@ -41,7 +42,8 @@ type Decoder struct {
 	depth int
 
 	syms map[string]*symState
-	sc   scanner
+	sc   scan.Scanner
+	clk  scan.Clock
 
 	rawB, rawA []rawLevel    // scratch: one message's levels as parsed
 	lvB, lvA   []venue.Level // scratch: snapshot levels before Replace
@@ -185,19 +187,18 @@ type frameHead struct {
 // Frame decodes one raw frame received at recv.
 func (d *Decoder) Frame(recv time.Time, frame []byte) {
 	s := &d.sc
-	s.reset(frame)
+	s.Reset(frame)
 	var h frameHead
-	if !s.expect('{') {
+	if s.Peek() != '{' {
 		d.badFrame(recv, "not a JSON object", nil)
 		return
 	}
-	first := true
-	for s.more('}', &first) {
-		switch string(s.key()) {
+	for more := s.Object(); more; more = s.More('}') {
+		switch string(s.Key()) {
 		case "channel":
-			h.channel = s.str()
+			h.channel = s.Str()
 		case "type":
-			h.typ = s.str()
+			h.typ = s.Str()
 		case "data":
 			if h.channel != nil && h.typ != nil {
 				if !d.data(recv, &h) {
@@ -206,48 +207,44 @@ func (d *Decoder) Frame(recv time.Time, frame []byte) {
 				h.dataDone = true
 				continue
 			}
-			start := s.i
-			s.skip()
-			h.data = frame[start:s.i]
+			h.data = s.Raw()
 		case "method":
-			h.method = s.str()
+			h.method = s.Str()
 		case "success":
-			h.success, h.hasSuccess = s.boolean(), true
+			h.success, h.hasSuccess = s.Bool(), true
 		case "error", "Error": // the rate-limit error is reported as {"Error":"Exceeded msg rate"} (unverified)
-			if s.peek() == '"' {
-				h.errText = s.str()
+			if s.Peek() == '"' {
+				h.errText = s.Str()
 			} else {
-				s.skip()
+				s.Skip()
 			}
 		case "symbol":
-			if s.peek() == '"' {
-				h.symbol = s.str()
+			if s.Peek() == '"' {
+				h.symbol = s.Str()
 			} else {
-				s.skip()
+				s.Skip()
 			}
 		case "req_id":
-			n, dec, ok := parseNum(s.num())
+			n, dec, ok := parseNum(s.Num())
 			if ok && dec == 0 {
 				h.reqID = n
 			}
 		case "result":
-			start := s.i
-			s.skip()
-			h.result = frame[start:s.i]
+			h.result = s.Raw()
 		default:
-			s.skip()
+			s.Skip()
 		}
 	}
-	if !s.end() {
+	if !s.End() {
 		d.badFrame(recv, "malformed JSON", nil)
 		return
 	}
 	if h.data != nil && !h.dataDone {
-		s.reset(h.data)
+		s.Reset(h.data)
 		if !d.data(recv, &h) {
 			return
 		}
-		s.reset(frame)
+		s.Reset(frame)
 	}
 	if h.method != nil {
 		d.method(recv, &h)
@@ -286,9 +283,32 @@ func (d *Decoder) data(recv time.Time, h *frameHead) bool {
 	case "status":
 		return d.statusData(recv)
 	}
-	s.skip() // heartbeat and channels we do not use
-	if s.bad {
+	s.Skip() // heartbeat and channels we do not use
+	if s.Failed() {
 		d.badFrame(recv, "malformed JSON", nil)
+		return false
+	}
+	return true
+}
+
+// each walks the array of objects that a book, trade, ticker or status
+// frame's data is, calling elem with the scanner at each element. Data
+// that is not an array, or does not parse, is a bad frame ("<what> data is
+// not an array", "malformed <what> frame"); elem reports false when it
+// reported the frame bad itself. each reports whether the frame was good.
+func (d *Decoder) each(recv time.Time, what string, elem func(s *scan.Scanner) bool) bool {
+	s := &d.sc
+	if s.Peek() != '[' {
+		d.badFrame(recv, what+" data is not an array", nil)
+		return false
+	}
+	for more := s.Array(); more; more = s.More(']') {
+		if !elem(s) {
+			return false
+		}
+	}
+	if s.Failed() {
+		d.badFrame(recv, "malformed "+what+" frame", nil)
 		return false
 	}
 	return true
@@ -297,95 +317,77 @@ func (d *Decoder) data(recv time.Time, h *frameHead) bool {
 // bookData decodes a book snapshot or update: an array of per-symbol
 // objects.
 func (d *Decoder) bookData(recv time.Time, snap bool) bool {
-	s := &d.sc
-	if !s.expect('[') {
-		d.badFrame(recv, "book data is not an array", nil)
-		return false
-	}
-	first := true
-	for s.more(']', &first) {
+	return d.each(recv, "book", func(s *scan.Scanner) bool {
 		var sym, tsb []byte
 		var ck int64
 		hasCk := false
 		d.rawB, d.rawA = d.rawB[:0], d.rawA[:0]
 		badLevel := ""
-		s.expect('{')
-		f2 := true
-		for s.more('}', &f2) {
-			switch string(s.key()) {
+		for more := s.Object(); more; more = s.More('}') {
+			switch string(s.Key()) {
 			case "symbol":
-				sym = s.str()
+				sym = s.Str()
 			case "bids":
 				d.rawB = d.levels(d.rawB, &badLevel)
 			case "asks":
 				d.rawA = d.levels(d.rawA, &badLevel)
 			case "checksum":
-				n, dec, ok := parseNum(s.num())
+				n, dec, ok := parseNum(s.Num())
 				if ok && dec == 0 && n >= 0 && n <= 1<<32-1 {
 					ck, hasCk = n, true
 				} else {
 					badLevel = "bad checksum field"
 				}
 			case "timestamp":
-				tsb = s.str()
+				tsb = s.Str()
 			default:
-				s.skip()
+				s.Skip()
 			}
 		}
-		if s.bad {
+		if s.Failed() {
 			d.badFrame(recv, "malformed book frame", d.syms[string(sym)])
 			return false
 		}
 		st := d.symbol(sym)
 		if st == nil {
 			d.badFrame(recv, "book frame without a valid symbol", nil)
-			continue
+			return true
 		}
 		if badLevel != "" {
 			d.badFrame(recv, badLevel, st)
-			continue
+			return true
 		}
 		if !hasCk {
 			d.badFrame(recv, "book frame without a checksum", st)
-			continue
+			return true
 		}
 		var ts time.Time
 		if tsb != nil {
-			ts, _ = parseTime(tsb)
+			ts, _ = d.clk.Parse(tsb)
 		}
 		if snap {
 			d.snapshot(recv, ts, st, uint32(ck))
 		} else {
 			d.update(recv, ts, st, uint32(ck))
 		}
-	}
-	if s.bad {
-		d.badFrame(recv, "malformed book frame", nil)
-		return false
-	}
-	return true
+		return true
+	})
 }
 
 // levels reads an array of {"price":…,"qty":…} into dst.
 func (d *Decoder) levels(dst []rawLevel, bad *string) []rawLevel {
 	s := &d.sc
-	if !s.expect('[') {
-		return dst
-	}
-	first := true
-	for s.more(']', &first) {
+	for more := s.Array(); more; more = s.More(']') {
 		var l rawLevel
 		okP, okQ := false, false
-		s.expect('{')
-		f2 := true
-		for s.more('}', &f2) {
-			switch string(s.key()) {
+		for more := s.Object(); more; more = s.More('}') {
+			switch string(s.Key()) {
 			case "price":
-				l.p, l.pdec, okP = parseNum(s.num())
+				l.p, l.pdec, okP = parseNum(s.Num())
 			case "qty":
-				l.q, l.qdec, okQ = parseNum(s.num())
+				l.q, l.qdec, okQ = parseNum(s.Num())
 			default:
-				s.skip()
+				s.Skip()
 			}
 		}
 		switch {
@@ -663,44 +665,36 @@ func (d *Decoder) emit(ev *venue.Event) {
 
 // tradeData decodes an array of trades, one event each.
 func (d *Decoder) tradeData(recv time.Time) bool {
-	s := &d.sc
-	if !s.expect('[') {
-		d.badFrame(recv, "trade data is not an array", nil)
-		return false
-	}
-	first := true
-	for s.more(']', &first) {
+	return d.each(recv, "trade", func(s *scan.Scanner) bool {
 		var sym, side, id, tsb []byte
 		var p, q int64
 		var pd, qd int
 		okP, okQ := false, false
-		s.expect('{')
-		f2 := true
-		for s.more('}', &f2) {
-			switch string(s.key()) {
+		for more := s.Object(); more; more = s.More('}') {
+			switch string(s.Key()) {
 			case "symbol":
-				sym = s.str()
+				sym = s.Str()
 			case "side":
-				side = s.str()
+				side = s.Str()
 			case "price":
-				p, pd, okP = parseNum(s.num())
+				p, pd, okP = parseNum(s.Num())
 			case "qty":
-				q, qd, okQ = parseNum(s.num())
+				q, qd, okQ = parseNum(s.Num())
 			case "trade_id":
-				id = s.num()
+				id = s.Num()
 			case "timestamp":
-				tsb = s.str()
+				tsb = s.Str()
 			default:
-				s.skip()
+				s.Skip()
 			}
 		}
-		if s.bad {
-			break
+		if s.Failed() {
+			return true // reported by each
 		}
 		st := d.symbol(sym)
 		if st == nil || !okP || !okQ || p <= 0 || q <= 0 {
 			d.badFrame(recv, "trade without a valid symbol, price or qty", nil)
-			continue
+			return true
 		}
 		ev := &venue.Event{Kind: venue.KindTrade, Stream: st.trades, RecvTime: recv,
 			TradeID: string(id), Price: decimal.New(p, int32(-pd)), Size: decimal.New(q, int32(-qd))}
@@ -711,40 +705,27 @@ func (d *Decoder) tradeData(recv time.Time) bool {
 			ev.Side = venue.SideSell
 		}
 		if tsb != nil {
-			ev.VenueTime, _ = parseTime(tsb)
+			ev.VenueTime, _ = d.clk.Parse(tsb)
 		}
 		d.emit(ev)
-	}
-	if s.bad {
-		d.badFrame(recv, "malformed trade frame", nil)
-		return false
-	}
-	return true
+		return true
+	})
 }
 
 // tickerData decodes an array of tickers (best bid and offer, last trade).
 func (d *Decoder) tickerData(recv time.Time) bool {
-	s := &d.sc
-	if !s.expect('[') {
-		d.badFrame(recv, "ticker data is not an array", nil)
-		return false
-	}
-	first := true
-	for s.more(']', &first) {
+	return d.each(recv, "ticker", func(s *scan.Scanner) bool {
 		var sym, tsb []byte
 		var v [5]struct {
 			c   int64
 			dec int
 			ok  bool
 		}
-		s.expect('{')
-		f2 := true
-		for s.more('}', &f2) {
-			k := s.key()
+		for more := s.Object(); more; more = s.More('}') {
 			i := -1
-			switch string(k) {
+			switch string(s.Key()) {
 			case "symbol":
-				sym = s.str()
+				sym = s.Str()
 			case "bid":
 				i = 0
 			case "bid_qty":
@@ -756,21 +737,21 @@ func (d *Decoder) tickerData(recv time.Time) bool {
 			case "last":
 				i = 4
 			case "timestamp":
-				tsb = s.str()
+				tsb = s.Str()
 			default:
-				s.skip()
+				s.Skip()
 			}
 			if i >= 0 {
-				v[i].c, v[i].dec, v[i].ok = parseNum(s.num())
+				v[i].c, v[i].dec, v[i].ok = parseNum(s.Num())
 			}
 		}
-		if s.bad {
-			break
+		if s.Failed() {
+			return true // reported by each
 		}
 		st := d.symbol(sym)
 		if st == nil || !v[0].ok || !v[1].ok || !v[2].ok || !v[3].ok || v[1].c < 0 || v[3].c < 0 {
 			d.badFrame(recv, "ticker without a valid symbol, bid or ask", nil)
-			continue
+			return true
 		}
 		dec := func(i int) decimal.Decimal { return decimal.New(v[i].c, int32(-v[i].dec)) }
 		ev := &venue.Event{Kind: venue.KindTicker, Stream: st.ticker, RecvTime: recv,
@@ -779,57 +760,46 @@ func (d *Decoder) tickerData(recv time.Time) bool {
 			ev.Last = decimal.NullDecimal{Decimal: dec(4), Valid: true}
 		}
 		if tsb != nil {
-			ev.VenueTime, _ = parseTime(tsb)
+			ev.VenueTime, _ = d.clk.Parse(tsb)
 		}
 		d.emit(ev)
-	}
-	if s.bad {
-		d.badFrame(recv, "malformed ticker frame", nil)
-		return false
-	}
-	return true
+		return true
+	})
 }
 
 // instrumentData reads the instrument channel's pairs for their price and
 // qty precision. A precision that changes under a live book resyncs it.
 func (d *Decoder) instrumentData(recv time.Time, snap bool) bool {
 	s := &d.sc
-	if !s.expect('{') {
+	if s.Peek() != '{' {
 		d.badFrame(recv, "instrument data is not an object", nil)
 		return false
 	}
-	first := true
-	for s.more('}', &first) {
-		if string(s.key()) != "pairs" {
-			s.skip()
+	for more := s.Object(); more; more = s.More('}') {
+		if string(s.Key()) != "pairs" {
+			s.Skip()
 			continue
 		}
-		if !s.expect('[') {
-			break
-		}
-		f2 := true
-		for s.more(']', &f2) {
+		for more := s.Array(); more; more = s.More(']') {
 			var sym []byte
 			pp, qp := -1, -1
-			s.expect('{')
-			f3 := true
-			for s.more('}', &f3) {
-				switch string(s.key()) {
+			for more := s.Object(); more; more = s.More('}') {
+				switch string(s.Key()) {
 				case "symbol":
-					sym = s.str()
+					sym = s.Str()
 				case "price_precision":
-					if n, dec, ok := parseNum(s.num()); ok && dec == 0 && n >= 0 && n <= 18 {
+					if n, dec, ok := parseNum(s.Num()); ok && dec == 0 && n >= 0 && n <= 18 {
 						pp = int(n)
 					}
 				case "qty_precision":
-					if n, dec, ok := parseNum(s.num()); ok && dec == 0 && n >= 0 && n <= 18 {
+					if n, dec, ok := parseNum(s.Num()); ok && dec == 0 && n >= 0 && n <= 18 {
 						qp = int(n)
 					}
 				default:
-					s.skip()
+					s.Skip()
 				}
 			}
-			if s.bad || pp < 0 || qp < 0 {
+			if s.Failed() || pp < 0 || qp < 0 {
 				continue
 			}
 			st := d.symbol(sym)
@@ -844,7 +814,7 @@ func (d *Decoder) instrumentData(recv time.Time, snap bool) bool {
 			}
 		}
 	}
-	if s.bad {
+	if s.Failed() {
 		d.badFrame(recv, "malformed instrument frame", nil)
 		return false
 	}
@@ -860,30 +830,18 @@ func (d *Decoder) instrumentData(recv time.Time, snap bool) bool {
 // statusData logs the venue's system status (online, maintenance,
 // cancel_only, post_only).
 func (d *Decoder) statusData(recv time.Time) bool {
-	s := &d.sc
-	if !s.expect('[') {
-		d.badFrame(recv, "status data is not an array", nil)
-		return false
-	}
-	first := true
-	for s.more(']', &first) {
-		s.expect('{')
-		f2 := true
-		for s.more('}', &f2) {
-			if string(s.key()) == "system" {
-				if sys := s.str(); string(sys) != "online" && !s.bad {
-					d.log.Warn("venue status", "system", string(sys))
-				}
+	return d.each(recv, "status", func(s *scan.Scanner) bool {
+		for more := s.Object(); more; more = s.More('}') {
+			if string(s.Key()) != "system" {
+				s.Skip()
 				continue
 			}
-			s.skip()
+			if sys := s.Str(); string(sys) != "online" && !s.Failed() {
+				d.log.Warn("venue status", "system", string(sys))
+			}
 		}
-	}
-	if s.bad {
-		d.badFrame(recv, "malformed status frame", nil)
-		return false
-	}
-	return true
+		return true
+	})
 }
 
 // method handles answers to our requests: subscribe/unsubscribe acks and
@@ -899,22 +857,20 @@ func (d *Decoder) method(recv time.Time, h *frameHead) {
 	a := ack{method: m, success: h.success, symbol: string(h.symbol), reqID: h.reqID, err: string(h.errText)}
 	if h.result != nil {
 		s := &d.sc
-		s.reset(h.result)
-		if s.peek() == '{' {
-			s.i++
-			first := true
-			for s.more('}', &first) {
-				switch string(s.key()) {
+		s.Reset(h.result)
+		if s.Peek() == '{' {
+			for more := s.Object(); more; more = s.More('}') {
+				switch string(s.Key()) {
 				case "channel":
-					a.channel = string(s.str())
+					a.channel = string(s.Str())
 				case "symbol":
-					if s.peek() == '"' {
-						a.symbol = string(s.str())
+					if s.Peek() == '"' {
+						a.symbol = string(s.Str())
 					} else {
-						s.skip()
+						s.Skip()
 					}
 				default:
-					s.skip()
+					s.Skip()
 				}
 			}
 		}

@@ -73,9 +73,9 @@
 // every frame after handing it to Config.Recorder. Replay drives a Decoder
 // from a capture: the capture's instrument, ack and book frames produce the
 // same events and notices (resubscription is the one thing replay cannot
-// do; its books wait for the capture's next snapshot). Parsing is a
-// hand-written scanner over the frame's bytes (scan.go): no maps, no
-// copies, and the raw number text the checksum needs.
+// do; its books wait for the capture's next snapshot). Parsing is the
+// venues' shared scanner over the frame's bytes (internal/scan): no maps,
+// no copies, and the raw number text the checksum needs (number.go).
 //
 // # Cost
 //
