@@ -400,8 +400,9 @@ func (s *Scanner) Raw() []byte {
 
 // Members walks an array of objects and, for each member named key, calls
 // fn with s at the member's value; fn must consume the value, and returns
-// false to stop the walk. Other members are skipped. Members reports
-// whether it walked the whole array: false when fn stopped it or s failed.
+// false to stop the walk (having reported why, say). Other members are
+// skipped. Members reports false if fn stopped it; whether the array
+// parsed shows in Failed.
 func (s *Scanner) Members(key string, fn func() bool) bool {
 	for ok := s.Array(); ok; ok = s.More(']') {
 		for ok := s.Object(); ok; ok = s.More('}') {
@@ -414,7 +415,7 @@ func (s *Scanner) Members(key string, fn func() bool) bool {
 			}
 		}
 	}
-	return !s.bad
+	return true
 }
 
 // ParseInt parses b, all of it, as a JSON integer that fits an int64: an

@@ -311,9 +311,9 @@ func TestMembers(t *testing.T) {
 		t.Errorf("a stopped walk: calls %d, failed %v", calls, s.Failed())
 	}
 
-	for _, bad := range []string{`{}`, `[1]`, `[{"tickers":[1}]`, `[{"tickers":[1]}`} {
+	for _, bad := range []string{`{}`, `[1]`, `[{"tickers":[1}]`, `[{"tickers":[1]}`, `[{"tickers"}]`} {
 		s.Reset([]byte(bad))
-		if s.Members("tickers", func() bool { s.Skip(); return true }) || !s.Failed() {
+		if !s.Members("tickers", func() bool { s.Skip(); return true }) || !s.Failed() {
 			t.Errorf("Members(%s) did not fail", bad)
 		}
 	}

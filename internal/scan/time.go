@@ -12,9 +12,9 @@ type Clock struct {
 	midnight time.Time // zero until the first fast-path timestamp
 }
 
-// Parse returns the time b spells and whether it parsed; a time that does
-// not parse is the zero time.
-func (c *Clock) Parse(b []byte) (time.Time, bool) {
+// Parse returns the time b spells, or the zero time if it does not parse
+// (a venue's time is informative, not a reason to drop a frame).
+func (c *Clock) Parse(b []byte) time.Time {
 	if len(b) < 20 || b[4] != '-' || b[7] != '-' || b[10] != 'T' || b[13] != ':' || b[16] != ':' || b[len(b)-1] != 'Z' {
 		return slowTime(b)
 	}
@@ -46,15 +46,15 @@ func (c *Clock) Parse(b []byte) (time.Time, bool) {
 		ns = f * int(pow10[10-len(frac)])
 	}
 	return c.midnight.Add(time.Duration(h)*time.Hour + time.Duration(mi)*time.Minute +
-		time.Duration(sec)*time.Second + time.Duration(ns)), true
+		time.Duration(sec)*time.Second + time.Duration(ns))
 }
 
-func slowTime(b []byte) (time.Time, bool) {
+func slowTime(b []byte) time.Time {
 	t, err := time.Parse(time.RFC3339Nano, string(b))
 	if err != nil {
-		return time.Time{}, false
+		return time.Time{}
 	}
-	return t, true
+	return t
 }
 
 // digits parses b, at most 9 ASCII digits, as a decimal number.

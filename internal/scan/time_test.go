@@ -21,9 +21,9 @@ func TestClock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, ok := c.Parse([]byte(in))
-		if !ok || !got.Equal(want) || got.Location() != want.Location() {
-			t.Errorf("Parse(%q) = %v, %v; want %v", in, got, ok, want)
+		got := c.Parse([]byte(in))
+		if !got.Equal(want) || got.Location() != want.Location() {
+			t.Errorf("Parse(%q) = %v, want %v", in, got, want)
 		}
 	}
 	for _, in := range []string{
@@ -31,8 +31,8 @@ func TestClock(t *testing.T) {
 		"2026-09-07T23:37:22.Z", "2026-09-07T23:37:2xZ", "x026-09-07T23:37:22Z",
 		"2026-09-00T23:37:22Z", "2026-09-07T23:37:22.278662782z",
 	} {
-		if got, ok := c.Parse([]byte(in)); ok || !got.IsZero() {
-			t.Errorf("Parse(%q) = %v, %v; want a failure", in, got, ok)
+		if got := c.Parse([]byte(in)); !got.IsZero() {
+			t.Errorf("Parse(%q) = %v, want the zero time", in, got)
 		}
 	}
 }

@@ -363,7 +363,7 @@ func (d *Decoder) bookData(recv time.Time, snap bool) bool {
 		}
 		var ts time.Time
 		if tsb != nil {
-			ts, _ = d.clk.Parse(tsb)
+			ts = d.clk.Parse(tsb)
 		}
 		if snap {
 			d.snapshot(recv, ts, st, uint32(ck))
@@ -705,7 +705,7 @@ func (d *Decoder) tradeData(recv time.Time) bool {
 			ev.Side = venue.SideSell
 		}
 		if tsb != nil {
-			ev.VenueTime, _ = d.clk.Parse(tsb)
+			ev.VenueTime = d.clk.Parse(tsb)
 		}
 		d.emit(ev)
 		return true
@@ -760,7 +760,7 @@ func (d *Decoder) tickerData(recv time.Time) bool {
 			ev.Last = decimal.NullDecimal{Decimal: dec(4), Valid: true}
 		}
 		if tsb != nil {
-			ev.VenueTime, _ = d.clk.Parse(tsb)
+			ev.VenueTime = d.clk.Parse(tsb)
 		}
 		d.emit(ev)
 		return true
