@@ -7,6 +7,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/fanoutd/fanoutd/internal/scan"
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/venue"
 )
@@ -60,7 +61,7 @@ type Decoder struct {
 	products map[string]*product
 	seq      int64 // last sequence_num on this link, -1 before the first
 	dec      decimals
-	clk      clock
+	clk      scan.Clock
 
 	// Bad frames: counted, one notice per burst.
 	badFrames   uint64
@@ -136,33 +137,29 @@ func (d *Decoder) LinkDown(time.Time) {
 
 // Frame decodes one frame received at recv.
 func (d *Decoder) Frame(recv time.Time, frame []byte) {
-	s := scanner{b: frame}
-	var channel, typ, message, reason, ts []byte
+	s := scan.New(frame)
+	var channel, typ, message, reason, ts, events []byte
 	var seq int64
 	hasSeq, done := false, false
-	eventsAt := -1
-	first := true
-	if !s.enter('{') {
+	if s.Peek() != '{' {
 		d.bad(recv, "not a JSON object", frame, nil)
 		return
 	}
-	for s.more('}', &first) {
-		k := s.key()
-		switch string(k) {
+	for more := s.Object(); more; more = s.More('}') {
+		switch string(s.Key()) {
 		case "channel":
-			channel = s.text()
+			channel = s.Text()
 		case "type":
-			typ = s.text()
+			typ = s.Text()
 		case "timestamp":
-			ts, _ = s.str()
+			ts = s.Str()
 		case "sequence_num":
-			seq, hasSeq = s.int()
+			seq, hasSeq = s.Int(), !s.Failed()
 		case "message":
-			message = s.text()
+			message = s.Text()
 		case "reason":
-			reason = s.text()
+			reason = s.Text()
 		case "events":
-			eventsAt = s.i
 			// The venue writes events last, after channel, timestamp and
 			// sequence_num: decode it in this one pass. Any other order is
 			// decoded after the envelope.
@@ -178,12 +175,12 @@ func (d *Decoder) Frame(recv time.Time, frame []byte) {
 				done = true
 				continue
 			}
-			s.skip()
+			events = s.Raw()
 		default:
-			s.skip()
+			s.Skip()
 		}
 	}
-	if !s.end() {
+	if !s.End() {
 		d.bad(recv, "malformed JSON", frame, nil)
 		return
 	}
@@ -206,11 +203,12 @@ func (d *Decoder) Frame(recv time.Time, frame []byte) {
 		}
 		return
 	}
-	if eventsAt < 0 {
+	if events == nil {
 		d.bad(recv, "frame has no events", frame, nil)
 		return
 	}
-	d.events(&scanner{b: frame, i: eventsAt}, recv, channel, ts, seq, frame)
+	es := scan.New(events)
+	d.events(&es, recv, channel, ts, seq, frame)
 }
 
 // envelope checks a data frame's sequence_num against the link's.
@@ -227,20 +225,20 @@ func (d *Decoder) envelope(recv time.Time, seq int64, frame []byte) bool {
 }
 
 // events decodes the events array at s by channel.
-func (d *Decoder) events(s *scanner, recv time.Time, channel, ts []byte, seq int64, frame []byte) {
+func (d *Decoder) events(s *scan.Scanner, recv time.Time, channel, ts []byte, seq int64, frame []byte) {
 	switch string(channel) {
 	case "l2_data":
-		d.l2(s, recv, d.clk.parse(ts), seq, frame)
+		d.l2(s, recv, d.clk.Parse(ts), seq, frame)
 	case "market_trades":
 		d.trades(s, recv, frame)
 	case "ticker":
-		d.tickers(s, recv, d.clk.parse(ts), frame)
+		d.tickers(s, recv, d.clk.Parse(ts), frame)
 	case "subscriptions":
 		d.ack(s, recv, frame)
 	default:
 		// heartbeats, and channels we do not subscribe: their sequence_num
 		// is all we need.
-		s.skip()
+		s.Skip()
 	}
 }
 
@@ -315,91 +313,90 @@ func (d *Decoder) bad(recv time.Time, why string, frame []byte, p *product) {
 }
 
 // l2 decodes the events of an l2_data frame.
-func (d *Decoder) l2(s *scanner, recv, vt time.Time, seq int64, frame []byte) {
-	first := true
-	if !s.enter('[') {
-		d.bad(recv, "l2_data events is not an array", frame, nil)
-		return
-	}
-	for s.more(']', &first) {
-		var typ, id []byte
-		updatesAt := -1
-		firstK := true
-		if !s.enter('{') {
-			break
-		}
-		for s.more('}', &firstK) {
-			switch string(s.key()) {
+func (d *Decoder) l2(s *scan.Scanner, recv, vt time.Time, seq int64, frame []byte) {
+	d.eachEvent(s, recv, "l2_data", frame, func() bool {
+		var typ, id, updates []byte
+		for more := s.Object(); more; more = s.More('}') {
+			switch string(s.Key()) {
 			case "type":
-				typ, _ = s.str()
+				typ = s.Str()
 			case "product_id":
-				id = s.text()
+				id = s.Text()
 			case "updates":
-				updatesAt = s.i
-				s.skip()
+				updates = s.Raw()
 			default:
-				s.skip()
+				s.Skip()
 			}
 		}
-		if s.bad {
-			break
+		if s.Failed() {
+			return true // reported by eachEvent
 		}
-		if id == nil || updatesAt < 0 {
+		if id == nil || updates == nil {
 			d.bad(recv, "l2_data event lacks product_id or updates", frame, nil)
-			return
+			return false
 		}
 		p := d.product(id)
 		snap := string(typ) == "snapshot"
 		if !snap && string(typ) != "update" {
 			d.bad(recv, "l2_data event type is neither snapshot nor update", frame, p)
-			return
+			return false
 		}
 		if !snap && !p.valid {
-			continue // waiting for a snapshot: updates to a book known wrong are dropped
+			return true // waiting for a snapshot: updates to a book known wrong are dropped
 		}
-		us := scanner{b: frame, i: updatesAt}
-		ups, ok := d.levels(&us)
+		sub := scan.New(updates)
+		ups, ok := d.levels(&sub)
 		if !ok {
 			d.bad(recv, "bad l2_data level", frame, p)
-			return
+			return false
 		}
 		if snap {
 			d.snapshot(p, ups, recv, vt, seq, frame)
 		} else {
 			d.update(p, ups, recv, vt, seq, frame)
 		}
+		return true
+	})
+}
+
+// eachEvent walks the events array of an l2_data or market_trades frame,
+// calling event with s at each element. Events that are not an array, or
+// do not parse, are a bad frame ("<channel> events is not an array",
+// "malformed <channel> events"); event reports false when it reported the
+// frame bad itself, which ends the walk.
+func (d *Decoder) eachEvent(s *scan.Scanner, recv time.Time, channel string, frame []byte, event func() bool) {
+	if s.Peek() != '[' {
+		d.bad(recv, channel+" events is not an array", frame, nil)
+		return
 	}
-	if s.bad {
-		d.bad(recv, "malformed l2_data events", frame, nil)
+	for more := s.Array(); more; more = s.More(']') {
+		if !event() {
+			return
+		}
+	}
+	if s.Failed() {
+		d.bad(recv, "malformed "+channel+" events", frame, nil)
 	}
 }
 
 // levels parses an updates array into d.scratch.
-func (d *Decoder) levels(s *scanner) ([]update, bool) {
+func (d *Decoder) levels(s *scan.Scanner) ([]update, bool) {
 	ups := d.scratch[:0]
-	first := true
-	if !s.enter('[') {
-		return nil, false
-	}
-	for s.more(']', &first) {
+	for more := s.Array(); more; more = s.More(']') {
 		var side, price, qty []byte
-		firstK := true
-		if !s.enter('{') {
-			return nil, false
-		}
-		for s.more('}', &firstK) {
-			switch string(s.key()) {
+		for more := s.Object(); more; more = s.More('}') {
+			switch string(s.Key()) {
 			case "side":
-				side, _ = s.str()
+				side = s.Str()
 			case "price_level":
-				price, _ = s.str()
+				price = s.Str()
 			case "new_quantity":
-				qty, _ = s.str()
+				qty = s.Str()
 			default:
-				s.skip()
+				s.Skip()
 			}
 		}
-		if s.bad {
+		if s.Failed() {
 			return nil, false
 		}
 		var u update
@@ -420,7 +417,7 @@ func (d *Decoder) levels(s *scanner) ([]update, bool) {
 		ups = append(ups, u)
 	}
 	d.scratch = ups
-	return ups, !s.bad
+	return ups, !s.Failed()
 }
 
 func (d *Decoder) snapshot(p *product, ups []update, recv, vt time.Time, seq int64, frame []byte) {
@@ -524,40 +521,27 @@ func (d *Decoder) emit(p *product, ev *venue.Event, st venue.Stream, recv time.T
 // recent history: on the first subscription it only sets the last trade
 // id; after a reconnect, its trades newer than the last one published fill
 // the gap.
-func (d *Decoder) trades(s *scanner, recv time.Time, frame []byte) {
-	first := true
-	if !s.enter('[') {
-		d.bad(recv, "market_trades events is not an array", frame, nil)
-		return
-	}
-	for s.more(']', &first) {
-		var typ []byte
-		tradesAt := -1
-		firstK := true
-		if !s.enter('{') {
-			break
-		}
-		for s.more('}', &firstK) {
-			switch string(s.key()) {
+func (d *Decoder) trades(s *scan.Scanner, recv time.Time, frame []byte) {
+	d.eachEvent(s, recv, "market_trades", frame, func() bool {
+		var typ, trades []byte
+		for more := s.Object(); more; more = s.More('}') {
+			switch string(s.Key()) {
 			case "type":
-				typ, _ = s.str()
+				typ = s.Str()
 			case "trades":
-				tradesAt = s.i
-				s.skip()
+				trades = s.Raw()
 			default:
-				s.skip()
+				s.Skip()
 			}
 		}
-		if s.bad {
-			break
+		if s.Failed() || trades == nil {
+			return true // a failure is reported by eachEvent
 		}
-		if tradesAt < 0 {
-			continue
-		}
-		evs, ok := d.parseTrades(&scanner{b: frame, i: tradesAt}, recv)
+		sub := scan.New(trades)
+		evs, ok := d.parseTrades(&sub, recv)
 		if !ok {
 			d.bad(recv, "bad market_trades trade", frame, nil)
-			return
+			return false
 		}
 		snap := string(typ) == "snapshot"
 		for i := len(evs) - 1; i >= 0; i-- {
@@ -575,47 +559,37 @@ func (d *Decoder) trades(s *scanner, recv time.Time, frame []byte) {
 		for _, ev := range evs {
 			d.products[ev.Stream.Symbol()].tradesSeen = true
 		}
-	}
-	if s.bad {
-		d.bad(recv, "malformed market_trades events", frame, nil)
-	}
+		return true
+	})
 }
 
-func (d *Decoder) parseTrades(s *scanner, recv time.Time) ([]*venue.Event, bool) {
+func (d *Decoder) parseTrades(s *scan.Scanner, recv time.Time) ([]*venue.Event, bool) {
 	var evs []*venue.Event
-	first := true
-	if !s.enter('[') {
-		return nil, false
-	}
-	for s.more(']', &first) {
+	for more := s.Array(); more; more = s.More(']') {
 		var id, tid, price, size, tm, side []byte
-		firstK := true
-		if !s.enter('{') {
-			return nil, false
-		}
-		for s.more('}', &firstK) {
-			switch string(s.key()) {
+		for more := s.Object(); more; more = s.More('}') {
+			switch string(s.Key()) {
 			case "product_id":
-				id = s.text()
+				id = s.Text()
 			case "trade_id":
-				tid = s.text()
+				tid = s.Text()
 			case "price":
-				price, _ = s.str()
+				price = s.Str()
 			case "size":
-				size, _ = s.str()
+				size = s.Str()
 			case "time":
-				tm, _ = s.str()
+				tm = s.Str()
 			case "side":
-				side, _ = s.str()
+				side = s.Str()
 			default:
-				s.skip()
+				s.Skip()
 			}
 		}
-		if s.bad || id == nil || tid == nil {
+		if s.Failed() || id == nil || tid == nil {
 			return nil, false
 		}
 		p := d.product(id)
-		ev := &venue.Event{Kind: venue.KindTrade, Stream: p.trades, RecvTime: recv, VenueTime: d.clk.parse(tm)}
+		ev := &venue.Event{Kind: venue.KindTrade, Stream: p.trades, RecvTime: recv, VenueTime: d.clk.Parse(tm)}
 		ev.TradeID = string(tid)
 		var ok1, ok2 bool
 		ev.Price, ok1 = d.dec.price(price)
@@ -632,7 +606,7 @@ func (d *Decoder) parseTrades(s *scanner, recv time.Time) ([]*venue.Event, bool)
 		}
 		evs = append(evs, ev)
 	}
-	return evs, !s.bad
+	return evs, !s.Failed()
 }
 
 // newerTrade reports whether trade id a comes after b. Coinbase trade ids
@@ -661,66 +635,48 @@ func isDigits(s string) bool {
 
 // tickers decodes a ticker frame: best bid and ask with sizes, and the
 // last trade price.
-func (d *Decoder) tickers(s *scanner, recv, vt time.Time, frame []byte) {
-	first := true
-	if !s.enter('[') {
+func (d *Decoder) tickers(s *scan.Scanner, recv, vt time.Time, frame []byte) {
+	if s.Peek() != '[' {
 		d.bad(recv, "ticker events is not an array", frame, nil)
 		return
 	}
-	for s.more(']', &first) {
-		firstK := true
-		if !s.enter('{') {
-			break
+	walked := s.Members("tickers", func() bool {
+		for more := s.Array(); more; more = s.More(']') {
+			ev, p, ok := d.ticker(s, recv, vt)
+			if !ok {
+				d.bad(recv, "bad ticker", frame, nil)
+				return false
+			}
+			d.emit(p, ev, p.ticker, recv)
 		}
-		for s.more('}', &firstK) {
-			if string(s.key()) != "tickers" {
-				s.skip()
-				continue
-			}
-			firstT := true
-			if !s.enter('[') {
-				break
-			}
-			for s.more(']', &firstT) {
-				ev, p, ok := d.ticker(s, recv, vt)
-				if !ok {
-					d.bad(recv, "bad ticker", frame, nil)
-					return
-				}
-				d.emit(p, ev, p.ticker, recv)
-			}
-		}
-	}
-	if s.bad {
+		return true
+	})
+	if walked && s.Failed() {
 		d.bad(recv, "malformed ticker events", frame, nil)
 	}
 }
 
-func (d *Decoder) ticker(s *scanner, recv, vt time.Time) (*venue.Event, *product, bool) {
+func (d *Decoder) ticker(s *scan.Scanner, recv, vt time.Time) (*venue.Event, *product, bool) {
 	var id, price, bid, bidQ, ask, askQ []byte
-	first := true
-	if !s.enter('{') {
-		return nil, nil, false
-	}
-	for s.more('}', &first) {
-		switch string(s.key()) {
+	for more := s.Object(); more; more = s.More('}') {
+		switch string(s.Key()) {
 		case "product_id":
-			id = s.text()
+			id = s.Text()
 		case "price":
-			price, _ = s.str()
+			price = s.Str()
 		case "best_bid":
-			bid, _ = s.str()
+			bid = s.Str()
 		case "best_bid_quantity":
-			bidQ, _ = s.str()
+			bidQ = s.Str()
 		case "best_ask":
-			ask, _ = s.str()
+			ask = s.Str()
 		case "best_ask_quantity":
-			askQ, _ = s.str()
+			askQ = s.Str()
 		default:
-			s.skip()
+			s.Skip()
 		}
 	}
-	if s.bad || id == nil {
+	if s.Failed() || id == nil {
 		return nil, nil, false
 	}
 	p := d.product(id)
@@ -746,40 +702,22 @@ func (d *Decoder) ticker(s *scanner, recv, vt time.Time) (*venue.Event, *product
 // ack handles a subscriptions frame: the venue's whole current
 // subscription set. It answers the oldest pending request; a product that
 // request asked for and the set lacks was refused.
-func (d *Decoder) ack(s *scanner, recv time.Time, frame []byte) {
+func (d *Decoder) ack(s *scan.Scanner, recv time.Time, frame []byte) {
 	set := map[string][]string{}
-	first := true
-	if !s.enter('[') {
+	if s.Peek() != '[' {
 		d.bad(recv, "subscriptions events is not an array", frame, nil)
 		return
 	}
-	for s.more(']', &first) {
-		firstK := true
-		if !s.enter('{') {
-			break
-		}
-		for s.more('}', &firstK) {
-			if string(s.key()) != "subscriptions" {
-				s.skip()
-				continue
-			}
-			firstC := true
-			if !s.enter('{') {
-				break
-			}
-			for s.more('}', &firstC) {
-				ch := string(s.key())
-				firstP := true
-				if !s.enter('[') {
-					break
-				}
-				for s.more(']', &firstP) {
-					set[ch] = append(set[ch], string(s.text()))
-				}
+	s.Members("subscriptions", func() bool {
+		for more := s.Object(); more; more = s.More('}') {
+			ch := string(s.Key())
+			for more := s.Array(); more; more = s.More(']') {
+				set[ch] = append(set[ch], string(s.Text()))
 			}
 		}
-	}
-	if s.bad {
+		return true
+	})
+	if s.Failed() {
 		d.bad(recv, "malformed subscriptions", frame, nil)
 		return
 	}
