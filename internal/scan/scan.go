@@ -23,6 +23,14 @@
 // characters and starts with '-' or a digit; not the number grammar) and
 // refuses nesting deeper than MaxDepth. Nothing is converted to float64.
 //
+// # What stays in the venues
+//
+// The rules of a venue's data are its own: which signs and how many
+// digits a price or size may have and what happens to a longer one (each
+// venue bounds Fixed's result its own way), Kraken's exponents, the decimal
+// caches, and the exact price and size texts the Kraken and OKX checksums
+// are computed over (Str and Num hand them back untouched).
+//
 // # Failure
 //
 // A Scanner's reads fail softly: the first thing it cannot read marks it
@@ -114,7 +122,7 @@ func (s *Scanner) End() bool {
 // member follows; it fails s if the next value is not an object. With Key
 // and More it walks the members:
 //
-//	for ok := s.Object(); ok; ok = s.More('}') {
+//	for more := s.Object(); more; more = s.More('}') {
 //		switch string(s.Key()) {
 //		case "price":
 //			price = s.Str()
@@ -131,7 +139,7 @@ func (s *Scanner) Object() bool { return s.Expect('{') && !s.Eat('}') }
 // element follows; it fails s if the next value is not an array. With
 // More it walks the elements:
 //
-//	for ok := s.Array(); ok; ok = s.More(']') { … consume one element … }
+//	for more := s.Array(); more; more = s.More(']') { … consume one element … }
 func (s *Scanner) Array() bool { return s.Expect('[') && !s.Eat(']') }
 
 // More ends a member or element: it consumes a ',' and reports true, or
@@ -182,9 +190,10 @@ func (s *Scanner) Text() []byte {
 	return []byte(out)
 }
 
-// str reads a string, and reports whether it holds an escape. A plain
-// byte loop: the strings of a frame are short (keys, prices, ids), where
-// bytes.IndexByte's set-up costs more than it saves.
+// str reads a string, and reports whether it holds an escape. A byte loop
+// with one table test per byte: the strings of a frame are short (keys,
+// prices, ids), where bytes.IndexByte's set-up costs more than it saves,
+// and the test rejects control characters at no extra cost.
 func (s *Scanner) str() (raw []byte, escaped bool) {
 	if !s.Expect('"') {
 		return nil, false
@@ -246,6 +255,11 @@ func (s *Scanner) IntText() []byte {
 	s.Peek()
 	start := s.i
 	s.Int()
+	return s.since(start)
+}
+
+// since returns the text read since start, or nil if a read failed.
+func (s *Scanner) since(start int) []byte {
 	if s.bad {
 		return nil
 	}
@@ -274,10 +288,7 @@ func (s *Scanner) Num() []byte {
 	}
 	start := s.i
 	s.number()
-	if s.bad {
-		return nil
-	}
-	return s.b[start:s.i]
+	return s.since(start)
 }
 
 // number consumes a number's characters: a '-' or a digit, then digits,
@@ -392,10 +403,7 @@ func (s *Scanner) Raw() []byte {
 	s.Peek()
 	start := s.i
 	s.Skip()
-	if s.bad {
-		return nil
-	}
-	return s.b[start:s.i]
+	return s.since(start)
 }
 
 // Members walks an array of objects and, for each member named key, calls
@@ -404,8 +412,8 @@ func (s *Scanner) Raw() []byte {
 // skipped. Members reports false if fn stopped it; whether the array
 // parsed shows in Failed.
 func (s *Scanner) Members(key string, fn func() bool) bool {
-	for ok := s.Array(); ok; ok = s.More(']') {
-		for ok := s.Object(); ok; ok = s.More('}') {
+	for more := s.Array(); more; more = s.More(']') {
+		for more := s.Object(); more; more = s.More('}') {
 			if string(s.Key()) != key {
 				s.Skip()
 				continue
@@ -429,7 +437,7 @@ func ParseInt(b []byte) (int64, bool) {
 // bytes it read.
 func parseInt(b []byte) (n int64, used int, ok bool) {
 	i := 0
-	neg := i < len(b) && b[i] == '-'
+	neg := len(b) > 0 && b[0] == '-'
 	if neg {
 		i++
 	}

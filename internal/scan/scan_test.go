@@ -354,60 +354,64 @@ func checkAgainstJSON(t *testing.T, in []byte) {
 }
 
 func TestFixed(t *testing.T) {
-	for _, c := range []struct {
-		in   string
+	type parts struct {
 		m    uint64
 		frac int
 		neg  bool
 		st   Status
-	}{
-		{"63982.70", 6398270, 2, false, OK},
-		{"0", 0, 0, false, OK},
-		{"0.001683", 1683, 6, false, OK},
-		{"0.00000000", 0, 8, false, OK},
-		{"-1.5", 15, 1, true, OK},
-		{"000000000000000000001.5", 15, 1, false, OK},
-		{"123456789012345678", 123456789012345678, 0, false, OK},
-		{"1234567890123456789", 1234567890123456789, 0, false, OK},
-		{"9999999999999999999", 9999999999999999999, 0, false, OK},
-		{"0.0000000000000000000000000001", 1, 28, false, OK},
-		{"12345678901234567890", 0, 0, false, Big},
-		{"12345678901234567890.5", 0, 1, false, Big},
-		{"12345678901234567890x", 0, 0, false, Bad},
-		{"", 0, 0, false, Bad},
-		{"-", 0, 0, false, Bad},
-		{".", 0, 0, false, Bad},
-		{"1.", 0, 0, false, Bad},
-		{".5", 0, 0, false, Bad},
-		{"-.5", 0, 0, false, Bad},
-		{"1.2.3", 0, 0, false, Bad},
-		{"1e5", 0, 0, false, Bad},
-		{"+1", 0, 0, false, Bad},
-		{" 1", 0, 0, false, Bad},
-		{"--1", 0, 0, false, Bad},
-		{"12a", 0, 0, false, Bad},
+	}
+	for in, want := range map[string]parts{
+		"63982.70":                       {6398270, 2, false, OK},
+		"0":                              {0, 0, false, OK},
+		"0.001683":                       {1683, 6, false, OK},
+		"0.00000000":                     {0, 8, false, OK},
+		"-1.5":                           {15, 1, true, OK},
+		"000000000000000000001.5":        {15, 1, false, OK},
+		"123456789012345678":             {123456789012345678, 0, false, OK},
+		"1234567890123456789":            {1234567890123456789, 0, false, OK},
+		"9999999999999999999":            {9999999999999999999, 0, false, OK},
+		"0.0000000000000000000000000001": {1, 28, false, OK},
+		"12345678901234567890":           {0, 0, false, Big},
+		"12345678901234567890.5":         {0, 1, false, Big},
+		"12345678901234567890x":          {0, 0, false, Bad},
+		"":                               {0, 0, false, Bad},
+		"-":                              {0, 0, false, Bad},
+		".":                              {0, 0, false, Bad},
+		"1.":                             {0, 0, false, Bad},
+		".5":                             {0, 0, false, Bad},
+		"-.5":                            {0, 0, false, Bad},
+		"1.2.3":                          {0, 0, false, Bad},
+		"1e5":                            {0, 0, false, Bad},
+		"+1":                             {0, 0, false, Bad},
+		" 1":                             {0, 0, false, Bad},
+		"--1":                            {0, 0, false, Bad},
+		"12a":                            {0, 0, false, Bad},
 	} {
-		m, frac, neg, st := Fixed([]byte(c.in))
-		if m != c.m || frac != c.frac || neg != c.neg || st != c.st {
-			t.Errorf("Fixed(%q) = %d, %d, %v, %d; want %d, %d, %v, %d", c.in, m, frac, neg, st, c.m, c.frac, c.neg, c.st)
+		var got parts
+		got.m, got.frac, got.neg, got.st = Fixed([]byte(in))
+		if got != want {
+			t.Errorf("Fixed(%q) = %+v, want %+v", in, got, want)
 		}
 	}
 }
 
 func TestScaleUp(t *testing.T) {
-	for _, c := range []struct {
-		m    int64
-		k    int
-		want int64
-		ok   bool
-	}{
-		{5, 0, 5, true}, {5, 3, 5000, true}, {-5, 3, -5000, true}, {0, 18, 0, true},
-		{9, 18, 9e18, true}, {10, 18, 0, false}, {-10, 18, 0, false}, {1, 19, 0, false}, {1, -1, 0, false},
-		{math.MaxInt64 / 10, 1, math.MaxInt64 / 10 * 10, true}, {math.MaxInt64/10 + 1, 1, 0, false},
+	type in struct {
+		m int64
+		k int
+	}
+	type out struct {
+		n  int64
+		ok bool
+	}
+	for c, want := range map[in]out{
+		{5, 0}: {5, true}, {5, 3}: {5000, true}, {-5, 3}: {-5000, true}, {0, 18}: {0, true},
+		{9, 18}: {9e18, true}, {10, 18}: {0, false}, {-10, 18}: {0, false}, {1, 19}: {0, false}, {1, -1}: {0, false},
+		{math.MaxInt64 / 10, 1}: {math.MaxInt64 / 10 * 10, true}, {math.MaxInt64/10 + 1, 1}: {0, false},
 	} {
-		got, ok := ScaleUp(c.m, c.k)
-		if got != c.want || ok != c.ok {
-			t.Errorf("ScaleUp(%d, %d) = %d, %v; want %d, %v", c.m, c.k, got, ok, c.want, c.ok)
+		var got out
+		if got.n, got.ok = ScaleUp(c.m, c.k); got != want {
+			t.Errorf("ScaleUp(%d, %d) = %+v, want %+v", c.m, c.k, got, want)
 		}
 	}
 	for k := 0; k <= MaxPow10; k++ {
