@@ -425,6 +425,14 @@ func (d *Decoder) resync(recv time.Time, s *symbol, reason string, details map[s
 	d.request(strings.ToLower(s.name), s)
 }
 
+// eventType reads a payload's event type ("e"), failing sc unless it is
+// want.
+func eventType(sc *scan.Scanner, want string) {
+	if string(sc.Str()) != want {
+		sc.Fail()
+	}
+}
+
 // depthUpdate fields, parsed from one frame.
 type depthUpdate struct {
 	first, last int64 // U and u
@@ -438,9 +446,7 @@ func (d *Decoder) parseDepth(sc *scan.Scanner) (du depthUpdate, ok bool) {
 	for more := sc.Object(); more; more = sc.More('}') {
 		switch string(sc.Key()) {
 		case "e":
-			if string(sc.Str()) != "depthUpdate" {
-				sc.Fail()
-			}
+			eventType(sc, "depthUpdate")
 		case "E":
 			du.at = time.UnixMilli(sc.Int())
 		case "s":
@@ -645,9 +651,7 @@ func (d *Decoder) trade(recv time.Time, lower []byte, sc *scan.Scanner, frame []
 	for more := sc.Object(); more; more = sc.More('}') {
 		switch string(sc.Key()) {
 		case "e":
-			if string(sc.Str()) != "trade" {
-				sc.Fail()
-			}
+			eventType(sc, "trade")
 		case "s":
 			name = sc.Str()
 		case "t":

@@ -384,17 +384,30 @@ type bookMsg struct {
 	hasPrev           bool
 }
 
+// levelsOrTime reads member k if it is one that books and bbo-tbt
+// elements share (the levels and the time), and reports whether it was.
+func (m *bookMsg) levelsOrTime(s *scan.Scanner, k []byte) bool {
+	switch string(k) {
+	case "asks":
+		m.asks = parseLevels(s, m.asks)
+	case "bids":
+		m.bids = parseLevels(s, m.bids)
+	case "ts":
+		m.ts = s.IntOrString()
+	default:
+		return false
+	}
+	return true
+}
+
 func (d *Decoder) bookData(recv time.Time, s *scan.Scanner, in *inst, action []byte, b []byte) bool {
 	var m bookMsg
 	m.bids, m.asks = d.bids[:0], d.asks[:0]
 	if !d.object(recv, s, "book data", in, b, func(k []byte) {
+		if m.levelsOrTime(s, k) {
+			return
+		}
 		switch string(k) {
-		case "asks":
-			m.asks = parseLevels(s, m.asks)
-		case "bids":
-			m.bids = parseLevels(s, m.bids)
-		case "ts":
-			m.ts = s.IntOrString()
 		case "checksum":
 			m.cs, m.hasCS = s.IntOrString(), true
 		case "prevSeqId":

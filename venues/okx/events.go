@@ -118,14 +118,7 @@ func (d *Decoder) bbo(recv time.Time, s *scan.Scanner, in *inst, b []byte) bool 
 	var m bookMsg
 	m.bids, m.asks = d.bids[:0], d.asks[:0]
 	if !d.object(recv, s, "bbo", nil, b, func(k []byte) {
-		switch string(k) {
-		case "asks":
-			m.asks = parseLevels(s, m.asks)
-		case "bids":
-			m.bids = parseLevels(s, m.bids)
-		case "ts":
-			m.ts = s.IntOrString()
-		default:
+		if !m.levelsOrTime(s, k) {
 			s.Skip()
 		}
 	}) {
