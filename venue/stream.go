@@ -63,7 +63,7 @@ func ParseStream(s string) (Stream, error) {
 	if !Channel(ch).Valid() {
 		return "", fmt.Errorf("%w %q: unknown channel %q (want level2, trades or ticker)", ErrBadStream, s, ch)
 	}
-	if !validSymbol(sym) {
+	if !ValidSymbol(sym) {
 		return "", fmt.Errorf("%w %q: symbol must be 1 to 64 printable characters without spaces", ErrBadStream, s)
 	}
 	return Stream(s), nil
@@ -82,12 +82,15 @@ func validVenueName(v string) bool {
 	return true
 }
 
-func validSymbol(s string) bool {
-	if s == "" || len(s) > 64 {
+// ValidSymbol reports whether s can be the symbol of a stream: 1 to 64
+// printable ASCII characters other than space, '"' and '\\'. Adapters
+// check what a venue sends with it before a symbol becomes a stream.
+func ValidSymbol[T string | []byte](s T) bool {
+	if len(s) == 0 || len(s) > 64 {
 		return false
 	}
-	for i := 0; i < len(s); i++ {
-		if s[i] <= ' ' || s[i] >= 0x7f || s[i] == '"' || s[i] == '\\' {
+	for i := range len(s) {
+		if c := s[i]; c <= ' ' || c >= 0x7f || c == '"' || c == '\\' {
 			return false
 		}
 	}

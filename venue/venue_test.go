@@ -311,3 +311,17 @@ func TestLifecycle(t *testing.T) {
 	close(release)
 	stuck.Stop(context.Background())
 }
+
+func TestValidSymbol(t *testing.T) {
+	for s, want := range map[string]bool{
+		"BTC-USD": true, "BTC/USD": true, "btcusdt": true, "BTC-USDT-SWAP": true, strings.Repeat("A", 64): true,
+		"": false, strings.Repeat("A", 65): false, "BTC USD": false, `BTC"USD`: false, `BTC\USD`: false, "BTC\x7fUSD": false, "BTC\nUSD": false, "BTC€": false,
+	} {
+		if got := ValidSymbol(s); got != want {
+			t.Errorf("ValidSymbol(%q) = %v, want %v", s, got, want)
+		}
+		if got := ValidSymbol([]byte(s)); got != want {
+			t.Errorf("ValidSymbol([]byte(%q)) = %v, want %v", s, got, want)
+		}
+	}
+}

@@ -148,13 +148,8 @@ func New(cfg venue.Config) (*Adapter, error) {
 }
 
 func checkSymbol(s string) error {
-	if s == "" || len(s) > 64 {
-		return fmt.Errorf("bybit: symbol %q must be 1 to 64 characters", s)
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c <= ' ' || c >= 0x7f || c == '"' || c == '\\' {
-			return fmt.Errorf("bybit: symbol %q has a character Bybit symbols do not", s)
-		}
+	if !venue.ValidSymbol(s) {
+		return fmt.Errorf("bybit: symbol %q is not 1 to 64 printable ASCII characters without space, '\"' or '\\'", s)
 	}
 	return nil
 }

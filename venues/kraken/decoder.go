@@ -148,7 +148,7 @@ func (d *Decoder) symbol(sym []byte) *symState {
 	if s := d.syms[string(sym)]; s != nil {
 		return s
 	}
-	if !validSymbol(sym) {
+	if !venue.ValidSymbol(sym) {
 		return nil
 	}
 	name := string(sym)
@@ -160,18 +160,6 @@ func (d *Decoder) symbol(sym []byte) *symState {
 	}
 	d.syms[name] = s
 	return s
-}
-
-func validSymbol(s []byte) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for _, c := range s {
-		if c <= ' ' || c >= 0x7f || c == '"' || c == '\\' {
-			return false
-		}
-	}
-	return true
 }
 
 // frameHead is what the top level of a frame says.
@@ -890,7 +878,7 @@ func (d *Decoder) method(recv time.Time, h *frameHead) {
 				map[string]any{"error": a.err, "symbol": a.symbol, "channel": a.channel}))
 		default:
 			stream := ""
-			if ch := channelOf(a.channel); ch != "" && a.symbol != "" && validSymbol([]byte(a.symbol)) {
+			if ch := channelOf(a.channel); ch != "" && a.symbol != "" && venue.ValidSymbol(a.symbol) {
 				stream = string(venue.NewStream(Name, ch, a.symbol))
 			}
 			d.sink.Notice(notice.Must(notice.Refusal, Name, stream, recv,

@@ -289,7 +289,7 @@ func (d *Decoder) data(recv time.Time, s *scan.Scanner, f *frame, b []byte) bool
 		}
 		return true
 	}
-	if len(f.instID) == 0 || !validInstID(f.instID) {
+	if !venue.ValidSymbol(f.instID) {
 		if kind != chanBooks {
 			return d.badFrame(recv, "push without a valid instId", b)
 		}
@@ -359,19 +359,6 @@ func (d *Decoder) object(recv time.Time, s *scan.Scanner, what string, book *ins
 	}
 	if s.Failed() {
 		return bad("unterminated " + what)
-	}
-	return true
-}
-
-// validInstID accepts what a stream symbol may hold.
-func validInstID(b []byte) bool {
-	if len(b) > 64 {
-		return false
-	}
-	for _, c := range b {
-		if c <= ' ' || c >= 0x7f || c == '"' || c == '\\' {
-			return false
-		}
 	}
 	return true
 }

@@ -56,7 +56,7 @@ func (d *Decoder) trade(recv time.Time, s *scan.Scanner, in *inst, b []byte) boo
 	var ok1, ok2 bool
 	ev.Price, ok1 = decimalOf(px, false)
 	ev.Size, ok2 = decimalOf(sz, false)
-	if !ok1 || !ok2 || ev.Price.Sign() <= 0 || !validInstID(id) {
+	if !ok1 || !ok2 || ev.Price.Sign() <= 0 || !venue.ValidSymbol(id) {
 		return d.badFrame(recv, "impossible trade", b)
 	}
 	switch string(side) {
@@ -172,7 +172,7 @@ func (d *Decoder) event(recv time.Time, f *frame, b []byte) {
 func (d *Decoder) venueError(recv time.Time, f *frame) {
 	ch, inst := msgField(f.msg, "channel:"), msgField(f.msg, "instId:")
 	stream := ""
-	if c, ok := ourChannel(ch); ok && len(inst) > 0 && validInstID(inst) {
+	if c, ok := ourChannel(ch); ok && venue.ValidSymbol(inst) {
 		stream = string(venue.NewStream(Name, c, string(inst)))
 	}
 	det := map[string]any{"code": string(f.code), "msg": string(f.msg)}

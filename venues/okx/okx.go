@@ -126,7 +126,7 @@ func New(cfg venue.Config) (*Adapter, error) {
 }
 
 func checkSymbol(s string) error {
-	if s == "" || !validInstID([]byte(s)) {
+	if !venue.ValidSymbol(s) {
 		return fmt.Errorf("%w %q", ErrBadSymbol, s)
 	}
 	return nil
