@@ -3,6 +3,8 @@ package kraken
 import (
 	"bytes"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -623,8 +625,9 @@ func (d *Decoder) badFrame(recv time.Time, reason string, st *symState) {
 		}
 		return
 	}
-	for _, s := range d.syms {
-		if s.book != nil && s.book.valid {
+	// In symbol order, so that a capture replays to the same notices.
+	for _, sym := range slices.Sorted(maps.Keys(d.syms)) {
+		if s := d.syms[sym]; s.book != nil && s.book.valid {
 			d.resyncBad(recv, s, reason)
 		}
 	}

@@ -3,6 +3,7 @@ package kraken_test
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -276,5 +277,30 @@ func TestInferredPrecisionGrows(t *testing.T) {
 	}
 	if evs := sink.Events(); len(evs) != 2 || !evs[1].Snapshot {
 		t.Fatalf("events = %d, want two snapshots", len(evs))
+	}
+}
+
+// A bad frame that names no symbol resyncs every valid book, with the
+// notices in symbol order whatever order the books came in, so that a
+// capture always replays to the same notices.
+func TestBadFrameResyncsAllBooksInOrder(t *testing.T) {
+	asks := levels("2.5", "1")
+	snap := func(sym string) []byte {
+		return fmt.Appendf(nil, `{"channel":"book","type":"snapshot","data":[{"symbol":%q,"bids":[{"price":1.5,"qty":3}],"asks":[{"price":2.5,"qty":1}],"checksum":%d}]}`,
+			sym, krakentest.Checksum(levels("1.5", "3"), asks, 1, 0))
+	}
+	syms := []string{"D/USD", "B/USD", "E/USD", "A/USD", "C/USD"}
+	var fs [][]byte
+	for _, s := range syms {
+		fs = append(fs, snap(s))
+	}
+	sink, _ := decode(t, 10, append(fs, []byte(`{"channel":"book","type":"update","data":[{`))...)
+	var got []string
+	for _, n := range noticesOf(sink, notice.BookResync) {
+		got = append(got, n.Stream)
+	}
+	want := []string{"kraken:level2:A/USD", "kraken:level2:B/USD", "kraken:level2:C/USD", "kraken:level2:D/USD", "kraken:level2:E/USD"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("book_resync streams %v, want %v", got, want)
 	}
 }

@@ -3,6 +3,8 @@ package okx
 import (
 	"bytes"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -707,8 +709,9 @@ func (d *Decoder) bad(recv time.Time, in *inst, why string, b []byte) bool {
 		d.invalidate(recv, in, "bad_frame", map[string]any{"error": why})
 		return false
 	}
-	for _, in := range d.insts {
-		if in.valid {
+	// In instrument order, so that a capture replays to the same notices.
+	for _, id := range slices.Sorted(maps.Keys(d.insts)) {
+		if in := d.insts[id]; in.valid {
 			d.invalidate(recv, in, "bad_frame", map[string]any{"error": why})
 		}
 	}

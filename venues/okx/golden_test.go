@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -327,5 +328,26 @@ func TestFieldOrder(t *testing.T) {
 	evs := sink.Events()
 	if len(sink.Notices()) != 0 || len(evs) != 3 || !evs[0].Snapshot || evs[2].VenueSeq != 3 {
 		t.Fatalf("notices %v, %d events", kinds(sink.Notices()), len(evs))
+	}
+}
+
+// A bad frame that names no instrument resyncs every valid book, with the
+// notices in instrument order whatever order the books came in, so that a
+// capture always replays to the same notices.
+func TestBadFrameResyncsAllBooksInOrder(t *testing.T) {
+	var fs [][]byte
+	for _, id := range []string{"D-USDT", "B-USDT", "E-USDT", "A-USDT", "C-USDT"} {
+		fs = append(fs, fmt.Appendf(nil, `{"arg":{"channel":"books","instId":%q},"action":"snapshot","data":[{"asks":[["101","1","0","1"]],"bids":[["100","1","0","1"]],"ts":"1597026383085","checksum":0,"prevSeqId":-1,"seqId":1}]}`, id))
+	}
+	_, sink := decode(t, append(fs, []byte(`{"arg":{"channel":"books","instId":`))...)
+	var got []string
+	for _, n := range sink.Notices() {
+		if n.Kind == notice.BookResync {
+			got = append(got, n.Stream)
+		}
+	}
+	want := []string{"okx:level2:A-USDT", "okx:level2:B-USDT", "okx:level2:C-USDT", "okx:level2:D-USDT", "okx:level2:E-USDT"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("book_resync streams %v, want %v", got, want)
 	}
 }
