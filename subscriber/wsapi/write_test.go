@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -157,4 +160,104 @@ func poolClient(t *testing.T, o Options, maxQueueBytes int) (*fanout.Feed, *webs
 		t.Fatalf("subscribe: %q %v", m, err)
 	}
 	return feed, ws
+}
+
+// TestWritePoolChurn publishes without pause while clients connect,
+// read a little and go away (half of them with a reset), with and
+// without io_uring: sends are in flight while sockets close under them.
+// Nothing may panic, hang or leak (TestMain checks goroutines), every
+// session must end, and a client that stays must read a gapless seq.
+func TestWritePoolChurn(t *testing.T) {
+	for _, uring := range []bool{false, true} {
+		t.Run(map[bool]string{false: "write", true: "io_uring"}[uring], func(t *testing.T) {
+			hub := fanout.NewHub(subscriber.NewRegistry())
+			feed, _ := hub.AddFeed(fanout.Options{Venue: "coinbase", MaxQueueLen: 1 << 20})
+			srv := NewServer(Options{Hub: hub, Logger: discardLogger(), WriteDelay: time.Millisecond, SendBuffer: 4096, Uring: uring})
+			hs := httptest.NewServer(srv)
+			defer hs.Close()
+			defer srv.Close()
+			url := "ws" + strings.TrimPrefix(hs.URL, "http") + "/v1/stream"
+			sub := []byte(`{"op":"subscribe","id":"1","streams":["coinbase:trades:BTC-USD"]}`)
+
+			stop := make(chan struct{})
+			published := make(chan struct{})
+			go func() {
+				defer close(published)
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					feed.Publish(&venue.Event{Kind: venue.KindTrade, Stream: "coinbase:trades:BTC-USD", TradeID: strings.Repeat("x", 100),
+						Price: decimal.New(int64(i), -2), Size: decimal.New(1, 0), Side: venue.SideBuy, RecvTime: time.Now(), VenueTime: time.Now()})
+					if i%50 == 49 {
+						time.Sleep(100 * time.Microsecond)
+					}
+				}
+			}()
+			// One client stays and reads everything.
+			stay, _, err := websocket.DefaultDialer.Dial(url, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stay.Close()
+			stay.WriteMessage(websocket.TextMessage, sub)
+			var last atomic.Uint64
+			stayErr := make(chan error, 1)
+			go func() {
+				for {
+					stay.SetReadDeadline(time.Now().Add(5 * time.Second))
+					_, m, err := stay.ReadMessage()
+					if err != nil {
+						stayErr <- err
+						return
+					}
+					for _, line := range bytes.Split(m, []byte("\n")) {
+						var ev struct {
+							Type string
+							Seq  uint64
+						}
+						if json.Unmarshal(line, &ev) != nil || ev.Type != "trade" {
+							continue
+						}
+						if l := last.Load(); l != 0 && ev.Seq != l+1 {
+							stayErr <- fmt.Errorf("seq %d after %d", ev.Seq, l)
+							return
+						}
+						last.Store(ev.Seq)
+					}
+				}
+			}()
+			for i := range 60 {
+				ws, _, err := websocket.DefaultDialer.Dial(url, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ws.WriteMessage(websocket.TextMessage, sub)
+				ws.ReadMessage()
+				if i%2 == 0 {
+					ws.NetConn().(*net.TCPConn).SetLinger(0) // close with a reset
+				}
+				ws.NetConn().Close()
+			}
+			close(stop)
+			<-published
+			select {
+			case err := <-stayErr:
+				t.Fatalf("the client that stayed: %v", err)
+			default:
+			}
+			if last.Load() == 0 {
+				t.Fatal("the client that stayed read no trade")
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for srv.Sessions() > 1 {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d sessions still open, want 1", srv.Sessions())
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	}
 }
