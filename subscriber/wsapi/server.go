@@ -309,6 +309,9 @@ func (w *writeShard) run(delay time.Duration, stop chan struct{}) {
 // writeRing is a tick with io_uring: one send per ready connection,
 // submitted together (in rounds of the ring's size), and further rounds
 // for connections whose batch stopped at a bound while more was queued.
+// If the ring fails, the connections not yet written go to their writer
+// goroutines: their Ready tokens are spent, and a writer goroutine drains
+// until empty before the pool takes a connection back.
 func (w *writeShard) writeRing(list []*session) {
 	w.more = w.more[:0]
 	for _, sess := range list {
@@ -318,12 +321,15 @@ func (w *writeShard) writeRing(list []*session) {
 		default:
 		}
 	}
-	for len(w.more) > 0 && w.ring != nil {
+	for len(w.more) > 0 {
 		w.round, w.more = w.more, w.round[:0]
-		for _, sess := range w.round {
+		for j, sess := range w.round {
 			if w.ring.free() == 0 {
 				if w.submit(); w.ring == nil {
-					return // the connections left keep their Ready token for the next tick
+					handOffAll(w.round[j:], w.more)
+					clear(w.round)
+					clear(w.more)
+					return
 				}
 			}
 			i := len(w.slots) - w.ring.free()
@@ -331,6 +337,20 @@ func (w *writeShard) writeRing(list []*session) {
 		}
 		w.submit()
 		clear(w.round)
+		if w.ring == nil {
+			handOffAll(w.more)
+			clear(w.more)
+			return
+		}
+	}
+}
+
+// handOffAll gives each connection to its writer goroutine.
+func handOffAll(lists ...[]*session) {
+	for _, l := range lists {
+		for _, sess := range l {
+			sess.handOff()
+		}
 	}
 }
 

@@ -4,11 +4,18 @@ package wsapi
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/shopspring/decimal"
+
+	"github.com/fanoutd/fanoutd/venue"
 )
 
 // tcpPair returns the two ends of a loopback TCP connection and the
@@ -174,5 +181,80 @@ func TestRingPeerGone(t *testing.T) {
 	}
 	if errno != syscall.ECONNRESET && errno != syscall.EPIPE {
 		t.Fatalf("send to a reset connection: errno %v, want ECONNRESET or EPIPE", errno)
+	}
+}
+
+// TestWritePoolRingFails breaks every worker's ring under live
+// connections: those whose sends were in the failed submission end
+// (write_failed), the workers go on with write(2), and a new connection
+// gets its events.
+func TestWritePoolRingFails(t *testing.T) {
+	var mu sync.Mutex
+	var rings []*ring
+	defer func(f func(uint32) (*ring, error)) { openRing = f }(openRing)
+	openRing = func(n uint32) (*ring, error) {
+		r, err := newRing(n)
+		if err == nil {
+			mu.Lock()
+			rings = append(rings, r)
+			mu.Unlock()
+		}
+		return r, err
+	}
+	feed, url := poolServer(t, Options{WriteDelay: time.Millisecond, Uring: true}, 0)
+	mu.Lock()
+	n := len(rings)
+	mu.Unlock()
+	if n == 0 {
+		t.Skip("io_uring unavailable here")
+	}
+	pub := func(i int) {
+		feed.Publish(&venue.Event{Kind: venue.KindTrade, Stream: "coinbase:trades:BTC-USD", TradeID: "t",
+			Price: decimal.New(int64(i), -2), Size: decimal.New(1, 0), Side: venue.SideBuy, RecvTime: time.Now(), VenueTime: time.Now()})
+	}
+	readTrade := func(ws *websocket.Conn) error {
+		ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, m, err := ws.ReadMessage()
+		if err == nil && !bytes.Contains(m, []byte(`"trade"`)) {
+			err = fmt.Errorf("read %q, want a trade", m)
+		}
+		return err
+	}
+	// One connection per worker (they are dealt round-robin), so that
+	// every ring has a send when it fails.
+	var conns []*websocket.Conn
+	for range n {
+		conns = append(conns, dialSubscribed(t, url))
+	}
+	pub(1)
+	for _, ws := range conns {
+		if err := readTrade(ws); err != nil {
+			t.Fatalf("before the failure: %v", err)
+		}
+	}
+	// /dev/null takes each ring's descriptor number: the next
+	// io_uring_enter fails, and closing the ring closes only that.
+	null, err := syscall.Open("/dev/null", syscall.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(null)
+	mu.Lock()
+	for _, r := range rings {
+		if err := syscall.Dup2(null, r.fd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Unlock()
+	pub(2)
+	for i, ws := range conns {
+		if err := readTrade(ws); err == nil {
+			t.Fatalf("connection %d, whose send failed with its ring, is still open", i)
+		}
+	}
+	ws2 := dialSubscribed(t, url)
+	pub(3)
+	if err := readTrade(ws2); err != nil {
+		t.Fatalf("a connection after the ring failed: %v", err)
 	}
 }

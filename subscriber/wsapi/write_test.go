@@ -143,6 +143,14 @@ func TestWritePoolLargeFrames(t *testing.T) {
 // closed when the test ends.
 func poolClient(t *testing.T, o Options, maxQueueBytes int) (*fanout.Feed, *websocket.Conn) {
 	t.Helper()
+	feed, url := poolServer(t, o, maxQueueBytes)
+	return feed, dialSubscribed(t, url)
+}
+
+// poolServer is poolClient's server: it returns the feed and the
+// websocket URL.
+func poolServer(t *testing.T, o Options, maxQueueBytes int) (*fanout.Feed, string) {
+	t.Helper()
 	hub := fanout.NewHub(subscriber.NewRegistry())
 	feed, _ := hub.AddFeed(fanout.Options{Venue: "coinbase", MaxQueueLen: 1 << 20, MaxQueueBytes: maxQueueBytes})
 	o.Hub, o.Logger = hub, discardLogger()
@@ -150,7 +158,14 @@ func poolClient(t *testing.T, o Options, maxQueueBytes int) (*fanout.Feed, *webs
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
 	t.Cleanup(srv.Close)
-	ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(hs.URL, "http")+"/v1/stream", nil)
+	return feed, "ws" + strings.TrimPrefix(hs.URL, "http") + "/v1/stream"
+}
+
+// dialSubscribed connects a client to url and subscribes it to
+// coinbase:trades:BTC-USD; it is closed when the test ends.
+func dialSubscribed(t *testing.T, url string) *websocket.Conn {
+	t.Helper()
+	ws, _, err := websocket.DefaultDialer.Dial(url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +174,7 @@ func poolClient(t *testing.T, o Options, maxQueueBytes int) (*fanout.Feed, *webs
 	if _, m, err := ws.ReadMessage(); err != nil || !bytes.Contains(m, []byte(`"ack"`)) {
 		t.Fatalf("subscribe: %q %v", m, err)
 	}
-	return feed, ws
+	return ws
 }
 
 // TestWritePoolChurn publishes without pause while clients connect,
