@@ -426,9 +426,11 @@ func (s *session) ringPrep(r *ring, slot *ringSlot, userData uint64) bool {
 	slot.buf = appendBatch(slot.buf[:0], slot.batch)
 	slot.sess, slot.msgs, slot.notices = s, len(slot.batch), nn
 	slot.published = firstPublished(slot.batch[nn:])
-	// Drain stops at a bound only: a batch below both emptied the queues,
-	// and anything queued since signalled Ready again.
-	slot.more = len(slot.batch) >= o.MaxBatchMessages || len(slot.buf) >= o.MaxBatchBytes
+	// What Drain left (it stopped at a bound) is written in another round:
+	// no Ready signal comes for a queue that never went empty. (Anything
+	// queued after Drain emptied the queue also signalled Ready, and is
+	// then met by an empty Drain next tick.)
+	slot.more = s.q.Len() > 0
 	clear(slot.batch)
 	r.send(s.fd, slot.buf, userData)
 	return true
