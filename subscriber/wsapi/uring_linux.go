@@ -201,13 +201,21 @@ func (r *ring) submit(done func(userData uint64, res int32)) error {
 	}
 	atomic.StoreUint32(r.sqTail, r.tail)
 	var got uint32
-	for got < n {
+	for idle := 0; got < n; {
 		toSubmit := r.tail - atomic.LoadUint32(r.sqHead)
 		_, _, errno := syscall.RawSyscall6(sysIOUringEnter, uintptr(r.fd), uintptr(toSubmit), uintptr(n-got), uringEnterGetEvents, 0, 0)
 		if errno != 0 && errno != syscall.EINTR && errno != syscall.EAGAIN && errno != syscall.EBUSY {
 			return fmt.Errorf("io_uring_enter: %w", errno)
 		}
-		got += r.reap(done)
+		k := r.reap(done)
+		got += k
+		// Interrupted or busy calls are retried, but not for ever: a ring
+		// that completes nothing is given up (the pool then uses write(2)).
+		if idle++; k > 0 {
+			idle = 0
+		} else if idle == 1000 {
+			return fmt.Errorf("io_uring_enter: %d of %d sends completed after %d calls without progress (last errno %v)", got, n, idle, errno)
+		}
 	}
 	r.queued = 0
 	return nil
