@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -115,7 +116,7 @@ func New(cfg venue.Config) (*Adapter, error) {
 		if err := checkSymbol(s); err != nil {
 			return nil, err
 		}
-		if !contains(a.symbols, s) {
+		if !slices.Contains(a.symbols, s) {
 			a.symbols = append(a.symbols, s)
 		}
 	}
@@ -130,15 +131,6 @@ func checkSymbol(s string) error {
 		return fmt.Errorf("%w %q", ErrBadSymbol, s)
 	}
 	return nil
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Venue returns "okx".
@@ -168,7 +160,7 @@ func (a *Adapter) Subscribe(symbols ...string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, s := range symbols {
-		if contains(a.symbols, s) {
+		if slices.Contains(a.symbols, s) {
 			continue
 		}
 		a.symbols = append(a.symbols, s)
