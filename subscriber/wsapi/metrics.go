@@ -17,6 +17,7 @@ type Metrics struct {
 	latency          prometheus.Histogram
 	queueLen         prometheus.Histogram
 	batchBytes       prometheus.Histogram
+	writeWorkers     *prometheus.GaugeVec
 }
 
 // NewMetrics registers the subscriber metrics on reg, including a collector
@@ -41,16 +42,33 @@ func NewMetrics(reg prometheus.Registerer, hub *fanout.Hub) *Metrics {
 		batchBytes: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "fanoutd_write_batch_bytes",
 			Help:    "Bytes per websocket message written (one batch).",
 			Buckets: prometheus.ExponentialBuckets(256, 4, 7)}),
+		writeWorkers: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fanoutd_write_workers",
+			Help: "Write-pool workers running, by how they write: io_uring, or write (one write(2) per connection)."}, []string{"io"}),
 	}
+	m.writeWorkers.WithLabelValues("io_uring")
+	m.writeWorkers.WithLabelValues("write")
 	for _, r := range closeReasonNames[1:] {
 		m.closes.WithLabelValues(r)
 	}
 	for _, c := range Codes {
 		m.refusals.WithLabelValues(string(c))
 	}
-	reg.MustRegister(m.connections, m.connectionsTotal, m.closes, m.refusals, m.latency, m.queueLen, m.batchBytes,
+	reg.MustRegister(m.connections, m.connectionsTotal, m.closes, m.refusals, m.latency, m.queueLen, m.batchBytes, m.writeWorkers,
 		&hubCollector{hub: hub})
 	return m
+}
+
+// writeWorker adds delta to the workers that write with io_uring (uring)
+// or with write(2).
+func (m *Metrics) writeWorker(uring bool, delta float64) {
+	if m == nil {
+		return
+	}
+	io := "write"
+	if uring {
+		io = "io_uring"
+	}
+	m.writeWorkers.WithLabelValues(io).Add(delta)
 }
 
 func (m *Metrics) refused(code Code) {

@@ -215,11 +215,13 @@ type writeShard struct {
 	mu       sync.Mutex // protects sessions
 	sessions []*session
 
-	ring   *ring // nil: one write(2) per connection
-	slots  []ringSlot
-	more   []*session                       // connections for the next round
-	round  []*session                       // the round being written
-	doneFn func(userData uint64, res int32) // w.complete, bound once
+	ring    *ring // nil: one write(2) per connection
+	log     *slog.Logger
+	metrics *Metrics
+	slots   []ringSlot
+	more    []*session                       // connections for the next round
+	round   []*session                       // the round being written
+	doneFn  func(userData uint64, res int32) // w.complete, bound once
 }
 
 // openRing is newRing; tests replace it to see the pool without io_uring.
@@ -230,7 +232,7 @@ func (s *Server) startPool(n int) {
 	s.poolStop = make(chan struct{})
 	s.shards = make([]*writeShard, max(n, 1))
 	for i := range s.shards {
-		w := &writeShard{}
+		w := &writeShard{log: s.log, metrics: s.o.Metrics}
 		if s.o.Uring {
 			if r, err := openRing(256); err != nil {
 				if i == 0 {
@@ -243,9 +245,11 @@ func (s *Server) startPool(n int) {
 		}
 		s.shards[i] = w
 		s.poolWG.Add(1)
+		w.metrics.writeWorker(w.ring != nil, 1)
 		go pprof.Do(context.Background(), pprof.Labels("wsapi", "write-pool"), func(context.Context) {
 			defer s.poolWG.Done()
 			w.run(s.o.WriteDelay, s.poolStop)
+			w.metrics.writeWorker(w.ring != nil, -1)
 		})
 	}
 }
@@ -359,6 +363,9 @@ func (w *writeShard) submit() {
 	if err := w.ring.submit(w.doneFn); err != nil {
 		// The ring failed as a whole (not one socket): the connections it
 		// held end with write_failed, and the worker goes on without it.
+		w.log.Warn("wsapi: io_uring failed, this write worker goes on with write(2); the connections in the failed submission are closed", "err", err)
+		w.metrics.writeWorker(true, -1)
+		w.metrics.writeWorker(false, 1)
 		for i := range w.slots {
 			if sess := w.slots[i].sess; sess != nil {
 				sess.ringDone(&w.slots[i], -int32(syscall.EIO))

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/shopspring/decimal"
 
 	"github.com/fanoutd/fanoutd/venue"
@@ -201,12 +202,18 @@ func TestWritePoolRingFails(t *testing.T) {
 		}
 		return r, err
 	}
-	feed, url := poolServer(t, Options{WriteDelay: time.Millisecond, Uring: true}, 0)
+	feed, url, metrics := poolServer(t, Options{WriteDelay: time.Millisecond, Uring: true}, 0)
 	mu.Lock()
 	n := len(rings)
 	mu.Unlock()
 	if n == 0 {
 		t.Skip("io_uring unavailable here")
+	}
+	workers := func() (uring, write float64) {
+		return testutil.ToFloat64(metrics.writeWorkers.WithLabelValues("io_uring")), testutil.ToFloat64(metrics.writeWorkers.WithLabelValues("write"))
+	}
+	if u, w := workers(); u != float64(n) || w != 0 {
+		t.Fatalf("fanoutd_write_workers io_uring %v, write %v; want %d, 0", u, w, n)
 	}
 	pub := func(i int) {
 		feed.Publish(&venue.Event{Kind: venue.KindTrade, Stream: "coinbase:trades:BTC-USD", TradeID: "t",
@@ -251,6 +258,9 @@ func TestWritePoolRingFails(t *testing.T) {
 		if err := readTrade(ws); err == nil {
 			t.Fatalf("connection %d, whose send failed with its ring, is still open", i)
 		}
+	}
+	if u, w := workers(); u != 0 || w != float64(n) {
+		t.Fatalf("after the failure fanoutd_write_workers io_uring %v, write %v; want 0, %d", u, w, n)
 	}
 	ws2 := dialSubscribed(t, url)
 	pub(3)

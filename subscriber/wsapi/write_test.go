@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shopspring/decimal"
 
 	"github.com/fanoutd/fanoutd/fanout"
@@ -151,22 +152,22 @@ func testWritePoolLargeFrames(t *testing.T, uring bool, size int) {
 // closed when the test ends.
 func poolClient(t *testing.T, o Options, maxQueueBytes int) (*fanout.Feed, *websocket.Conn) {
 	t.Helper()
-	feed, url := poolServer(t, o, maxQueueBytes)
+	feed, url, _ := poolServer(t, o, maxQueueBytes)
 	return feed, dialSubscribed(t, url)
 }
 
-// poolServer is poolClient's server: it returns the feed and the
-// websocket URL.
-func poolServer(t *testing.T, o Options, maxQueueBytes int) (*fanout.Feed, string) {
+// poolServer is poolClient's server: it returns the feed, the websocket
+// URL and the server's metrics (on a registry of their own).
+func poolServer(t *testing.T, o Options, maxQueueBytes int) (*fanout.Feed, string, *Metrics) {
 	t.Helper()
 	hub := fanout.NewHub(subscriber.NewRegistry())
 	feed, _ := hub.AddFeed(fanout.Options{Venue: "coinbase", MaxQueueLen: 1 << 20, MaxQueueBytes: maxQueueBytes})
-	o.Hub, o.Logger = hub, discardLogger()
+	o.Hub, o.Logger, o.Metrics = hub, discardLogger(), NewMetrics(prometheus.NewRegistry(), hub)
 	srv := NewServer(o)
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
 	t.Cleanup(srv.Close)
-	return feed, "ws" + strings.TrimPrefix(hs.URL, "http") + "/v1/stream"
+	return feed, "ws" + strings.TrimPrefix(hs.URL, "http") + "/v1/stream", o.Metrics
 }
 
 // dialSubscribed connects a client to url and subscribes it to
