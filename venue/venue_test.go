@@ -325,3 +325,41 @@ func TestValidSymbol(t *testing.T) {
 		}
 	}
 }
+
+// errReader returns its data, then err.
+type errReader struct {
+	data []byte
+	err  error
+}
+
+func (r *errReader) Read(p []byte) (int, error) {
+	if len(r.data) == 0 {
+		return 0, r.err
+	}
+	n := copy(p, r.data)
+	r.data = r.data[n:]
+	return n, nil
+}
+
+func TestReadFrame(t *testing.T) {
+	big := strings.Repeat("x", 100_000)
+	buf := make([]byte, 0, 16)
+	buf, err := ReadFrame(strings.NewReader("old frame, longer"), buf)
+	if err != nil || string(buf) != "old frame, longer" {
+		t.Fatalf("first frame %q, %v", buf, err)
+	}
+	// A shorter frame reuses the memory and holds nothing of the last.
+	p := &buf[:1][0]
+	buf, err = ReadFrame(strings.NewReader("new"), buf)
+	if err != nil || string(buf) != "new" || &buf[0] != p {
+		t.Fatalf("second frame %q, %v, reused %v", buf, err, &buf[0] == p)
+	}
+	buf, err = ReadFrame(strings.NewReader(big), buf)
+	if err != nil || string(buf) != big {
+		t.Fatalf("large frame: %d bytes, %v", len(buf), err)
+	}
+	boom := errors.New("boom")
+	if _, err := ReadFrame(&errReader{data: []byte("part"), err: boom}, buf); err != boom {
+		t.Fatalf("a failing reader: %v, want boom", err)
+	}
+}

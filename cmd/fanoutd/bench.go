@@ -318,16 +318,8 @@ func benchClients(args []string, stdout, stderr io.Writer) int {
 				if err != nil {
 					return
 				}
-				buf = buf[:0]
-				for {
-					if len(buf) == cap(buf) {
-						buf = append(buf, 0)[:len(buf)]
-					}
-					n, err := rd.Read(buf[len(buf):cap(buf)])
-					buf = buf[:len(buf)+n]
-					if err != nil {
-						break
-					}
+				if buf, err = venue.ReadFrame(rd, buf); err != nil {
+					return
 				}
 				now := time.Now()
 				if now.After(measureTo.Add(time.Second)) {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -406,7 +405,7 @@ func (a *Adapter) read(ctx context.Context, l *link) error {
 		if err != nil {
 			return err
 		}
-		buf, err = readAll(r, buf[:0])
+		buf, err = venue.ReadFrame(r, buf)
 		if err != nil {
 			return err
 		}
@@ -420,22 +419,6 @@ func (a *Adapter) read(ctx context.Context, l *link) error {
 		a.mu.Unlock()
 		if cap(buf) > 1<<20 {
 			buf = make([]byte, 0, 64<<10) // do not hold on to one huge frame's memory
-		}
-	}
-}
-
-func readAll(r io.Reader, buf []byte) ([]byte, error) {
-	for {
-		if len(buf) == cap(buf) {
-			buf = slices.Grow(buf, max(cap(buf), 4096))
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
 		}
 	}
 }

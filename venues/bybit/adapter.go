@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"runtime/pprof"
@@ -412,19 +411,8 @@ func (a *Adapter) readLoop(ctx context.Context, conn *websocket.Conn) error {
 		if cap(buf) > 4<<20 {
 			buf = make([]byte, 0, 64<<10) // do not keep a huge snapshot's buffer
 		}
-		buf = buf[:0]
-		for {
-			if len(buf) == cap(buf) {
-				buf = append(buf, 0)[:len(buf)]
-			}
-			n, err := r.Read(buf[len(buf):cap(buf)])
-			buf = buf[:len(buf)+n]
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				return err
-			}
+		if buf, err = venue.ReadFrame(r, buf); err != nil {
+			return err
 		}
 		recv := time.Now()
 		a.lastRead.Store(recv.UnixNano())

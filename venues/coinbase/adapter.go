@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"sync"
@@ -362,19 +361,8 @@ func (a *Adapter) read(ctx context.Context, l *link) error {
 		if err != nil {
 			return err
 		}
-		buf = buf[:0]
-		for {
-			if len(buf) == cap(buf) {
-				buf = slices.Grow(buf, cap(buf))
-			}
-			n, err := r.Read(buf[len(buf):cap(buf)])
-			buf = buf[:len(buf)+n]
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				return err
-			}
+		if buf, err = venue.ReadFrame(r, buf); err != nil {
+			return err
 		}
 		recv := time.Now()
 		l.last.Store(recv.UnixNano())

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"runtime/pprof"
 	"slices"
@@ -335,19 +334,8 @@ func (a *Adapter) read(ctx context.Context, conn *websocket.Conn, lastRead *atom
 		if err != nil {
 			return err
 		}
-		buf = buf[:0]
-		for {
-			if len(buf) == cap(buf) {
-				buf = append(buf, 0)[:len(buf)]
-			}
-			n, err := r.Read(buf[len(buf):cap(buf)])
-			buf = buf[:len(buf)+n]
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				return err
-			}
+		if buf, err = venue.ReadFrame(r, buf); err != nil {
+			return err
 		}
 		recv := time.Now()
 		lastRead.Store(recv.UnixNano())

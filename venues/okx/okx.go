@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -405,7 +404,7 @@ func (a *Adapter) read(ctx context.Context, s *session) string {
 	for {
 		_, r, err := s.l.conn.Reader(ctx)
 		if err == nil {
-			buf, err = readAll(r, buf[:0])
+			buf, err = venue.ReadFrame(r, buf)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -431,23 +430,6 @@ func (a *Adapter) read(ctx context.Context, s *session) string {
 			a.log.Warn("okx subscriptions not acknowledged", "args", missing)
 			clear(s.pending)
 			a.maybeUp(recv)
-		}
-	}
-}
-
-// readAll reads r into buf, reusing its memory.
-func readAll(r io.Reader, buf []byte) ([]byte, error) {
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
 		}
 	}
 }
