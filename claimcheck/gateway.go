@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fanoutd/fanoutd/internal/api"
 )
 
 // RangeResult says how to answer a Range header.
@@ -97,24 +99,9 @@ func parsePos(s string) (int64, bool) {
 	return n, true
 }
 
-// Error codes of the gateway's JSON error bodies, {"error":"<code>"}.
-const (
-	CodeInvalidTenant  = "invalid_tenant"        // 400
-	CodeInvalidID      = "invalid_id"            // 400
-	CodeUnauthorized   = "unauthorized"          // 401
-	CodeForbidden      = "forbidden"             // 403
-	CodeNotFound       = "not_found"             // 404
-	CodeRangeNotSatisf = "range_not_satisfiable" // 416
-	CodeOverloaded     = "overloaded"            // 503, Retry-After: 1
-	CodeDeadline       = "deadline"              // 503, Retry-After: 1
-	CodeStoreUnavail   = "store_unavailable"     // 503, Retry-After: 1
-	CodeStoreForbidden = "store_forbidden"       // 503, Retry-After: 60
-	CodeStoreError     = "store_error"           // 502: the store answered something else (500, corrupt pack)
-)
-
 // AuthorizeFunc decides whether r may read tenant's claims. When ok is
-// false the gateway answers status (401 or 403) with {"error":
-// "unauthorized"} or {"error":"forbidden"}.
+// false the gateway answers status: 401 unauthenticated or 403
+// unauthorized (package api's codes).
 type AuthorizeFunc func(r *http.Request, tenant string) (status int, ok bool)
 
 // Gateway serves GET and HEAD /v1/claims/{tenant}/{claim_id} through a
@@ -132,52 +119,71 @@ type Gateway struct {
 	Logger *slog.Logger
 }
 
-// WriteError writes the JSON error body {"error":code} with status, and
-// Retry-After when retryAfter > 0.
-func WriteError(w http.ResponseWriter, status int, code string, retryAfter int) {
+// WriteError writes api's error body with status, code and msg, and
+// Retry-After when retryAfter > 0. The store's own error body is never
+// echoed.
+func WriteError(w http.ResponseWriter, status int, code api.Code, msg string, retryAfter int) {
 	h := w.Header()
 	h.Del("ETag")
 	h.Del("Accept-Ranges")
-	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
 	if retryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(retryAfter))
 	}
-	w.WriteHeader(status)
-	w.Write([]byte(`{"error":"` + code + `"}` + "\n"))
+	api.WriteError(w, status, code, msg)
+}
+
+// authError answers a refusal of Authorize.
+func authError(w http.ResponseWriter, status int) {
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="fanoutd"`)
+		WriteError(w, status, api.CodeUnauthenticated, "a valid bearer token is required", 0)
+		return
+	}
+	WriteError(w, status, api.CodeUnauthorized, "outside this token's scopes", 0)
 }
 
 // ErrorStatus maps a Reader error to the gateway's answer.
-func ErrorStatus(err error) (status int, code string, retryAfter int) {
+func ErrorStatus(err error) (status int, code api.Code, retryAfter int) {
 	switch {
 	case errors.Is(err, ErrOverloaded):
-		return http.StatusServiceUnavailable, CodeOverloaded, 1
+		return http.StatusServiceUnavailable, api.CodeOverloaded, 1
 	case errors.Is(err, ErrDeadline), errors.Is(err, context.DeadlineExceeded):
-		return http.StatusServiceUnavailable, CodeDeadline, 1
+		return http.StatusServiceUnavailable, api.CodeDeadline, 1
 	case errors.Is(err, ErrClosed), errors.Is(err, context.Canceled):
-		return http.StatusServiceUnavailable, CodeStoreUnavail, 1
+		return http.StatusServiceUnavailable, api.CodeStoreUnavailable, 1
 	}
 	switch Classify(err) {
 	case ErrMissing:
-		return http.StatusNotFound, CodeNotFound, 0
+		return http.StatusNotFound, api.CodeNotFound, 0
 	case ErrForbidden:
-		return http.StatusServiceUnavailable, CodeStoreForbidden, 60
+		return http.StatusServiceUnavailable, api.CodeStoreForbidden, 60
 	case ErrThrottled, ErrUnavailable:
-		return http.StatusServiceUnavailable, CodeStoreUnavail, 1
+		return http.StatusServiceUnavailable, api.CodeStoreUnavailable, 1
 	}
-	return http.StatusBadGateway, CodeStoreError, 0
+	return http.StatusBadGateway, api.CodeStoreError, 0
 }
 
 func (g *Gateway) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status, code, ra := ErrorStatus(err)
-	if code == CodeStoreError || code == CodeStoreForbidden {
+	if code == api.CodeStoreError || code == api.CodeStoreForbidden {
 		lg := g.Logger
 		if lg == nil {
 			lg = slog.Default()
 		}
 		lg.Warn("claimcheck: read failed", "path", r.URL.Path, "err", err)
 	}
-	WriteError(w, status, code, ra)
+	WriteError(w, status, code, failMessages[code], ra)
+}
+
+// failMessages are the messages of ErrorStatus's codes.
+var failMessages = map[api.Code]string{
+	api.CodeOverloaded:       "too many reads in flight; retry",
+	api.CodeDeadline:         "the read did not answer within its deadline",
+	api.CodeStoreUnavailable: "the object store is unavailable or throttling; retry",
+	api.CodeNotFound:         "no such claim",
+	api.CodeStoreForbidden:   "the object store refused access",
+	api.CodeStoreError:       "the object store failed",
 }
 
 // claimPath returns the tenant and id of a /v1/claims/{tenant}/{claim_id}
@@ -202,32 +208,28 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		WriteError(w, http.StatusMethodNotAllowed, "method_not_allowed", 0)
+		WriteError(w, http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, "use GET or HEAD", 0)
 		return
 	}
 	tenant, rawID := claimPath(r)
 	if !ValidTenant(tenant) {
-		WriteError(w, http.StatusBadRequest, CodeInvalidTenant, 0)
+		WriteError(w, http.StatusBadRequest, api.CodeInvalidTenant, "tenant must match [a-z0-9_-]", 0)
 		return
 	}
 	id, err := ParseClaimID(rawID)
 	if err != nil {
-		WriteError(w, http.StatusBadRequest, CodeInvalidID, 0)
+		WriteError(w, http.StatusBadRequest, api.CodeInvalidID, "not a claim id", 0)
 		return
 	}
 	if g.Authorize != nil {
 		if status, ok := g.Authorize(r, tenant); !ok {
-			code := CodeForbidden
-			if status == http.StatusUnauthorized {
-				code = CodeUnauthorized
-			}
-			WriteError(w, status, code, 0)
+			authError(w, status)
 			return
 		}
 	}
 	release, ok := g.Reader.Admit(r.Context())
 	if !ok {
-		WriteError(w, http.StatusServiceUnavailable, CodeOverloaded, 1)
+		WriteError(w, http.StatusServiceUnavailable, api.CodeOverloaded, "too many reads in flight; retry", 1)
 		return
 	}
 	defer release()
@@ -276,7 +278,7 @@ func serveClaim(w http.ResponseWriter, r *http.Request, e IndexEntry, cacheContr
 	switch res {
 	case RangeUnsatisfiable:
 		h.Set("Content-Range", "bytes */"+strconv.FormatInt(e.Length, 10))
-		WriteError(w, http.StatusRequestedRangeNotSatisfiable, CodeRangeNotSatisf, 0)
+		WriteError(w, http.StatusRequestedRangeNotSatisfiable, api.CodeRangeNotSatisfiable, "range not satisfiable", 0)
 		return
 	case RangePartial:
 		status = http.StatusPartialContent

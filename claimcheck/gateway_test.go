@@ -85,11 +85,12 @@ func (f *gwFixture) do(method, path string, hdr ...string) *httptest.ResponseRec
 
 func errorCode(t *testing.T, w *httptest.ResponseRecorder) string {
 	t.Helper()
-	var body struct{ Error string }
-	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || w.Header().Get("Content-Type") != "application/json" {
+	var body struct{ Type, Code, Message string }
+	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || w.Header().Get("Content-Type") != "application/json" ||
+		body.Type != "error" || body.Message == "" {
 		t.Fatalf("error body %q (%s): %v", w.Body.String(), w.Header().Get("Content-Type"), err)
 	}
-	return body.Error
+	return body.Code
 }
 
 func TestGatewayServesClaims(t *testing.T) {
@@ -211,10 +212,10 @@ func TestGatewayAuthorize(t *testing.T) {
 		}
 		return 403, false
 	}
-	if w := f.do("GET", f.url(0)); w.Code != 401 || errorCode(t, w) != "unauthorized" {
+	if w := f.do("GET", f.url(0)); w.Code != 401 || errorCode(t, w) != "unauthenticated" {
 		t.Fatalf("no token: %d", w.Code)
 	}
-	if w := f.do("GET", f.url(0), "Authorization", "Bearer other"); w.Code != 403 || errorCode(t, w) != "forbidden" {
+	if w := f.do("GET", f.url(0), "Authorization", "Bearer other"); w.Code != 403 || errorCode(t, w) != "unauthorized" {
 		t.Fatalf("wrong tenant: %d", w.Code)
 	}
 	if w := f.do("GET", f.url(0), "Authorization", "Bearer acme_1"); w.Code != 200 {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/fanoutd/fanoutd/internal/api"
 	"github.com/fanoutd/fanoutd/venue"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -109,18 +110,14 @@ type SnapshotHandler struct {
 func (h *SnapshotHandler) stream(w http.ResponseWriter, r *http.Request) (string, bool) {
 	if h.Gateway.Authorize != nil {
 		if status, ok := h.Gateway.Authorize(r, h.Tenant); !ok {
-			code := CodeForbidden
-			if status == http.StatusUnauthorized {
-				code = CodeUnauthorized
-			}
-			WriteError(w, status, code, 0)
+			authError(w, status)
 			return "", false
 		}
 	}
 	v, sym := r.PathValue("venue"), r.PathValue("symbol")
 	s, err := venue.ParseStream(string(venue.NewStream(v, venue.Level2, sym)))
 	if err != nil {
-		WriteError(w, http.StatusBadRequest, "invalid_stream", 0)
+		WriteError(w, http.StatusBadRequest, api.CodeInvalidStream, "not a level2 stream of a venue", 0)
 		return "", false
 	}
 	return string(s), true
@@ -158,7 +155,7 @@ func (h *SnapshotHandler) List(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err := errors.Join(err1, err2, err3); err != nil {
-		WriteError(w, http.StatusBadRequest, "invalid_query", 0)
+		WriteError(w, http.StatusBadRequest, api.CodeInvalidQuery, "from and to must be RFC 3339 times, limit a positive integer", 0)
 		return
 	}
 	cs := h.Writer.Recent(s, from, to)
@@ -186,18 +183,18 @@ func (h *SnapshotHandler) Latest(w http.ResponseWriter, r *http.Request) {
 	}
 	c, ok := h.Writer.Latest(s)
 	if !ok {
-		WriteError(w, http.StatusNotFound, CodeNotFound, 0)
+		WriteError(w, http.StatusNotFound, api.CodeNotFound, "no such claim", 0)
 		return
 	}
 	ref, err := ParseRef(c.URL)
 	if err != nil {
-		WriteError(w, http.StatusInternalServerError, "internal", 0)
+		WriteError(w, http.StatusInternalServerError, api.CodeInternal, "internal error", 0)
 		return
 	}
 	g := h.Gateway
 	release, ok := g.Reader.Admit(r.Context())
 	if !ok {
-		WriteError(w, http.StatusServiceUnavailable, CodeOverloaded, 1)
+		WriteError(w, http.StatusServiceUnavailable, api.CodeOverloaded, "too many reads in flight; retry", 1)
 		return
 	}
 	defer release()

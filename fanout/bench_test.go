@@ -16,14 +16,14 @@ import (
 func benchDeliver(b *testing.B, live, churned int) {
 	h, f := newHub(b, DefaultMaxQueueLen)
 	for range churned { // subscribers that came and went
-		c := subscriber.NewConn()
+		c := subscriber.NewMailbox()
 		s := h.NewEphemeral(c)
 		h.Subscribe(s, tr)
 		h.Detach(s, c)
 	}
-	conns := make([]*subscriber.Conn, live)
+	conns := make([]*subscriber.Mailbox, live)
 	for i := range conns {
-		conns[i] = subscriber.NewConn()
+		conns[i] = subscriber.NewMailbox()
 		h.Subscribe(h.NewEphemeral(conns[i]), tr)
 	}
 	f.Publish(trade(tr, 1)) // creates the stream; warms the rings
@@ -82,9 +82,9 @@ func BenchmarkDeliverAfterChurn(b *testing.B) {
 // once, deliver to 1000 subscribers.
 func BenchmarkPublish(b *testing.B) {
 	h, f := newHub(b, DefaultMaxQueueLen)
-	conns := make([]*subscriber.Conn, 1000)
+	conns := make([]*subscriber.Mailbox, 1000)
 	for i := range conns {
-		conns[i] = subscriber.NewConn()
+		conns[i] = subscriber.NewMailbox()
 		h.Subscribe(h.NewEphemeral(conns[i]), tr)
 	}
 	buf := make([]*subscriber.Message, 0, 80)

@@ -27,7 +27,7 @@
 //     nothing on later calls once Hub.Detach removed it.
 //
 // Notices never go through the bounded queue: they travel on the
-// subscriber's own unbounded notice queue (subscriber.Conn.Notify), which
+// subscriber's own unbounded notice queue (subscriber.Mailbox.Notify), which
 // its writer drains ahead of data. One notice per transition, never one per
 // dropped message.
 //
@@ -48,9 +48,9 @@
 //
 // A Feed has one mutex. Publish, Notify, Subscribe, Unsubscribe and Remove
 // take it; delivery holds it while it offers to each subscriber's queue,
-// which never blocks (subscriber.Conn's lock is held for a few pointer
-// moves). Lock order: Feed.mu, then subscriber.Conn.mu. Feeds of different
-// venues run in parallel; a Conn may be offered to by several feeds at once.
+// which never blocks (subscriber.Mailbox's lock is held for a few pointer
+// moves). Lock order: Feed.mu, then subscriber.Mailbox.mu. Feeds of different
+// venues run in parallel; a Mailbox may be offered to by several feeds at once.
 //
 // The dropping state lives in the feed's entry for the subscriber and is
 // re-derived on every call from what that call observed (the connection

@@ -14,7 +14,7 @@ import (
 
 func TestUnderTheBoundDelivers(t *testing.T) {
 	h, f := newHub(t, 3)
-	c := subscriber.NewConn()
+	c := subscriber.NewMailbox()
 	s := h.NewEphemeral(c)
 	h.Subscribe(s, tr)
 	f.Publish(trade(tr, 1))
@@ -27,7 +27,7 @@ func TestUnderTheBoundDelivers(t *testing.T) {
 
 func TestAtTheBoundIsFull(t *testing.T) {
 	h, f := newHub(t, 3)
-	c := subscriber.NewConn()
+	c := subscriber.NewMailbox()
 	s := h.NewEphemeral(c)
 	h.Subscribe(s, tr)
 	for i := range 4 {
@@ -54,7 +54,7 @@ func TestAtTheBoundIsFull(t *testing.T) {
 
 func TestSlowSubscriberDoesNotHoldBackHealthyOne(t *testing.T) {
 	h, f := newHub(t, 2)
-	slow, fast := subscriber.NewConn(), subscriber.NewConn()
+	slow, fast := subscriber.NewMailbox(), subscriber.NewMailbox()
 	h.Subscribe(h.NewEphemeral(slow), tr)
 	h.Subscribe(h.NewEphemeral(fast), tr)
 	var got []uint64
@@ -121,7 +121,7 @@ func TestMaxQueueLenValidation(t *testing.T) {
 
 func TestDroppingReportsOnce(t *testing.T) {
 	h, f := newHub(t, 2)
-	c := subscriber.NewConn()
+	c := subscriber.NewMailbox()
 	h.Subscribe(h.NewEphemeral(c), tr)
 	for i := range 50 {
 		f.Publish(trade(tr, i))
@@ -140,7 +140,7 @@ func TestDroppingReportsOnce(t *testing.T) {
 
 func TestResumeBelowHalfDeliversAndReportsGaps(t *testing.T) {
 	h, f := newHub(t, 4)
-	c := subscriber.NewConn()
+	c := subscriber.NewMailbox()
 	s := h.NewEphemeral(c)
 	h.Subscribe(s, tr)
 	h.Subscribe(s, tr2)
@@ -180,7 +180,7 @@ func TestResumeBelowHalfDeliversAndReportsGaps(t *testing.T) {
 
 func TestHoveringUnderTheBoundDoesNotFlip(t *testing.T) {
 	h, f := newHub(t, 10)
-	c := subscriber.NewConn()
+	c := subscriber.NewMailbox()
 	h.Subscribe(h.NewEphemeral(c), tr)
 	for i := range 9 {
 		f.Publish(trade(tr, i))
@@ -212,7 +212,7 @@ func TestHoveringUnderTheBoundDoesNotFlip(t *testing.T) {
 
 func TestDeadWhileDroppingLeavesWithoutTransition(t *testing.T) {
 	h, f := newHub(t, 2)
-	dead, live := subscriber.NewConn(), subscriber.NewConn()
+	dead, live := subscriber.NewMailbox(), subscriber.NewMailbox()
 	ds := h.NewEphemeral(dead)
 	h.Subscribe(ds, tr)
 	h.Subscribe(h.NewEphemeral(live), tr)
@@ -247,7 +247,7 @@ func TestEphemeralLeavesNoEntry(t *testing.T) {
 	fb, _ := h.AddFeed(Options{Venue: "kraken"})
 	kr := venue.Stream("kraken:trades:BTC/USD")
 	for range 100 {
-		c := subscriber.NewConn()
+		c := subscriber.NewMailbox()
 		s := h.NewEphemeral(c)
 		h.Subscribe(s, tr)
 		h.Subscribe(s, kr)
@@ -264,7 +264,7 @@ func TestEphemeralLeavesNoEntry(t *testing.T) {
 
 func TestResolve(t *testing.T) {
 	reg := subscriber.NewRegistry()
-	c := subscriber.NewConn()
+	c := subscriber.NewMailbox()
 	live := reg.NewEphemeral(c)
 	if live.Resolve() != c {
 		t.Fatal("live ephemeral does not resolve to its conn")
@@ -273,7 +273,7 @@ func TestResolve(t *testing.T) {
 	if live.Resolve() != nil {
 		t.Fatal("closed ephemeral resolves")
 	}
-	nc := subscriber.NewConn()
+	nc := subscriber.NewMailbox()
 	named, _, err := reg.Attach("desk-1", nc, nil)
 	if err != nil || named.Resolve() != nc {
 		t.Fatalf("attached named does not resolve: %v", err)
@@ -292,7 +292,7 @@ func TestResolve(t *testing.T) {
 
 func TestNoticePathUsesResolve(t *testing.T) {
 	h, f := newHub(t, 10)
-	c := subscriber.NewConn()
+	c := subscriber.NewMailbox()
 	s, _, _ := h.Attach("n1", c, nil)
 	h.Subscribe(s, tr)
 	f.Notice(notice.Must(notice.LinkDown, "coinbase", "", t0, "down", nil))
@@ -312,7 +312,7 @@ func TestLevel2SnapshotThenUpdates(t *testing.T) {
 	for i := range 5 {
 		f.Publish(bookUpd(l2, i))
 	}
-	c := subscriber.NewConn()
+	c := subscriber.NewMailbox()
 	h.Subscribe(h.NewEphemeral(c), l2)
 	for i := range 3 {
 		f.Publish(bookUpd(l2, 10+i))
@@ -343,7 +343,7 @@ func TestLevel2SnapshotThenUpdates(t *testing.T) {
 func TestResumeSendsSnapshotBeforeTheEvent(t *testing.T) {
 	h, f := newHub(t, 2)
 	f.Publish(bookSnap(l2))
-	c := subscriber.NewConn()
+	c := subscriber.NewMailbox()
 	h.Subscribe(h.NewEphemeral(c), l2) // snapshot at seq 1, forced
 	for i := range 4 {                 // seq 2 queued; 3,4,5 dropped
 		f.Publish(bookUpd(l2, i))
@@ -362,7 +362,7 @@ func TestResumeSendsSnapshotBeforeTheEvent(t *testing.T) {
 func TestNamedReattachIsToldWhatItMissed(t *testing.T) {
 	h, f := newHub(t, 100)
 	f.Publish(bookSnap(l2))
-	c1 := subscriber.NewConn()
+	c1 := subscriber.NewMailbox()
 	s, existed, _ := h.Attach("desk", c1, nil)
 	if existed {
 		t.Fatal("new name reported as existing")
@@ -378,7 +378,7 @@ func TestNamedReattachIsToldWhatItMissed(t *testing.T) {
 	if s.Resolve() != nil || f.entries[s] == nil {
 		t.Fatal("named subscriber lost its subscriptions on detach")
 	}
-	c2 := subscriber.NewConn()
+	c2 := subscriber.NewMailbox()
 	if _, existed, _ := h.Attach("desk", c2, nil); !existed {
 		t.Fatal("reattach not reported as existing")
 	}
@@ -401,13 +401,13 @@ func TestNamedReattachIsToldWhatItMissed(t *testing.T) {
 
 func TestNamedTakeover(t *testing.T) {
 	h, f := newHub(t, 100)
-	c1 := subscriber.NewConn()
+	c1 := subscriber.NewMailbox()
 	s, _, _ := h.Attach("desk", c1, nil)
 	h.Subscribe(s, tr)
 	f.Publish(trade(tr, 1)) // queued on c1, never written
-	c2 := subscriber.NewConn()
-	var told *subscriber.Conn
-	h.Attach("desk", c2, func(prev *subscriber.Conn) { told = prev })
+	c2 := subscriber.NewMailbox()
+	var told *subscriber.Mailbox
+	h.Attach("desk", c2, func(prev *subscriber.Mailbox) { told = prev })
 	if told != c1 || !c1.IsClosed() {
 		t.Fatal("previous connection not handed over and closed")
 	}
@@ -420,7 +420,7 @@ func TestNamedTakeover(t *testing.T) {
 func TestByteBound(t *testing.T) {
 	h := NewHub(subscriber.NewRegistry())
 	f, _ := h.AddFeed(Options{Venue: "coinbase", MaxQueueLen: 1000, MaxQueueBytes: 1000})
-	c := subscriber.NewConn()
+	c := subscriber.NewMailbox()
 	h.Subscribe(h.NewEphemeral(c), tr)
 	for i := range 100 {
 		f.Publish(trade(tr, i))

@@ -37,12 +37,12 @@ type Options struct {
 // Counters are a feed's running totals, for metrics. All fields are read
 // with atomic loads and only ever grow, except Dropping.
 type Counters struct {
-	Published atomic.Uint64 // events published
-	Delivered atomic.Uint64 // event deliveries queued to subscribers
-	Dropped   atomic.Uint64 // deliveries dropped at a subscriber's bound
-	Missed    atomic.Uint64 // deliveries skipped while a named subscriber was detached
-	Dropping  atomic.Int64  // subscribers dropping now
-	Notices   [16]atomic.Uint64
+	Published atomic.Uint64                  // events published
+	Delivered atomic.Uint64                  // event deliveries queued to subscribers
+	Dropped   atomic.Uint64                  // deliveries dropped at a subscriber's bound
+	Missed    atomic.Uint64                  // deliveries skipped while a named subscriber was detached
+	Dropping  atomic.Int64                   // subscribers dropping now
+	Notices   [notice.NumKinds]atomic.Uint64 // by notice.Kind
 }
 
 // Feed delivers one venue's events to the subscribers of their streams.
@@ -81,7 +81,7 @@ type stream struct {
 // entry is one subscriber's state in one feed. Guarded by Feed.mu.
 type entry struct {
 	sub      *subscriber.Subscriber
-	conn     *subscriber.Conn // the connection this state was observed on
+	conn     *subscriber.Mailbox // the connection this state was observed on
 	streams  []*stream
 	dropping bool
 	dropped  uint64 // events lost since the last resumed notice
@@ -230,7 +230,7 @@ func (e *entry) lose(st *stream, seq uint64) {
 // resumed tells e's connection c that delivery resumed, with what it lost,
 // then queues a fresh snapshot of every level2 stream that lost events.
 // f.mu must be held.
-func (f *Feed) resumed(e *entry, c *subscriber.Conn, reason string) {
+func (f *Feed) resumed(e *entry, c *subscriber.Mailbox, reason string) {
 	gaps := make(map[string]any, len(e.gaps))
 	for _, g := range e.gaps {
 		gaps[string(g.st.id)] = []uint64{g.first, g.last}
@@ -286,7 +286,7 @@ func (f *Feed) claims(sts []*stream) map[string]any {
 // reattached handles a connection e has not been delivered to before: a
 // named subscriber's new connection after a detach or a takeover.
 // f.mu must be held.
-func (f *Feed) reattached(e *entry, c *subscriber.Conn) {
+func (f *Feed) reattached(e *entry, c *subscriber.Mailbox) {
 	if e.conn == nil { // the first connection this entry sees
 		e.conn = c
 		return
@@ -299,7 +299,7 @@ func (f *Feed) reattached(e *entry, c *subscriber.Conn) {
 // without it the subscriber's book would not be whole. Nothing is sent for
 // a stream that is not level2 or has no book yet (its first event will be
 // the venue's snapshot). f.mu must be held.
-func (f *Feed) sendSnapshot(c *subscriber.Conn, st *stream) {
+func (f *Feed) sendSnapshot(c *subscriber.Mailbox, st *stream) {
 	if !st.level2 || !st.hasBook {
 		return
 	}
@@ -311,10 +311,18 @@ func (f *Feed) sendSnapshot(c *subscriber.Conn, st *stream) {
 }
 
 // notify sends a notice raised by the feed itself to c. f.mu must be held.
-func (f *Feed) notify(c *subscriber.Conn, kind notice.Kind, streamID, msg string, details map[string]any) {
+func (f *Feed) notify(c *subscriber.Mailbox, kind notice.Kind, streamID, msg string, details map[string]any) {
 	n := notice.Must(kind, f.venue, streamID, f.now(), msg, details)
-	f.counters.Notices[kind].Add(1)
+	f.countNotice(kind)
 	c.Notify(&subscriber.Message{Data: n.AppendJSON(nil)})
+}
+
+// countNotice counts a notice of kind k; a kind outside the enum (the zero
+// Kind) is not counted rather than indexing out of range.
+func (f *Feed) countNotice(k notice.Kind) {
+	if k.Valid() {
+		f.counters.Notices[k].Add(1)
+	}
 }
 
 // Notice delivers a venue's notice: to the subscribers of n.Stream if it
@@ -324,9 +332,7 @@ func (f *Feed) Notice(n notice.Notice) {
 	m := &subscriber.Message{Data: n.AppendJSON(nil)}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if int(n.Kind) < len(f.counters.Notices) {
-		f.counters.Notices[n.Kind].Add(1)
-	}
+	f.countNotice(n.Kind)
 	if n.Stream != "" {
 		if st := f.streams[venue.Stream(n.Stream)]; st != nil {
 			for _, e := range st.subs {

@@ -61,7 +61,7 @@ type msg struct {
 }
 
 // drain takes everything queued on c, notices first, and decodes it.
-func drain(t testing.TB, c *subscriber.Conn) []msg {
+func drain(t testing.TB, c *subscriber.Mailbox) []msg {
 	t.Helper()
 	ms, _ := c.Drain(nil, math.MaxInt, math.MaxInt)
 	out := make([]msg, len(ms))
@@ -75,7 +75,7 @@ func drain(t testing.TB, c *subscriber.Conn) []msg {
 }
 
 // drainN takes at most n data messages (and every notice) from c.
-func drainN(t testing.TB, c *subscriber.Conn, n int) []msg {
+func drainN(t testing.TB, c *subscriber.Mailbox, n int) []msg {
 	t.Helper()
 	ms, _ := c.Drain(nil, n, math.MaxInt)
 	out := make([]msg, len(ms))

@@ -114,7 +114,7 @@ func (h *Hub) Snapshot(s *subscriber.Subscriber, st venue.Stream) bool {
 }
 
 // NewEphemeral registers an ephemeral subscriber on c.
-func (h *Hub) NewEphemeral(c *subscriber.Conn) *subscriber.Subscriber {
+func (h *Hub) NewEphemeral(c *subscriber.Mailbox) *subscriber.Subscriber {
 	return h.reg.NewEphemeral(c)
 }
 
@@ -123,8 +123,8 @@ func (h *Hub) NewEphemeral(c *subscriber.Conn) *subscriber.Subscriber {
 // it is closed), then it is closed and what it still had queued is recorded
 // as missed. If the name existed, each of its feeds tells c at once what it
 // missed (a resumed notice, reason "reattached") and sends fresh snapshots.
-func (h *Hub) Attach(name string, c *subscriber.Conn, onTakeover func(previous *subscriber.Conn)) (*subscriber.Subscriber, bool, error) {
-	s, existed, err := h.reg.Attach(name, c, func(s *subscriber.Subscriber, prev *subscriber.Conn) {
+func (h *Hub) Attach(name string, c *subscriber.Mailbox, onTakeover func(previous *subscriber.Mailbox)) (*subscriber.Subscriber, bool, error) {
+	s, existed, err := h.reg.Attach(name, c, func(s *subscriber.Subscriber, prev *subscriber.Mailbox) {
 		if onTakeover != nil {
 			onTakeover(prev)
 		}
@@ -146,7 +146,7 @@ func (h *Hub) Attach(name string, c *subscriber.Conn, onTakeover func(previous *
 // subscriber keeps its subscriptions; what c still had queued is recorded
 // as missed and reported when a connection attaches again. Detach is
 // idempotent.
-func (h *Hub) Detach(s *subscriber.Subscriber, c *subscriber.Conn) {
+func (h *Hub) Detach(s *subscriber.Subscriber, c *subscriber.Mailbox) {
 	if s.Kind() == subscriber.Ephemeral {
 		c.Close()
 		h.reg.Detach(s, c)
@@ -160,7 +160,7 @@ func (h *Hub) Detach(s *subscriber.Subscriber, c *subscriber.Conn) {
 }
 
 // closeConn closes c and records its unsent data as missed by s.
-func (h *Hub) closeConn(s *subscriber.Subscriber, c *subscriber.Conn) {
+func (h *Hub) closeConn(s *subscriber.Subscriber, c *subscriber.Mailbox) {
 	for _, m := range c.Close() {
 		if m.Stream == "" || m.Snapshot {
 			continue
@@ -179,7 +179,7 @@ func (h *Hub) Forget(name string) {
 	if s == nil {
 		return
 	}
-	if c := s.Conn(); c != nil {
+	if c := s.Mailbox(); c != nil {
 		c.Close()
 	}
 	for _, f := range h.Feeds() {

@@ -15,7 +15,7 @@ import (
 // propSub is the model of one subscriber in the property test.
 type propSub struct {
 	s        *subscriber.Subscriber
-	conn     *subscriber.Conn // nil while a named subscriber is detached
+	conn     *subscriber.Mailbox // nil while a named subscriber is detached
 	received map[venue.Stream]map[uint64]bool
 	lost     map[venue.Stream]map[uint64]bool // every seq inside a reported gap
 	// notice order on the current connection
@@ -41,7 +41,7 @@ func TestPropertyDelivery(t *testing.T) {
 		nSubs := rapid.IntRange(1, 4).Draw(rt, "subs")
 		for i := range nSubs {
 			p := &propSub{received: map[venue.Stream]map[uint64]bool{}, lost: map[venue.Stream]map[uint64]bool{}, expectDropping: true, firstOnConn: true}
-			p.conn = subscriber.NewConn()
+			p.conn = subscriber.NewMailbox()
 			if rapid.Bool().Draw(rt, fmt.Sprintf("named%d", i)) {
 				p.s, _, _ = h.Attach(fmt.Sprintf("n%d", i), p.conn, nil)
 			} else {
@@ -141,7 +141,7 @@ func TestPropertyDelivery(t *testing.T) {
 				if p.conn != nil {
 					take(p, rapid.IntRange(0, 2).Draw(rt, "written"))
 				}
-				p.conn = subscriber.NewConn()
+				p.conn = subscriber.NewMailbox()
 				p.expectDropping, p.firstOnConn = true, true
 				h.Attach(p.s.ID(), p.conn, nil)
 			},
@@ -150,7 +150,7 @@ func TestPropertyDelivery(t *testing.T) {
 		// so dropping subscribers resume and report, drain again.
 		for _, p := range subs {
 			if p.conn == nil {
-				p.conn = subscriber.NewConn()
+				p.conn = subscriber.NewMailbox()
 				p.expectDropping, p.firstOnConn = true, true
 				h.Attach(p.s.ID(), p.conn, nil)
 			}

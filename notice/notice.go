@@ -36,6 +36,10 @@ const (
 	numKinds = iota + 1 // one past the last kind
 )
 
+// NumKinds is one past the last kind: an array indexed by Kind has room for
+// every kind when it has NumKinds entries.
+const NumKinds = int(numKinds)
+
 var kindNames = [numKinds]string{
 	"", "link_up", "link_down", "link_reconnecting", "book_resync", "dropping", "resumed",
 	"coverage_change", "refusal", "data_quality", "rate_limited", "shutdown", "replay_end",

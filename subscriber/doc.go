@@ -1,5 +1,5 @@
 // Package subscriber is who receives: the queues of one attached
-// connection (Conn), the durable identity behind it (Subscriber, ephemeral
+// connection (Mailbox), the durable identity behind it (Subscriber, ephemeral
 // or named), and the Registry that resolves a name to its live connection.
 //
 // # What a subscriber is promised
@@ -27,15 +27,15 @@
 //
 // # Resolve
 //
-// Subscriber.Resolve answers the live Conn or nil. The data path and the
+// Subscriber.Resolve answers the live Mailbox or nil. The data path and the
 // notice path both deliver through Resolve, so they never disagree about
 // whether a subscriber is reachable.
 //
 // # Concurrency
 //
-// All types are safe for concurrent use. A Conn has one mutex guarding its
+// All types are safe for concurrent use. A Mailbox has one mutex guarding its
 // queues; Offer, Push and Drain hold it for a few pointer moves and never
 // block. Its length is also kept in an atomic so Len is O(1) and lock-free.
-// Several feeds (one per venue) may offer to one Conn concurrently; exactly
+// Several feeds (one per venue) may offer to one Mailbox concurrently; exactly
 // one writer goroutine drains it.
 package subscriber

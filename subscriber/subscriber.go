@@ -38,7 +38,7 @@ func (k Kind) String() string {
 type Subscriber struct {
 	id   string
 	kind Kind
-	conn atomic.Pointer[Conn] // the attached connection; nil while detached
+	conn atomic.Pointer[Mailbox] // the attached connection; nil while detached
 
 	attachMu sync.Mutex // serialises Attach for one name
 
@@ -55,7 +55,7 @@ func (s *Subscriber) Kind() Kind { return s.kind }
 // Resolve returns the live connection, or nil if none is attached (a named
 // subscriber between connections) or it has been closed. Data and notices
 // are both delivered through Resolve.
-func (s *Subscriber) Resolve() *Conn {
+func (s *Subscriber) Resolve() *Mailbox {
 	c := s.conn.Load()
 	if c == nil || c.IsClosed() {
 		return nil
@@ -63,8 +63,8 @@ func (s *Subscriber) Resolve() *Conn {
 	return c
 }
 
-// Conn returns the connection last attached, open or closed, or nil.
-func (s *Subscriber) Conn() *Conn { return s.conn.Load() }
+// Mailbox returns the mailbox last attached, open or closed, or nil.
+func (s *Subscriber) Mailbox() *Mailbox { return s.conn.Load() }
 
 // AddStream records a subscription; it reports false if it was already
 // there.
@@ -133,7 +133,7 @@ func NewRegistry() *Registry {
 }
 
 // NewEphemeral registers an ephemeral subscriber for c.
-func (r *Registry) NewEphemeral(c *Conn) *Subscriber {
+func (r *Registry) NewEphemeral(c *Mailbox) *Subscriber {
 	s := &Subscriber{id: "e" + strconv.FormatUint(r.nextID.Add(1), 10), kind: Ephemeral, streams: map[venue.Stream]struct{}{}}
 	s.conn.Store(c)
 	r.mu.Lock()
@@ -149,7 +149,7 @@ func (r *Registry) NewEphemeral(c *Conn) *Subscriber {
 // caller can tell it, close it and account for what it had queued while
 // nothing else can be delivered to either. Concurrent attaches of one name
 // are serialised.
-func (r *Registry) Attach(name string, c *Conn, takeover func(s *Subscriber, previous *Conn)) (s *Subscriber, existed bool, err error) {
+func (r *Registry) Attach(name string, c *Mailbox, takeover func(s *Subscriber, previous *Mailbox)) (s *Subscriber, existed bool, err error) {
 	if !ValidName(name) {
 		return nil, false, fmt.Errorf("%w: %q", ErrBadName, name)
 	}
@@ -172,7 +172,7 @@ func (r *Registry) Attach(name string, c *Conn, takeover func(s *Subscriber, pre
 // Detach detaches c from s if it is still the attached connection, and
 // reports whether it was. An ephemeral subscriber is removed from the
 // registry as well; removing it from feeds is the caller's (fanout.Hub).
-func (r *Registry) Detach(s *Subscriber, c *Conn) bool {
+func (r *Registry) Detach(s *Subscriber, c *Mailbox) bool {
 	ok := s.conn.CompareAndSwap(c, nil)
 	if s.kind == Ephemeral {
 		r.mu.Lock()

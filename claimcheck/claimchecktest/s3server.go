@@ -122,12 +122,7 @@ func VersityGWBinary() (string, error) {
 			vgwErr = fmt.Errorf("go env: %w", err)
 			return
 		}
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		dir := strings.TrimSpace(lines[0])
-		if dir == "" && len(lines) > 1 {
-			dir = filepath.Join(strings.SplitN(strings.TrimSpace(lines[1]), string(os.PathListSeparator), 2)[0], "bin")
-		}
-		p := filepath.Join(dir, "versitygw")
+		p := installPath(string(out))
 		if _, err := os.Stat(p); err == nil {
 			vgwPath = p
 			return
@@ -145,6 +140,18 @@ func VersityGWBinary() (string, error) {
 		vgwPath = p
 	})
 	return vgwPath, vgwErr
+}
+
+// installPath is where `go install` puts versitygw, given the output of
+// `go env GOBIN GOPATH`: one line each, GOBIN's empty when unset (so the
+// output must not be trimmed before it is split).
+func installPath(goEnv string) string {
+	gobin, gopath, _ := strings.Cut(goEnv, "\n")
+	if dir := strings.TrimSpace(gobin); dir != "" {
+		return filepath.Join(dir, "versitygw")
+	}
+	first, _, _ := strings.Cut(strings.TrimSpace(gopath), string(os.PathListSeparator))
+	return filepath.Join(first, "bin", "versitygw")
 }
 
 func freePort() (string, error) {

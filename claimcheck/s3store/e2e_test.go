@@ -126,9 +126,9 @@ func TestE2EFaults(t *testing.T) {
 	check := func(name string, i int, code int, errCode, retryAfter string) {
 		t.Helper()
 		got, h, body := e.get(t, i)
-		var b struct{ Error string }
+		var b struct{ Code string }
 		json.Unmarshal(body, &b)
-		if got != code || b.Error != errCode || h.Get("Retry-After") != retryAfter {
+		if got != code || b.Code != errCode || h.Get("Retry-After") != retryAfter {
 			t.Errorf("%s: %d %q Retry-After %q, want %d %q %q", name, got, body, h.Get("Retry-After"), code, errCode, retryAfter)
 		}
 		if strings.Contains(string(body), "secret detail") || strings.Contains(string(body), "AccessDenied") {

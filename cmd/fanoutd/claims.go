@@ -29,6 +29,7 @@ import (
 	"github.com/fanoutd/fanoutd/claimcheck"
 	"github.com/fanoutd/fanoutd/claimcheck/s3store"
 	"github.com/fanoutd/fanoutd/fanout"
+	"github.com/fanoutd/fanoutd/internal/api"
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/replay"
 	"github.com/fanoutd/fanoutd/venue"
@@ -362,7 +363,8 @@ func (w *claimWire) register(mux *http.ServeMux, d *Daemon) {
 	mux.Handle("GET /v1/claims/{tenant}/{claim_id}", inner)
 	mux.HandleFunc("GET /v1/claimcheck/stats", func(rw http.ResponseWriter, r *http.Request) {
 		if _, ok := d.auth.Authenticate(r); !ok {
-			claimcheck.WriteError(rw, http.StatusUnauthorized, claimcheck.CodeUnauthorized, 0)
+			rw.Header().Set("WWW-Authenticate", `Bearer realm="fanoutd"`)
+			api.WriteError(rw, http.StatusUnauthorized, api.CodeUnauthenticated, "a valid bearer token is required")
 			return
 		}
 		inner.ServeHTTP(rw, r)
@@ -371,7 +373,7 @@ func (w *claimWire) register(mux *http.ServeMux, d *Daemon) {
 		st, err := venue.ParseStream(string(venue.NewStream(r.PathValue("venue"), venue.Level2, r.PathValue("symbol"))))
 		if err == nil {
 			if tok, ok := d.auth.Authenticate(r); ok && !tok.Allows(st) {
-				claimcheck.WriteError(rw, http.StatusForbidden, claimcheck.CodeForbidden, 0)
+				api.WriteError(rw, http.StatusForbidden, api.CodeUnauthorized, string(st)+": outside this token's scopes")
 				return
 			}
 		}

@@ -17,7 +17,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/fanoutd/fanoutd/fanout"
-	"github.com/fanoutd/fanoutd/subscriber/wsapi"
+	"github.com/fanoutd/fanoutd/internal/api"
+	"github.com/fanoutd/fanoutd/internal/wsapi"
 	"github.com/fanoutd/fanoutd/venue"
 )
 
@@ -95,7 +96,7 @@ type Config struct {
 	LogLevel        string
 	ShutdownTimeout time.Duration
 	WS              wsapi.Options // Hub, Check, Auth, Metrics, Logger are the daemon's to set
-	Tokens          []wsapi.Token
+	Tokens          []api.Token
 	Venues          []VenueConfig // enabled venues only, in venueNames order
 	ClaimCheck      ClaimCheckConfig
 	Record          RecordConfig // record.go
@@ -350,8 +351,8 @@ func resolve(fc *fileConfig, getenv func(string) string) (*Config, error) {
 	return c, nil
 }
 
-func resolveTokens(tcs []tokenConfig, env string) ([]wsapi.Token, error) {
-	var out []wsapi.Token
+func resolveTokens(tcs []tokenConfig, env string) ([]api.Token, error) {
+	var out []api.Token
 	seen := map[string]bool{}
 	for i, tc := range tcs {
 		key := fmt.Sprintf("tokens[%d]", i)
@@ -362,7 +363,7 @@ func resolveTokens(tcs []tokenConfig, env string) ([]wsapi.Token, error) {
 			return nil, cfgErr(key+".name", "%q used twice", tc.Name)
 		}
 		seen[tc.Name] = true
-		t := wsapi.Token{Name: tc.Name, Venues: tc.Venues, Streams: tc.Streams, Tenants: tc.Tenants}
+		t := api.Token{Name: tc.Name, Venues: tc.Venues, Streams: tc.Streams, Tenants: tc.Tenants}
 		switch {
 		case tc.SHA256 != "" && tc.Token != "":
 			return nil, cfgErr(key, "set sha256 or token, not both")
@@ -391,7 +392,7 @@ func resolveTokens(tcs []tokenConfig, env string) ([]wsapi.Token, error) {
 	if env != "" {
 		for i, e := range strings.Split(env, ",") {
 			e = strings.TrimSpace(e)
-			t := wsapi.Token{Name: "env-" + strconv.Itoa(i+1)}
+			t := api.Token{Name: "env-" + strconv.Itoa(i+1)}
 			if h, ok := strings.CutPrefix(e, "sha256:"); ok {
 				b, err := hex.DecodeString(h)
 				if err != nil || len(b) != 32 {

@@ -19,10 +19,11 @@ import (
 
 	"github.com/fanoutd/fanoutd/claimcheck"
 	"github.com/fanoutd/fanoutd/fanout"
+	"github.com/fanoutd/fanoutd/internal/api"
+	"github.com/fanoutd/fanoutd/internal/wsapi"
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/replay"
 	"github.com/fanoutd/fanoutd/subscriber"
-	"github.com/fanoutd/fanoutd/subscriber/wsapi"
 	"github.com/fanoutd/fanoutd/venue"
 )
 
@@ -38,7 +39,7 @@ type Daemon struct {
 	hub     *fanout.Hub
 	reg     *prometheus.Registry
 	ws      *wsapi.Server
-	auth    *wsapi.Auth
+	auth    *api.Auth
 	http    *http.Server
 	venues  []*venueRun
 	byName  map[string]*venueRun
@@ -109,10 +110,11 @@ func NewDaemon(cfg *Config, ctors map[string]Constructor, log *slog.Logger) (*Da
 		d.venues = append(d.venues, vr)
 		d.byName[vc.Name] = vr
 	}
-	d.auth = wsapi.NewAuth(cfg.Tokens)
+	d.auth = api.NewAuth(cfg.Tokens)
 	o := cfg.WS
 	o.Hub, o.Auth, o.Logger = d.hub, d.auth, log
-	o.Metrics = wsapi.NewMetrics(d.reg, d.hub)
+	o.Metrics = wsapi.NewMetrics(d.reg)
+	d.reg.MustRegister(fanout.NewCollector(d.hub))
 	o.Check = d.check
 	o.OnSubscribe = d.onSubscribe
 	o.SnapshotClaim = d.claims.replyClaim
@@ -241,12 +243,12 @@ func (d *Daemon) routes() http.Handler {
 }
 
 // authed requires a valid token on a /v1 route when tokens are configured.
-func (d *Daemon) authed(h func(http.ResponseWriter, *http.Request, *wsapi.Token)) http.HandlerFunc {
+func (d *Daemon) authed(h func(http.ResponseWriter, *http.Request, *api.Token)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		tok, ok := d.auth.Authenticate(r)
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="fanoutd"`)
-			writeError(w, http.StatusUnauthorized, wsapi.CodeUnauthenticated, "a valid bearer token is required")
+			api.WriteError(w, http.StatusUnauthorized, api.CodeUnauthenticated, "a valid bearer token is required")
 			return
 		}
 		h(w, r, tok)
@@ -259,10 +261,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.Encode(v)
-}
-
-func writeError(w http.ResponseWriter, status int, code wsapi.Code, msg string) {
-	writeJSON(w, status, map[string]string{"type": "error", "code": string(code), "message": msg})
 }
 
 func (d *Daemon) readyz(w http.ResponseWriter, _ *http.Request) {
@@ -284,7 +282,7 @@ func (d *Daemon) readyz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"ready": true})
 }
 
-func (d *Daemon) coverage(w http.ResponseWriter, _ *http.Request, _ *wsapi.Token) {
+func (d *Daemon) coverage(w http.ResponseWriter, _ *http.Request, _ *api.Token) {
 	out := make([]venue.Coverage, 0, len(d.venues))
 	for _, vr := range d.venues {
 		out = append(out, vr.adapter.Coverage())
@@ -304,7 +302,7 @@ type subscriberView struct {
 	Dropped    uint64         `json:"dropped_total"`
 }
 
-func (d *Daemon) subscribers(w http.ResponseWriter, _ *http.Request, _ *wsapi.Token) {
+func (d *Daemon) subscribers(w http.ResponseWriter, _ *http.Request, _ *api.Token) {
 	out := []subscriberView{}
 	for _, s := range d.hub.Registry().All() {
 		v := subscriberView{ID: s.ID(), Kind: s.Kind().String(), Streams: s.Streams(), Bounds: map[string]any{}}
@@ -347,31 +345,31 @@ func levels(ls []venue.Level, depth int) [][2]string {
 	return out
 }
 
-func (d *Daemon) book(w http.ResponseWriter, r *http.Request, tok *wsapi.Token) {
+func (d *Daemon) book(w http.ResponseWriter, r *http.Request, tok *api.Token) {
 	st, err := venue.ParseStream(r.PathValue("venue") + ":level2:" + r.PathValue("symbol"))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, wsapi.CodeBadRequest, err.Error())
+		api.WriteError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
 		return
 	}
 	depth := 0
 	if q := r.URL.Query().Get("depth"); q != "" {
 		if depth, err = strconv.Atoi(q); err != nil || depth < 0 {
-			writeError(w, http.StatusBadRequest, wsapi.CodeBadRequest, "depth must be a non-negative integer")
+			api.WriteError(w, http.StatusBadRequest, api.CodeBadRequest, "depth must be a non-negative integer")
 			return
 		}
 	}
 	if !tok.Allows(st) {
-		writeError(w, http.StatusForbidden, wsapi.CodeUnauthorized, string(st)+": outside this token's scopes")
+		api.WriteError(w, http.StatusForbidden, api.CodeUnauthorized, string(st)+": outside this token's scopes")
 		return
 	}
 	f := d.hub.Feed(st.Venue())
 	if f == nil {
-		writeError(w, http.StatusNotFound, wsapi.CodeUnknownStream, "venue not served")
+		api.WriteError(w, http.StatusNotFound, api.CodeUnknownStream, "venue not served")
 		return
 	}
 	ev, ok := f.Book(st)
 	if !ok {
-		writeError(w, http.StatusNotFound, wsapi.CodeNoBook, string(st)+": no book")
+		api.WriteError(w, http.StatusNotFound, api.CodeNoBook, string(st)+": no book")
 		return
 	}
 	v := bookView{Stream: st, Seq: ev.Seq, VenueSeq: ev.VenueSeq, RecvTime: ev.RecvTime.UTC(),

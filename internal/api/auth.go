@@ -1,4 +1,4 @@
-package wsapi
+package api
 
 import (
 	"crypto/sha256"
@@ -115,4 +115,28 @@ func (a *Auth) Authenticate(r *http.Request) (*Token, bool) {
 	}
 	t, ok := a.byDigest[sha256.Sum256([]byte(secret))]
 	return t, ok
+}
+
+// matchGlob reports whether s matches pattern, where '*' matches any run
+// of characters (':' and '/' included: symbols contain '/').
+func matchGlob(pattern, s string) bool {
+	for {
+		star := strings.IndexByte(pattern, '*')
+		if star < 0 {
+			return pattern == s
+		}
+		if !strings.HasPrefix(s, pattern[:star]) {
+			return false
+		}
+		s, pattern = s[star:], pattern[star+1:]
+		if pattern == "" {
+			return true
+		}
+		for i := 0; i <= len(s); i++ {
+			if matchGlob(pattern, s[i:]) {
+				return true
+			}
+		}
+		return false
+	}
 }

@@ -33,12 +33,12 @@ type Result uint8
 const (
 	Enqueued Result = iota + 1 // queued
 	Full                       // not queued: the queue is at its bound
-	Closed                     // not queued: the Conn is closed
+	Closed                     // not queued: the Mailbox is closed
 )
 
-// Conn is one attached connection's queues: a bounded data queue and an
-// unbounded notice queue. The zero Conn is not usable; call NewConn.
-type Conn struct {
+// Mailbox is one attached connection's queues: a bounded data queue and an
+// unbounded notice queue. The zero Mailbox is not usable; call NewMailbox.
+type Mailbox struct {
 	ready chan struct{} // capacity 1: a token means "the queues went from empty to not"
 	done  atomic.Bool   // mirror of closed, for the lock-free IsClosed
 
@@ -51,9 +51,9 @@ type Conn struct {
 	closed  bool
 }
 
-// NewConn returns an open Conn with empty queues.
-func NewConn() *Conn {
-	return &Conn{ready: make(chan struct{}, 1)}
+// NewMailbox returns an open Mailbox with empty queues.
+func NewMailbox() *Mailbox {
+	return &Mailbox{ready: make(chan struct{}, 1)}
 }
 
 // Len returns the number of data messages queued, in O(1).
@@ -62,14 +62,14 @@ func NewConn() *Conn {
 // costs two locked stores on every push (measured: about 8 ns of a 40 ns
 // delivery), while Offer, which is what delivery calls, measures the
 // length under the lock it holds anyway.
-func (c *Conn) Len() int {
+func (c *Mailbox) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.n
 }
 
 // Bytes returns the number of data bytes queued, in O(1).
-func (c *Conn) Bytes() int {
+func (c *Mailbox) Bytes() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.bytes
@@ -81,9 +81,9 @@ func (c *Conn) Bytes() int {
 // keeps a channel operation off every push (measured: about 15 ns of a
 // 40 ns delivery); a push onto a non-empty queue needs no signal because
 // the writer has not yet seen it empty.
-func (c *Conn) Ready() <-chan struct{} { return c.ready }
+func (c *Mailbox) Ready() <-chan struct{} { return c.ready }
 
-func (c *Conn) signal() {
+func (c *Mailbox) signal() {
 	select {
 	case c.ready <- struct{}{}:
 	default:
@@ -91,12 +91,12 @@ func (c *Conn) signal() {
 }
 
 // Offer queues m on the data queue unless the queue already holds maxLen
-// messages, or maxBytes bytes (0 means no byte bound), or the Conn is
+// messages, or maxBytes bytes (0 means no byte bound), or the Mailbox is
 // closed. The bound is inclusive: a queue holding maxLen is full. It
 // returns the queue length it measured before queuing, and what it did.
 // The check and the push happen under one lock, so concurrent offers from
 // several feeds never overfill the queue.
-func (c *Conn) Offer(m *Message, maxLen, maxBytes int) (int, Result) {
+func (c *Mailbox) Offer(m *Message, maxLen, maxBytes int) (int, Result) {
 	c.mu.Lock()
 	n := c.n
 	switch {
@@ -119,8 +119,8 @@ func (c *Conn) Offer(m *Message, maxLen, maxBytes int) (int, Result) {
 // Force queues m on the data queue whatever its length: for the book
 // snapshot that follows a subscribe or a resumed notice, which a
 // subscriber must get for its data to be whole. It reports false if the
-// Conn is closed.
-func (c *Conn) Force(m *Message) bool {
+// Mailbox is closed.
+func (c *Mailbox) Force(m *Message) bool {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -136,7 +136,7 @@ func (c *Conn) Force(m *Message) bool {
 }
 
 // push appends m to the ring. c.mu must be held.
-func (c *Conn) push(m *Message) {
+func (c *Mailbox) push(m *Message) {
 	if c.n == len(c.ring) {
 		c.grow()
 	}
@@ -148,7 +148,7 @@ func (c *Conn) push(m *Message) {
 // grow doubles the ring. Rings start small and grow to what the bound lets
 // them hold, so an idle subscriber costs a few slots, not its bound.
 // c.mu must be held.
-func (c *Conn) grow() {
+func (c *Mailbox) grow() {
 	size := max(16, 2*len(c.ring))
 	ring := make([]*Message, size)
 	for i := 0; i < c.n; i++ {
@@ -158,8 +158,8 @@ func (c *Conn) grow() {
 }
 
 // Notify queues m on the notice queue, which has no bound: notices are
-// never dropped. It reports false if the Conn is closed.
-func (c *Conn) Notify(m *Message) bool {
+// never dropped. It reports false if the Mailbox is closed.
+func (c *Mailbox) Notify(m *Message) bool {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -179,7 +179,7 @@ func (c *Conn) Notify(m *Message) bool {
 // messages and maxBytes bytes have been taken (at least one data message
 // is taken if any is queued). It returns the extended slice and how many
 // of the appended messages are notices.
-func (c *Conn) Drain(dst []*Message, max, maxBytes int) ([]*Message, int) {
+func (c *Mailbox) Drain(dst []*Message, max, maxBytes int) ([]*Message, int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	nn := len(c.notices)
@@ -203,11 +203,11 @@ func (c *Conn) Drain(dst []*Message, max, maxBytes int) ([]*Message, int) {
 	return dst, nn
 }
 
-// Close marks the Conn closed: later Offer, Force and Notify calls queue
+// Close marks the Mailbox closed: later Offer, Force and Notify calls queue
 // nothing. It returns the data messages that were still queued (oldest
 // first) so the caller can report them as missed, and drops the notices.
 // Close is idempotent; later calls return nil.
-func (c *Conn) Close() []*Message {
+func (c *Mailbox) Close() []*Message {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -225,4 +225,4 @@ func (c *Conn) Close() []*Message {
 }
 
 // IsClosed reports whether Close was called.
-func (c *Conn) IsClosed() bool { return c.done.Load() }
+func (c *Mailbox) IsClosed() bool { return c.done.Load() }

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fanoutd/fanoutd/internal/api"
+
 	"github.com/gorilla/websocket"
 
 	"github.com/fanoutd/fanoutd/fanout"
@@ -55,7 +57,7 @@ type Options struct {
 	// daemon has the venue adapter subscribe the symbol). It may be nil.
 	OnSubscribe func(st venue.Stream)
 	// Auth authenticates connections; nil accepts everyone.
-	Auth *Auth
+	Auth *api.Auth
 	// Origins is the allow-list for the Origin header of browser clients:
 	// exact origins ("https://desk.example.com") or "*". A request without
 	// an Origin header (not a browser) is always accepted; with an empty
@@ -157,7 +159,7 @@ type Server struct {
 
 	mu       sync.Mutex // protects the fields below
 	closed   bool
-	sessions map[*subscriber.Conn]*session
+	sessions map[*subscriber.Mailbox]*session
 	perToken map[string]int
 }
 
@@ -167,7 +169,7 @@ var ErrServerClosed = errors.New("wsapi: server closed")
 // NewServer returns a server with o's defaults resolved.
 func NewServer(o Options) *Server {
 	o.defaults()
-	s := &Server{o: o, log: o.Logger, sessions: map[*subscriber.Conn]*session{}, perToken: map[string]int{}}
+	s := &Server{o: o, log: o.Logger, sessions: map[*subscriber.Mailbox]*session{}, perToken: map[string]int{}}
 	if o.WriteDelay > 0 {
 		s.startPool(runtime.GOMAXPROCS(0))
 	}
@@ -182,7 +184,7 @@ func NewServer(o Options) *Server {
 		WriteBufferPool: &sync.Pool{},
 		CheckOrigin:     s.checkOrigin,
 		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
-			httpError(w, status, CodeBadRequest, reason.Error())
+			api.WriteError(w, status, api.CodeBadRequest, reason.Error())
 		},
 	}
 	return s
@@ -426,34 +428,27 @@ func (s *Server) checkOrigin(r *http.Request) bool {
 	return err == nil && strings.EqualFold(u.Host, r.Host)
 }
 
-// httpError answers a refused upgrade with a JSON error body.
-func httpError(w http.ResponseWriter, status int, code Code, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	w.Write(append(appendError(nil, "", code, msg), '\n'))
-}
-
 // ServeHTTP upgrades the request to a websocket session. It refuses with
 // 401 (unauthenticated), 403 (origin), 400 (bad name), 429 (connections per
 // token) or 503 (shutting down) before upgrading.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	refuse := func(status int, code Code, msg string) {
+	refuse := func(status int, code api.Code, msg string) {
 		s.o.Metrics.refused(code)
-		httpError(w, status, code, msg)
+		api.WriteError(w, status, code, msg)
 	}
 	tok, ok := s.o.Auth.Authenticate(r)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="fanoutd"`)
-		refuse(http.StatusUnauthorized, CodeUnauthenticated, "a valid bearer token is required")
+		refuse(http.StatusUnauthorized, api.CodeUnauthenticated, "a valid bearer token is required")
 		return
 	}
 	if !s.checkOrigin(r) {
-		refuse(http.StatusForbidden, CodeOriginNotAllowed, "origin not allowed")
+		refuse(http.StatusForbidden, api.CodeOriginNotAllowed, "origin not allowed")
 		return
 	}
 	name := r.URL.Query().Get("name")
 	if r.URL.Query().Has("name") && !subscriber.ValidName(name) {
-		refuse(http.StatusBadRequest, CodeBadName, "name must match [A-Za-z0-9_.-]{1,64}")
+		refuse(http.StatusBadRequest, api.CodeBadName, "name must match [A-Za-z0-9_.-]{1,64}")
 		return
 	}
 	tokName := ""
@@ -464,11 +459,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case s.closed:
 		s.mu.Unlock()
-		refuse(http.StatusServiceUnavailable, CodeShuttingDown, "shutting down")
+		refuse(http.StatusServiceUnavailable, api.CodeShuttingDown, "shutting down")
 		return
 	case tok != nil && s.perToken[tokName] >= s.o.Limits.MaxConnsPerToken:
 		s.mu.Unlock()
-		refuse(http.StatusTooManyRequests, CodeTooManyConnections, "too many connections for this token")
+		refuse(http.StatusTooManyRequests, api.CodeTooManyConnections, "too many connections for this token")
 		return
 	}
 	s.perToken[tokName]++
@@ -541,7 +536,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // takeover is Hub.Attach's callback: prev's session is told it was taken
 // over; the hub closes prev's queues right after.
-func (s *Server) takeover(prev *subscriber.Conn) {
+func (s *Server) takeover(prev *subscriber.Mailbox) {
 	s.mu.Lock()
 	old := s.sessions[prev]
 	s.mu.Unlock()
@@ -605,5 +600,5 @@ func (s *Server) Close() {
 
 // appendTakenOver is the last message a taken-over connection receives.
 func appendTakenOver(dst []byte, name string) []byte {
-	return appendError(dst, "", CodeTakenOver, "another connection attached under the name "+string(jsonw.AppendString(nil, name)))
+	return appendError(dst, "", api.CodeTakenOver, "another connection attached under the name "+string(jsonw.AppendString(nil, name)))
 }

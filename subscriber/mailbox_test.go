@@ -12,7 +12,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func msg(s string) *Message { return &Message{Data: []byte(s)} }
 
 func TestOfferBoundIsInclusive(t *testing.T) {
-	c := NewConn()
+	c := NewMailbox()
 	for i := range 3 {
 		if n, r := c.Offer(msg("x"), 3, 0); r != Enqueued || n != i {
 			t.Fatalf("offer %d: (%d, %v), want (%d, Enqueued)", i, n, r, i)
@@ -27,7 +27,7 @@ func TestOfferBoundIsInclusive(t *testing.T) {
 }
 
 func TestOfferByteBound(t *testing.T) {
-	c := NewConn()
+	c := NewMailbox()
 	c.Offer(msg("0123456789"), 100, 15)
 	if _, r := c.Offer(msg("0123456789"), 100, 15); r != Enqueued {
 		t.Fatalf("second offer under the byte bound: %v", r)
@@ -41,7 +41,7 @@ func TestOfferByteBound(t *testing.T) {
 }
 
 func TestDrainNoticesFirstAndInOrder(t *testing.T) {
-	c := NewConn()
+	c := NewMailbox()
 	c.Offer(msg("d1"), 10, 0)
 	c.Offer(msg("d2"), 10, 0)
 	c.Notify(msg("n1"))
@@ -63,7 +63,7 @@ func TestDrainNoticesFirstAndInOrder(t *testing.T) {
 }
 
 func TestDrainBatchLimits(t *testing.T) {
-	c := NewConn()
+	c := NewMailbox()
 	for range 100 {
 		c.Offer(msg("0123456789"), 1000, 0)
 	}
@@ -82,7 +82,7 @@ func TestDrainBatchLimits(t *testing.T) {
 }
 
 func TestRingWrapsAndGrows(t *testing.T) {
-	c := NewConn()
+	c := NewMailbox()
 	next, want := 0, 0
 	for round := range 50 {
 		for range round % 37 {
@@ -110,7 +110,7 @@ func TestRingWrapsAndGrows(t *testing.T) {
 }
 
 func TestReadySignalsOnTransition(t *testing.T) {
-	c := NewConn()
+	c := NewMailbox()
 	c.Offer(msg("a"), 10, 0)
 	c.Offer(msg("b"), 10, 0)
 	select {
@@ -133,7 +133,7 @@ func TestReadySignalsOnTransition(t *testing.T) {
 }
 
 func TestCloseReturnsUnsentAndRefuses(t *testing.T) {
-	c := NewConn()
+	c := NewMailbox()
 	c.Offer(&Message{Stream: "s", Seq: 1}, 10, 0)
 	c.Offer(&Message{Stream: "s", Seq: 2}, 10, 0)
 	c.Drain(nil, 1, math.MaxInt)
@@ -156,7 +156,7 @@ func TestAllocsPerOffer(t *testing.T) {
 	if testing.Short() {
 		t.Skip()
 	}
-	c := NewConn()
+	c := NewMailbox()
 	m := msg("x")
 	for range 64 {
 		c.Offer(m, 1000, 0)
@@ -176,8 +176,8 @@ func TestAllocsPerOffer(t *testing.T) {
 
 func TestRegistry(t *testing.T) {
 	r := NewRegistry()
-	e := r.NewEphemeral(NewConn())
-	c := NewConn()
+	e := r.NewEphemeral(NewMailbox())
+	c := NewMailbox()
 	n, existed, err := r.Attach("desk.1", c, nil)
 	if err != nil || existed || n.Kind() != Named || e.Kind() != Ephemeral {
 		t.Fatalf("attach: %v existed=%v", err, existed)
@@ -185,9 +185,9 @@ func TestRegistry(t *testing.T) {
 	if eph, named := r.Count(); eph != 1 || named != 1 {
 		t.Fatalf("count %d/%d", eph, named)
 	}
-	c2 := NewConn()
-	var prev *Conn
-	if _, existed, _ := r.Attach("desk.1", c2, func(_ *Subscriber, p *Conn) { prev = p }); !existed || prev != c {
+	c2 := NewMailbox()
+	var prev *Mailbox
+	if _, existed, _ := r.Attach("desk.1", c2, func(_ *Subscriber, p *Mailbox) { prev = p }); !existed || prev != c {
 		t.Fatalf("takeover: existed=%v prev=%p want %p", existed, prev, c)
 	}
 	if r.Detach(n, c) {
@@ -196,12 +196,12 @@ func TestRegistry(t *testing.T) {
 	if n.Resolve() != c2 {
 		t.Fatal("new connection lost")
 	}
-	r.Detach(e, e.Conn())
+	r.Detach(e, e.Mailbox())
 	if eph, _ := r.Count(); eph != 0 {
 		t.Fatal("ephemeral left in registry")
 	}
 	for _, bad := range []string{"", "has space", "x/y", string(make([]byte, 65))} {
-		if _, _, err := r.Attach(bad, NewConn(), nil); err == nil {
+		if _, _, err := r.Attach(bad, NewMailbox(), nil); err == nil {
 			t.Errorf("name %q accepted", bad)
 		}
 	}

@@ -15,6 +15,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/fanoutd/fanoutd/internal/api"
+
 	"github.com/gorilla/websocket"
 
 	"github.com/fanoutd/fanoutd/subscriber"
@@ -61,9 +63,9 @@ const CloseCodeTakenOver = 4001
 type session struct {
 	srv *Server
 	ws  *websocket.Conn
-	q   *subscriber.Conn
+	q   *subscriber.Mailbox
 	sub *subscriber.Subscriber // set before run
-	tok *Token
+	tok *api.Token
 
 	reason     atomic.Uint32 // the CloseReason; the first one set wins
 	stopOnce   sync.Once
@@ -98,8 +100,8 @@ type session struct {
 	last      time.Time // when allowance was computed
 }
 
-func newSession(srv *Server, ws *websocket.Conn, tok *Token) *session {
-	s := &session{srv: srv, ws: ws, q: subscriber.NewConn(), tok: tok, fd: -1,
+func newSession(srv *Server, ws *websocket.Conn, tok *api.Token) *session {
+	s := &session{srv: srv, ws: ws, q: subscriber.NewMailbox(), tok: tok, fd: -1,
 		stop: make(chan struct{}), flush: make(chan struct{}), readerDone: make(chan struct{}), kick: make(chan struct{}, 1), ctl: make(chan struct{}, 1),
 		allowance: float64(srv.o.Limits.CommandBurst), last: time.Now()}
 	if sc, ok := ws.NetConn().(syscall.Conn); ok {
@@ -657,7 +659,7 @@ func (s *session) readLoop() {
 				s.end(readReason(err))
 				return
 			}
-			s.refuse("", CodeMessageTooLarge, "message longer than limits.max_message_bytes")
+			s.refuse("", api.CodeMessageTooLarge, "message longer than limits.max_message_bytes")
 			continue
 		}
 		s.handle(buf[:n])
@@ -679,7 +681,7 @@ func readReason(err error) CloseReason {
 // and the command rate limit bounds them.
 func (s *session) reply(b []byte) { s.q.Notify(&subscriber.Message{Data: b}) }
 
-func (s *session) refuse(id string, code Code, msg string) {
+func (s *session) refuse(id string, code api.Code, msg string) {
 	s.srv.o.Metrics.refused(code)
 	s.reply(appendError(nil, id, code, msg))
 }
@@ -708,11 +710,11 @@ func (s *session) check(id string, st venue.Stream) bool {
 		err = errors.New("no such venue")
 	}
 	if err != nil {
-		s.refuse(id, CodeUnknownStream, string(st)+": "+err.Error())
+		s.refuse(id, api.CodeUnknownStream, string(st)+": "+err.Error())
 		return false
 	}
 	if !s.tok.Allows(st) {
-		s.refuse(id, CodeUnauthorized, string(st)+": outside this token's scopes")
+		s.refuse(id, api.CodeUnauthorized, string(st)+": outside this token's scopes")
 		return false
 	}
 	return true
@@ -726,7 +728,7 @@ func (s *session) handle(b []byte) {
 		return
 	}
 	if !s.allow() {
-		s.refuse(cmd.ID, CodeRateLimited, "command rate above limits.commands_per_second")
+		s.refuse(cmd.ID, api.CodeRateLimited, "command rate above limits.commands_per_second")
 		return
 	}
 	hub := s.srv.o.Hub
@@ -745,7 +747,7 @@ func (s *session) handle(b []byte) {
 			}
 		}
 		if len(have)+len(fresh) > s.srv.o.Limits.MaxStreams {
-			s.refuse(cmd.ID, CodeTooManyStreams, "subscription would pass limits.max_streams_per_connection")
+			s.refuse(cmd.ID, api.CodeTooManyStreams, "subscription would pass limits.max_streams_per_connection")
 			return
 		}
 		// The ack goes first: it is on the notice queue, which the
@@ -770,15 +772,15 @@ func (s *session) handle(b []byte) {
 			return
 		}
 		if st.Channel() != venue.Level2 {
-			s.refuse(cmd.ID, CodeNotLevel2, string(st)+" is not a level2 stream")
+			s.refuse(cmd.ID, api.CodeNotLevel2, string(st)+" is not a level2 stream")
 			return
 		}
 		if _, ok := slices.BinarySearch(s.sub.Streams(), st); !ok {
-			s.refuse(cmd.ID, CodeNotSubscribed, "not subscribed to "+string(st))
+			s.refuse(cmd.ID, api.CodeNotSubscribed, "not subscribed to "+string(st))
 			return
 		}
 		if !hub.Snapshot(s.sub, st) {
-			s.refuse(cmd.ID, CodeNoBook, string(st)+": no book yet")
+			s.refuse(cmd.ID, api.CodeNoBook, string(st)+": no book yet")
 			return
 		}
 		s.reply(s.srv.o.snapshotAck(cmd.ID, st))

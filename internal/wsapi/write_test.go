@@ -162,7 +162,7 @@ func poolServer(t *testing.T, o Options, maxQueueBytes int) (*fanout.Feed, strin
 	t.Helper()
 	hub := fanout.NewHub(subscriber.NewRegistry())
 	feed, _ := hub.AddFeed(fanout.Options{Venue: "coinbase", MaxQueueLen: 1 << 20, MaxQueueBytes: maxQueueBytes})
-	o.Hub, o.Logger, o.Metrics = hub, discardLogger(), NewMetrics(prometheus.NewRegistry(), hub)
+	o.Hub, o.Logger, o.Metrics = hub, discardLogger(), NewMetrics(prometheus.NewRegistry())
 	srv := NewServer(o)
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)

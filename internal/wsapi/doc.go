@@ -5,7 +5,7 @@
 //
 // # Sessions
 //
-// Each connection is a subscriber.Conn (its queues, filled by the fanout
+// Each connection is a subscriber.Mailbox (its queues, filled by the fanout
 // core) and two goroutines: the reader, which parses commands and answers
 // them through the connection's notice queue, and the writer. Data is
 // written in batches: a drain of the queues goes out as one websocket text

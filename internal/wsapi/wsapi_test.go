@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fanoutd/fanoutd/internal/api"
+
 	"github.com/gorilla/websocket"
 	"github.com/shopspring/decimal"
 	"go.uber.org/goleak"
@@ -28,20 +30,20 @@ func TestParseCommand(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
 		op   Op
-		code Code
+		code api.Code
 		id   string
 	}{
 		{`{"op":"ping","id":"4"}`, OpPing, "", "4"},
 		{`{"op":"subscribe","id":"1","streams":["coinbase:level2:BTC-USD","kraken:trades:BTC/USD"]}`, OpSubscribe, "", "1"},
 		{`{"op":"unsubscribe","id":"2","streams":["coinbase:level2:BTC-USD"]}`, OpUnsubscribe, "", "2"},
 		{`{"op":"snapshot","id":"3","stream":"coinbase:level2:BTC-USD"}`, OpSnapshot, "", "3"},
-		{`{"op":"snapshot","id":"3"}`, "", CodeBadRequest, "3"},
-		{`{"op":"subscribe","id":"1","streams":"x"}`, "", CodeBadRequest, "1"},
-		{`{"op":"subscribe","id":"1","streams":["a:b"]}`, "", CodeBadRequest, "1"},
-		{`{"op":"frob","id":"9"}`, "", CodeUnknownOp, "9"},
-		{`[]`, "", CodeBadRequest, ""},
-		{`{"id":"5"}`, "", CodeBadRequest, "5"},
-		{`{"op":"ping","id":"` + strings.Repeat("x", 65) + `"}`, "", CodeBadRequest, ""},
+		{`{"op":"snapshot","id":"3"}`, "", api.CodeBadRequest, "3"},
+		{`{"op":"subscribe","id":"1","streams":"x"}`, "", api.CodeBadRequest, "1"},
+		{`{"op":"subscribe","id":"1","streams":["a:b"]}`, "", api.CodeBadRequest, "1"},
+		{`{"op":"frob","id":"9"}`, "", api.CodeUnknownOp, "9"},
+		{`[]`, "", api.CodeBadRequest, ""},
+		{`{"id":"5"}`, "", api.CodeBadRequest, "5"},
+		{`{"op":"ping","id":"` + strings.Repeat("x", 65) + `"}`, "", api.CodeBadRequest, ""},
 	} {
 		c, err := ParseCommand([]byte(tc.in))
 		switch {
@@ -51,24 +53,6 @@ func TestParseCommand(t *testing.T) {
 			t.Errorf("%s: got %v, want %s with id %q", tc.in, err, tc.code, tc.id)
 		case tc.code == "" && (c.Op != tc.op || c.ID != tc.id):
 			t.Errorf("%s: got %+v", tc.in, c)
-		}
-	}
-}
-
-func TestMatchGlob(t *testing.T) {
-	for _, tc := range []struct {
-		p, s string
-		ok   bool
-	}{
-		{"coinbase:level2:*", "coinbase:level2:BTC-USD", true},
-		{"coinbase:level2:*", "coinbase:trades:BTC-USD", false},
-		{"*:trades:*", "kraken:trades:BTC/USD", true},
-		{"*BTC*", "kraken:trades:BTC/USD", true},
-		{"kraken:trades:BTC/USD", "kraken:trades:BTC/USD", true},
-		{"kraken:*:ETH/USD", "kraken:trades:BTC/USD", false},
-	} {
-		if matchGlob(tc.p, tc.s) != tc.ok {
-			t.Errorf("matchGlob(%q, %q) != %v", tc.p, tc.s, tc.ok)
 		}
 	}
 }
@@ -86,8 +70,8 @@ func FuzzParseCommand(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	valid := map[Code]bool{}
-	for _, c := range Codes {
+	valid := map[api.Code]bool{}
+	for _, c := range api.Codes {
 		valid[c] = true
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {

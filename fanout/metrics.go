@@ -1,0 +1,48 @@
+package fanout
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fanoutd/fanoutd/notice"
+)
+
+var (
+	descSubscribers = prometheus.NewDesc("fanoutd_subscribers", "Subscribers known, by kind (named ones include detached).", []string{"kind"}, nil)
+	descPublished   = prometheus.NewDesc("fanoutd_published_total", "Events published, by venue.", []string{"venue"}, nil)
+	descDeliveries  = prometheus.NewDesc("fanoutd_deliveries_total", "Event deliveries queued to subscribers, by venue.", []string{"venue"}, nil)
+	descDrops       = prometheus.NewDesc("fanoutd_drops_total", "Deliveries dropped at a subscriber's queue bound, by venue.", []string{"venue"}, nil)
+	descMissed      = prometheus.NewDesc("fanoutd_missed_total", "Deliveries skipped while a named subscriber was detached, by venue.", []string{"venue"}, nil)
+	descDropping    = prometheus.NewDesc("fanoutd_dropping_subscribers", "Subscribers over their queue bound now, by venue.", []string{"venue"}, nil)
+	descNotices     = prometheus.NewDesc("fanoutd_notices_total", "Notices sent by the feeds, by venue and kind.", []string{"venue", "kind"}, nil)
+)
+
+// NewCollector returns a Prometheus collector that reads h's subscriber
+// counts and its feeds' counters at scrape time, so the delivery path pays
+// nothing for them.
+func NewCollector(h *Hub) prometheus.Collector { return &hubCollector{hub: h} }
+
+type hubCollector struct{ hub *Hub }
+
+func (c *hubCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descSubscribers, descPublished, descDeliveries, descDrops, descMissed, descDropping, descNotices} {
+		ch <- d
+	}
+}
+
+func (c *hubCollector) Collect(ch chan<- prometheus.Metric) {
+	eph, named := c.hub.Registry().Count()
+	ch <- prometheus.MustNewConstMetric(descSubscribers, prometheus.GaugeValue, float64(eph), "ephemeral")
+	ch <- prometheus.MustNewConstMetric(descSubscribers, prometheus.GaugeValue, float64(named), "named")
+	for _, f := range c.hub.Feeds() {
+		k := f.Counters()
+		v := f.Venue()
+		ch <- prometheus.MustNewConstMetric(descPublished, prometheus.CounterValue, float64(k.Published.Load()), v)
+		ch <- prometheus.MustNewConstMetric(descDeliveries, prometheus.CounterValue, float64(k.Delivered.Load()), v)
+		ch <- prometheus.MustNewConstMetric(descDrops, prometheus.CounterValue, float64(k.Dropped.Load()), v)
+		ch <- prometheus.MustNewConstMetric(descMissed, prometheus.CounterValue, float64(k.Missed.Load()), v)
+		ch <- prometheus.MustNewConstMetric(descDropping, prometheus.GaugeValue, float64(k.Dropping.Load()), v)
+		for _, kind := range notice.Kinds() {
+			ch <- prometheus.MustNewConstMetric(descNotices, prometheus.CounterValue, float64(k.Notices[kind].Load()), v, kind.String())
+		}
+	}
+}

@@ -1,0 +1,157 @@
+package wsapi
+
+import (
+	"encoding/json"
+
+	"github.com/fanoutd/fanoutd/internal/api"
+
+	"github.com/fanoutd/fanoutd/internal/jsonw"
+	"github.com/fanoutd/fanoutd/venue"
+)
+
+// Op is a client command.
+type Op string
+
+// Client operations.
+const (
+	OpSubscribe   Op = "subscribe"
+	OpUnsubscribe Op = "unsubscribe"
+	OpSnapshot    Op = "snapshot"
+	OpPing        Op = "ping"
+)
+
+// Command is one parsed client command.
+type Command struct {
+	Op      Op
+	ID      string
+	Streams []venue.Stream // subscribe, unsubscribe; snapshot has exactly one
+}
+
+// CommandError is a refused command: its code, a message for humans, and
+// the id of the command if one could be read.
+type CommandError struct {
+	ID      string
+	Code    api.Code
+	Message string
+}
+
+func (e *CommandError) Error() string { return string(e.Code) + ": " + e.Message }
+
+// maxIDLen bounds a command id; it is echoed in every reply.
+const maxIDLen = 64
+
+// maxStreamsPerCommand bounds one command's stream list before any limit
+// is consulted, so a parse never allocates more than this many streams.
+const maxStreamsPerCommand = 1024
+
+type wireCommand struct {
+	Op      *string   `json:"op"`
+	ID      *string   `json:"id"`
+	Streams *[]string `json:"streams"`
+	Stream  *string   `json:"stream"`
+}
+
+// ParseCommand parses one client message. Every failure is a
+// *CommandError with a stable code; the id is kept when it was readable.
+func ParseCommand(b []byte) (Command, *CommandError) {
+	var w wireCommand
+	if err := json.Unmarshal(b, &w); err != nil {
+		// A well-formed object with a bad field still gives its id back.
+		var idOnly struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal(b, &idOnly)
+		return Command{}, &CommandError{ID: clip(idOnly.ID), Code: api.CodeBadRequest, Message: "want one JSON object: {\"op\":…,\"id\":…}"}
+	}
+	var c Command
+	if w.ID != nil {
+		if len(*w.ID) > maxIDLen {
+			return Command{}, &CommandError{Code: api.CodeBadRequest, Message: "id longer than 64 bytes"}
+		}
+		c.ID = *w.ID
+	}
+	bad := func(code api.Code, msg string) (Command, *CommandError) {
+		return Command{}, &CommandError{ID: c.ID, Code: code, Message: msg}
+	}
+	if w.Op == nil {
+		return bad(api.CodeBadRequest, "missing op")
+	}
+	c.Op = Op(*w.Op)
+	switch c.Op {
+	case OpPing:
+		return c, nil
+	case OpSubscribe, OpUnsubscribe:
+		if w.Streams == nil || len(*w.Streams) == 0 {
+			return bad(api.CodeBadRequest, "streams must be a non-empty list")
+		}
+		if len(*w.Streams) > maxStreamsPerCommand {
+			return bad(api.CodeTooManyStreams, "more than 1024 streams in one command")
+		}
+		c.Streams = make([]venue.Stream, 0, len(*w.Streams))
+		for _, s := range *w.Streams {
+			st, err := venue.ParseStream(s)
+			if err != nil {
+				return bad(api.CodeBadRequest, err.Error())
+			}
+			c.Streams = append(c.Streams, st)
+		}
+		return c, nil
+	case OpSnapshot:
+		if w.Stream == nil {
+			return bad(api.CodeBadRequest, "snapshot wants one stream")
+		}
+		st, err := venue.ParseStream(*w.Stream)
+		if err != nil {
+			return bad(api.CodeBadRequest, err.Error())
+		}
+		c.Streams = []venue.Stream{st}
+		return c, nil
+	}
+	return bad(api.CodeUnknownOp, "unknown op "+quote(*w.Op)+" (want subscribe, unsubscribe, snapshot or ping)")
+}
+
+func clip(id string) string {
+	if len(id) > maxIDLen {
+		return ""
+	}
+	return id
+}
+
+func quote(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "…"
+	}
+	return string(jsonw.AppendString(nil, s))
+}
+
+// appendAck appends {"type":"ack","id":…,"streams":[…]}.
+func appendAck(dst []byte, id string, streams []venue.Stream) []byte {
+	dst = append(dst, `{"type":"ack","id":`...)
+	dst = jsonw.AppendString(dst, id)
+	dst = append(dst, `,"streams":[`...)
+	for i, st := range streams {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = jsonw.AppendString(dst, string(st))
+	}
+	return append(dst, "]}"...)
+}
+
+// appendPong appends {"type":"pong","id":…}.
+func appendPong(dst []byte, id string) []byte {
+	dst = append(dst, `{"type":"pong","id":`...)
+	dst = jsonw.AppendString(dst, id)
+	return append(dst, '}')
+}
+
+// appendError appends {"type":"error","id":…,"code":…,"message":…}.
+func appendError(dst []byte, id string, code api.Code, msg string) []byte {
+	dst = append(dst, `{"type":"error","id":`...)
+	dst = jsonw.AppendString(dst, id)
+	dst = append(dst, `,"code":`...)
+	dst = jsonw.AppendString(dst, string(code))
+	dst = append(dst, `,"message":`...)
+	dst = jsonw.AppendString(dst, msg)
+	return append(dst, '}')
+}
