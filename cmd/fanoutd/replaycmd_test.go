@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/replay"
 )
 
@@ -223,7 +224,7 @@ venues:
 		return strings.Contains(body, `"dropping": true`)
 	})
 	_, body := httpGet(t, "http://"+addr+"/v1/subscribers", nil)
-	var subs []subscriberView
+	var subs []daemon.SubscriberView
 	json.Unmarshal([]byte(body), &subs)
 	for _, s := range subs {
 		if s.Dropping && s.QueueLen > 50+1 { // the bound, plus at most one forced snapshot

@@ -1,4 +1,7 @@
-package main
+// Package config is fanoutd's configuration: the YAML document, its
+// defaults and its validation. Every bad value is one *Error naming the
+// dotted key and what is wrong with the value.
+package config
 
 import (
 	"bytes"
@@ -16,24 +19,13 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/fanoutd/fanoutd/claimcheck"
 	"github.com/fanoutd/fanoutd/fanout"
 	"github.com/fanoutd/fanoutd/internal/api"
 	"github.com/fanoutd/fanoutd/internal/wsapi"
 	"github.com/fanoutd/fanoutd/venue"
+	"github.com/fanoutd/fanoutd/venues"
 )
-
-// venueNames are the five venues, in the order the daemon starts them.
-var venueNames = []string{"coinbase", "kraken", "binance", "okx", "bybit"}
-
-// defaultSymbols are the symbols each venue subscribes at start when the
-// configuration has no venues section.
-var defaultSymbols = map[string][]string{
-	"coinbase": {"BTC-USD", "ETH-USD"},
-	"kraken":   {"BTC/USD", "ETH/USD"},
-	"binance":  {"BTCUSDT", "ETHUSDT"},
-	"okx":      {"BTC-USDT", "ETH-USDT"},
-	"bybit":    {"BTCUSDT", "ETHUSDT"},
-}
 
 // fileConfig is the YAML document as written. Durations are strings so a
 // bad one is reported with its key; max_queue_len is kept raw so that
@@ -97,13 +89,13 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	WS              wsapi.Options // Hub, Check, Auth, Metrics, Logger are the daemon's to set
 	Tokens          []api.Token
-	Venues          []VenueConfig // enabled venues only, in venueNames order
-	ClaimCheck      ClaimCheckConfig
-	Record          RecordConfig // record.go
+	Venues          []Venue // enabled venues only, in venueNames order
+	ClaimCheck      ClaimCheck
+	Record          Record // record.go
 }
 
-// VenueConfig is one enabled venue.
-type VenueConfig struct {
+// Venue is one enabled venue.
+type Venue struct {
 	Name          string
 	WSURL         string
 	RESTURL       string
@@ -131,37 +123,37 @@ const (
 	defaultWriteDelay = 3 * time.Millisecond
 )
 
-// ConfigError is a configuration value that is not accepted: the key (a
+// Error is a configuration value that is not accepted: the key (a
 // dotted path) and what is wrong with its value, on one line.
-type ConfigError struct {
+type Error struct {
 	Key string
 	Msg string
 }
 
-func (e *ConfigError) Error() string { return "config: " + e.Key + ": " + e.Msg }
+func (e *Error) Error() string { return "config: " + e.Key + ": " + e.Msg }
 
 func cfgErr(key, format string, args ...any) error {
-	return &ConfigError{Key: key, Msg: fmt.Sprintf(format, args...)}
+	return &Error{Key: key, Msg: fmt.Sprintf(format, args...)}
 }
 
-// LoadConfig reads and resolves the configuration file path; "" means no
+// Load reads and resolves the configuration file path; "" means no
 // file (built-in defaults). getenv supplies the environment overrides
 // (FANOUTD_LISTEN, FANOUTD_TOKENS).
-func LoadConfig(path string, getenv func(string) string) (*Config, error) {
+func Load(path string, getenv func(string) string) (*Config, error) {
 	var data []byte
 	if path != "" {
 		b, err := os.ReadFile(path)
 		if err != nil {
-			return nil, fmt.Errorf("config: %w", err)
+			return nil, &Error{Key: "(file)", Msg: err.Error()}
 		}
 		data = b
 	}
-	return ParseConfig(data, getenv)
+	return Parse(data, getenv)
 }
 
-// ParseConfig resolves the YAML document data (empty: defaults only).
+// Parse resolves the YAML document data (empty: defaults only).
 // Unknown keys are an error.
-func ParseConfig(data []byte, getenv func(string) string) (*Config, error) {
+func Parse(data []byte, getenv func(string) string) (*Config, error) {
 	fc := fileConfig{ClaimCheck: newClaimCheckFile()}
 	if len(bytes.TrimSpace(data)) > 0 {
 		dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -188,7 +180,7 @@ func yamlError(data []byte, err error) error {
 	msg = strings.ReplaceAll(strings.TrimPrefix(msg, "yaml: "), "\n", " ")
 	m := lineRE.FindStringSubmatch(msg)
 	if m == nil {
-		return &ConfigError{Key: "(document)", Msg: msg}
+		return &Error{Key: "(document)", Msg: msg}
 	}
 	line, _ := strconv.Atoi(m[1])
 	var root yaml.Node
@@ -204,7 +196,7 @@ func yamlError(data []byte, err error) error {
 	if key == "" {
 		key = "(line " + m[1] + ")"
 	}
-	return &ConfigError{Key: key, Msg: detail + " (line " + m[1] + ")"}
+	return &Error{Key: key, Msg: detail + " (line " + m[1] + ")"}
 }
 
 // keyAtLine returns the dotted path of the key or value on line, or "".
@@ -380,7 +372,7 @@ func resolveTokens(tcs []tokenConfig, env string) ([]api.Token, error) {
 			return nil, cfgErr(key, "set sha256 (preferred) or token")
 		}
 		for j, v := range tc.Venues {
-			if !slices.Contains(venueNames, v) {
+			if !slices.Contains(venues.Names(), v) {
 				return nil, cfgErr(fmt.Sprintf("%s.venues[%d]", key, j), "%q is not a venue", v)
 			}
 		}
@@ -410,28 +402,29 @@ func resolveTokens(tcs []tokenConfig, env string) ([]api.Token, error) {
 	return out, nil
 }
 
-func resolveVenues(in map[string]venueConfig) ([]VenueConfig, error) {
+func resolveVenues(in map[string]venueConfig) ([]Venue, error) {
 	if in == nil { // no venues section: the five, on their defaults
 		in = map[string]venueConfig{}
-		for _, n := range venueNames {
+		for _, n := range venues.Names() {
 			in[n] = venueConfig{}
 		}
 	}
 	for name := range in {
-		if !slices.Contains(venueNames, name) {
-			return nil, cfgErr("venues."+name, "unknown venue (want coinbase, kraken, binance, okx or bybit)")
+		if _, ok := venues.Lookup(name); !ok {
+			return nil, cfgErr("venues."+name, "unknown venue (want %s)", strings.Join(venues.Names(), ", "))
 		}
 	}
-	var out []VenueConfig
-	for _, name := range venueNames {
+	var out []Venue
+	for _, reg := range venues.All {
+		name := reg.Name
 		vc, ok := in[name]
 		if !ok {
 			continue
 		}
 		key := "venues." + name
-		n, err := fanout.MaxQueueLen(name, vc.MaxQueueLen)
+		n, err := fanout.MaxQueueLen(vc.MaxQueueLen)
 		if err != nil {
-			return nil, err // names venues.<name>.max_queue_len and the value
+			return nil, &Error{Key: key + ".max_queue_len", Msg: err.Error()}
 		}
 		mb, err := maxQueueBytes(key+".max_queue_bytes", vc.MaxQueueBytes)
 		if err != nil {
@@ -440,9 +433,9 @@ func resolveVenues(in map[string]venueConfig) ([]VenueConfig, error) {
 		if vc.Enabled != nil && !*vc.Enabled {
 			continue
 		}
-		v := VenueConfig{Name: name, WSURL: vc.WSURL, RESTURL: vc.RESTURL, Symbols: vc.Symbols, MaxQueueLen: n, MaxQueueBytes: mb}
+		v := Venue{Name: name, WSURL: vc.WSURL, RESTURL: vc.RESTURL, Symbols: vc.Symbols, MaxQueueLen: n, MaxQueueBytes: mb}
 		if v.Symbols == nil {
-			v.Symbols = defaultSymbols[name]
+			v.Symbols = reg.Symbols
 		}
 		for i, s := range v.Symbols {
 			if _, err := venue.ParseStream(name + ":trades:" + s); err != nil {
@@ -475,6 +468,36 @@ func resolveVenues(in map[string]venueConfig) ([]VenueConfig, error) {
 	return out, nil
 }
 
+// ForCaptures sets c.Venues to the venues of a replay or a recording:
+// each venue in found, with its configured settings (queue bounds,
+// channels, depth) if the configuration has it, else the defaults; found
+// gives its symbols.
+func (c *Config) ForCaptures(found map[string][]string) error {
+	configured := c.Venues
+	var out []Venue
+	for _, name := range venues.Names() {
+		syms, ok := found[name]
+		if !ok {
+			continue
+		}
+		i := slices.IndexFunc(configured, func(v Venue) bool { return v.Name == name })
+		var vc Venue
+		if i >= 0 {
+			vc = configured[i]
+		} else {
+			def, err := resolveVenues(map[string]venueConfig{name: {}})
+			if err != nil {
+				return err
+			}
+			vc = def[0]
+		}
+		vc.Symbols = syms
+		out = append(out, vc)
+	}
+	c.Venues = out
+	return nil
+}
+
 // maxQueueBytes validates a byte bound: absent or null gives the default
 // (8 MiB); 0 means no byte bound; a positive integer is the bound;
 // anything else is an error naming the key and the value.
@@ -494,8 +517,168 @@ func maxQueueBytes(key string, v any) (int, error) {
 	return 0, cfgErr(key, "%#v is not a non-negative integer", v)
 }
 
-// loopback reports whether addr (host:port) listens on loopback only.
-func loopback(addr string) bool {
+// defaultSnapshotClaimMinBytes: a snapshot reply carries the claim check
+// when the newest stored snapshot is at least this large — the size of
+// one batched websocket message (websocket.max_batch_bytes' default), past
+// which the inline book no longer fits one write.
+const defaultSnapshotClaimMinBytes = 64 << 10
+
+// ClaimCheck is the resolved claim_check section: claimcheck's own
+// keys, validated, and the daemon's.
+type ClaimCheck struct {
+	claimcheck.Config
+	// SnapshotClaimMinBytes: the reply to a websocket snapshot op carries
+	// the claim check of the stream's newest stored snapshot when that
+	// snapshot is at least this many bytes; 0 means always. Defaults to
+	// 65536.
+	SnapshotClaimMinBytes int64
+}
+
+// claimCheckFile is claim_check as written: claimcheck.Config's keys
+// (inline, pre-filled with claimcheck.Defaults so absent keys keep their
+// defaults) plus the daemon's.
+type claimCheckFile struct {
+	claimcheck.Config     `yaml:",inline"`
+	SnapshotClaimMinBytes *int64 `yaml:"snapshot_claim_min_bytes"`
+}
+
+func newClaimCheckFile() *claimCheckFile {
+	return &claimCheckFile{Config: claimcheck.Defaults()}
+}
+
+// resolveClaimCheck validates the section; f nil (claim_check: null) means
+// the defaults.
+func resolveClaimCheck(f *claimCheckFile) (ClaimCheck, error) {
+	if f == nil {
+		f = newClaimCheckFile()
+	}
+	c := ClaimCheck{Config: f.Config, SnapshotClaimMinBytes: defaultSnapshotClaimMinBytes}
+	if st := c.Stores; len(st) == 1 && st[0].Kind == "dir" && st[0].Path == claimcheck.DefaultDirRoot {
+		st[0].Path = DefaultClaimDir
+	}
+	if err := c.Config.Validate(); err != nil {
+		var ce *claimcheck.ConfigError
+		if errors.As(err, &ce) {
+			return c, cfgErr(ce.Key, "%#v: %s", ce.Value, ce.Why)
+		}
+		return c, cfgErr("claim_check", "%v", err)
+	}
+	if v := f.SnapshotClaimMinBytes; v != nil {
+		if *v < 0 {
+			return c, cfgErr("claim_check.snapshot_claim_min_bytes", "%d is negative", *v)
+		}
+		c.SnapshotClaimMinBytes = *v
+	}
+	return c, nil
+}
+
+// DefaultClaimDir is where the embedded default dir store lives:
+// claimcheck.DefaultDirRoot, relative to the working directory. Tests point
+// it at a temporary directory so no test writes into the source tree.
+var DefaultClaimDir = claimcheck.DefaultDirRoot
+
+// checkTenants validates a token's tenants scope list.
+func checkTenants(key string, tenants []string) error {
+	for i, t := range tenants {
+		if !claimcheck.ValidTenant(t) {
+			return cfgErr(fmt.Sprintf("%s.tenants[%d]", key, i), "%q is not a tenant ([A-Za-z0-9_-]{1,64})", t)
+		}
+	}
+	return nil
+}
+
+// recordConfig is the record: section as written. Sizes are kept raw so a
+// bad value is reported with its key and the value.
+type recordConfig struct {
+	Enabled  *bool  `yaml:"enabled"`
+	Dir      string `yaml:"dir"`
+	MaxBytes any    `yaml:"max_bytes"`
+	MaxAge   string `yaml:"max_age"`
+	Queue    any    `yaml:"queue"`
+	CheckIn  *bool  `yaml:"check_in"`
+}
+
+// Record is the resolved record: section.
+type Record struct {
+	// Enabled makes serve record every venue's raw frames. Defaults to
+	// false.
+	Enabled bool
+	// Dir is where segments go, one sub-directory per venue. Defaults to
+	// ./data/captures.
+	Dir string
+	// MaxBytes rotates a segment after this many uncompressed bytes.
+	// Defaults to 256 MiB.
+	MaxBytes int64
+	// MaxAge rotates a segment this long after it was opened. Defaults to
+	// 1h.
+	MaxAge time.Duration
+	// Queue is how many frames may wait for the disk before frames are
+	// dropped (and reported). Defaults to 65536.
+	Queue int
+	// CheckIn checks every closed segment in to the claim check (a claim
+	// of its own, replayable with `fanoutd replay claim:<tenant>/<id>`).
+	// Defaults to false.
+	CheckIn bool
+}
+
+// Record defaults.
+const (
+	defaultRecordDir      = "./data/captures"
+	defaultRecordMaxBytes = 256 << 20
+	defaultRecordMaxAge   = time.Hour
+	defaultRecordQueue    = 65536
+)
+
+func resolveRecord(rc *recordConfig) (Record, error) {
+	c := Record{Dir: defaultRecordDir, MaxBytes: defaultRecordMaxBytes, MaxAge: defaultRecordMaxAge, Queue: defaultRecordQueue}
+	if rc.Enabled != nil {
+		c.Enabled = *rc.Enabled
+	}
+	if rc.Dir != "" {
+		c.Dir = rc.Dir
+	}
+	if rc.CheckIn != nil {
+		c.CheckIn = *rc.CheckIn
+	}
+	var err error
+	if c.MaxAge, err = duration("record.max_age", rc.MaxAge, defaultRecordMaxAge); err != nil {
+		return c, err
+	}
+	n, err := positiveInt("record.max_bytes", rc.MaxBytes, defaultRecordMaxBytes)
+	if err != nil {
+		return c, err
+	}
+	c.MaxBytes = n
+	if n, err = positiveInt("record.queue", rc.Queue, defaultRecordQueue); err != nil {
+		return c, err
+	}
+	if n > 1<<24 {
+		return c, cfgErr("record.queue", "%d is more than 16777216 frames", n)
+	}
+	c.Queue = int(n)
+	return c, nil
+}
+
+// positiveInt validates a raw YAML integer: absent or null gives def, a
+// positive integer is the value, anything else names the key and value.
+func positiveInt(key string, v any, def int64) (int64, error) {
+	switch x := v.(type) {
+	case nil:
+		return def, nil
+	case int:
+		if x > 0 {
+			return int64(x), nil
+		}
+	case uint64:
+		if x <= 1<<62 {
+			return int64(x), nil
+		}
+	}
+	return 0, cfgErr(key, "%#v is not a positive integer", v)
+}
+
+// Loopback reports whether addr (host:port) listens on loopback only.
+func Loopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil || host == "" {
 		return false

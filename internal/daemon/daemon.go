@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -20,21 +20,45 @@ import (
 	"github.com/fanoutd/fanoutd/claimcheck"
 	"github.com/fanoutd/fanoutd/fanout"
 	"github.com/fanoutd/fanoutd/internal/api"
+	"github.com/fanoutd/fanoutd/internal/config"
 	"github.com/fanoutd/fanoutd/internal/wsapi"
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/replay"
 	"github.com/fanoutd/fanoutd/subscriber"
 	"github.com/fanoutd/fanoutd/venue"
+	"github.com/fanoutd/fanoutd/venues"
 )
 
-// Constructor builds one venue's adapter.
-type Constructor func(venue.Config) (venue.Adapter, error)
+// Version is the daemon's version, in captures and `fanoutd version`.
+const Version = "0.2.0-dev"
+
+// Options configure a Daemon. Only Config is required.
+type Options struct {
+	// Config is the resolved configuration (package config). Required.
+	Config *config.Config
+	// Logger receives the daemon's logs. Defaults to slog.Default().
+	Logger *slog.Logger
+	// Venues are the adapters the daemon may build, looked up by the
+	// configured venues' names; a configured venue without one is skipped
+	// with a warning. Defaults to venues.All.
+	Venues []venues.Venue
+	// OnSubscribe, if set, is called after every subscription a client
+	// makes (replay's --wait counts them).
+	OnSubscribe func(venue.Stream)
+	// OnSegment, if set, is called with every capture segment the
+	// recorder closed, fsynced and renamed (record.enabled).
+	OnSegment func(replay.Segment)
+	// OnCheckIn, if set, is called with every capture segment checked in
+	// to the claim check (record.check_in) and its claim, before OnSegment.
+	OnCheckIn func(replay.Segment, claimcheck.Claim)
+}
 
 // Daemon is fanoutd: the venues' adapters feeding the fanout hub, the
-// websocket server and the HTTP routes. Build one with NewDaemon, run it
-// with Run.
+// websocket server and the HTTP routes. Build one with New, run it with
+// Run.
 type Daemon struct {
-	cfg     *Config
+	o       Options
+	cfg     *config.Config
 	log     *slog.Logger
 	hub     *fanout.Hub
 	reg     *prometheus.Registry
@@ -49,20 +73,12 @@ type Daemon struct {
 	shutdownOnce sync.Once
 	shutdownErr  error
 
-	// OnSegment, if set before Run, is called with every capture segment
-	// the recorder closed, fsynced and renamed (record.go).
-	OnSegment func(replay.Segment)
-	// OnCheckIn, if set before Run, is called with every capture segment
-	// checked in to the claim check (record.check_in) and its claim,
-	// before OnSegment.
-	OnCheckIn  func(replay.Segment, claimcheck.Claim)
-	rec        *replay.Recorder      // set by Run when record.enabled (record.go)
-	subscribed func(st venue.Stream) // if set before Run, called after every subscription (replaycmd.go)
+	rec *replay.Recorder // set by Run when record.enabled (record.go)
 }
 
 // venueRun is one enabled venue: its config, feed and adapter.
 type venueRun struct {
-	cfg     VenueConfig
+	cfg     config.Venue
 	feed    *fanout.Feed
 	adapter venue.Adapter
 
@@ -70,11 +86,20 @@ type venueRun struct {
 	symbols map[string]bool
 }
 
-// NewDaemon builds the daemon from cfg: one feed and one adapter per
-// enabled venue (ctors names the adapters built into this binary; a venue
-// without one is skipped with a warning).
-func NewDaemon(cfg *Config, ctors map[string]Constructor, log *slog.Logger) (*Daemon, error) {
-	d := &Daemon{cfg: cfg, log: log, hub: fanout.NewHub(subscriber.NewRegistry()), reg: prometheus.NewRegistry(),
+// New builds the daemon: one feed and one adapter per enabled venue of
+// o.Config.
+func New(o Options) (*Daemon, error) {
+	if o.Config == nil {
+		return nil, errors.New("daemon: Options.Config is required")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Venues == nil {
+		o.Venues = venues.All
+	}
+	cfg, log := o.Config, o.Logger
+	d := &Daemon{o: o, cfg: cfg, log: log, hub: fanout.NewHub(subscriber.NewRegistry()), reg: prometheus.NewRegistry(),
 		byName: map[string]*venueRun{}, stopped: make(chan struct{})}
 	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var err error
@@ -88,8 +113,8 @@ func NewDaemon(cfg *Config, ctors map[string]Constructor, log *slog.Logger) (*Da
 		}
 	}()
 	for _, vc := range cfg.Venues {
-		ctor := ctors[vc.Name]
-		if ctor == nil {
+		i := slices.IndexFunc(o.Venues, func(v venues.Venue) bool { return v.Name == vc.Name })
+		if i < 0 {
 			log.Warn("venue not built into this binary; skipped", "venue", vc.Name)
 			continue
 		}
@@ -98,7 +123,7 @@ func NewDaemon(cfg *Config, ctors map[string]Constructor, log *slog.Logger) (*Da
 		if err != nil {
 			return nil, err
 		}
-		a, err := ctor(venue.Config{WSURL: vc.WSURL, RESTURL: vc.RESTURL, Symbols: vc.Symbols, Channels: vc.Channels,
+		a, err := o.Venues[i].New(venue.Config{WSURL: vc.WSURL, RESTURL: vc.RESTURL, Symbols: vc.Symbols, Channels: vc.Channels,
 			Depth: vc.Depth, Sink: d.claims.sink(f), Logger: log, Recorder: d.recorder()})
 		if err != nil {
 			return nil, fmt.Errorf("venues.%s: %w", vc.Name, err)
@@ -111,14 +136,14 @@ func NewDaemon(cfg *Config, ctors map[string]Constructor, log *slog.Logger) (*Da
 		d.byName[vc.Name] = vr
 	}
 	d.auth = api.NewAuth(cfg.Tokens)
-	o := cfg.WS
-	o.Hub, o.Auth, o.Logger = d.hub, d.auth, log
-	o.Metrics = wsapi.NewMetrics(d.reg)
+	wo := cfg.WS
+	wo.Hub, wo.Auth, wo.Logger = d.hub, d.auth, log
+	wo.Metrics = wsapi.NewMetrics(d.reg)
 	d.reg.MustRegister(fanout.NewCollector(d.hub))
-	o.Check = d.check
-	o.OnSubscribe = d.onSubscribe
-	o.SnapshotClaim = d.claims.replyClaim
-	d.ws = wsapi.NewServer(o)
+	wo.Check = d.check
+	wo.OnSubscribe = d.onSubscribe
+	wo.SnapshotClaim = d.claims.replyClaim
+	d.ws = wsapi.NewServer(wo)
 	d.http = &http.Server{Handler: d.routes(), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	built = true
@@ -142,8 +167,8 @@ func (d *Daemon) check(st venue.Stream) error {
 // yet. Symbols are kept for the life of the process (unsubscribing at the
 // venue when the last subscriber leaves is not done).
 func (d *Daemon) onSubscribe(st venue.Stream) {
-	if d.subscribed != nil {
-		d.subscribed(st)
+	if d.o.OnSubscribe != nil {
+		d.o.OnSubscribe(st)
 	}
 	vr := d.byName[st.Venue()]
 	sym := st.Symbol()
@@ -157,6 +182,9 @@ func (d *Daemon) onSubscribe(st venue.Stream) {
 		}
 	}
 }
+
+// Metrics returns the registry of the daemon's Prometheus metrics.
+func (d *Daemon) Metrics() prometheus.Gatherer { return d.reg }
 
 // Hub returns the daemon's fanout hub.
 func (d *Daemon) Hub() *fanout.Hub { return d.hub }
@@ -290,7 +318,8 @@ func (d *Daemon) coverage(w http.ResponseWriter, _ *http.Request, _ *api.Token) 
 	writeJSON(w, http.StatusOK, out)
 }
 
-type subscriberView struct {
+// SubscriberView is one entry of GET /v1/subscribers.
+type SubscriberView struct {
 	ID         string         `json:"id"`
 	Kind       string         `json:"kind"`
 	Attached   bool           `json:"attached"`
@@ -303,9 +332,9 @@ type subscriberView struct {
 }
 
 func (d *Daemon) subscribers(w http.ResponseWriter, _ *http.Request, _ *api.Token) {
-	out := []subscriberView{}
+	out := []SubscriberView{}
 	for _, s := range d.hub.Registry().All() {
-		v := subscriberView{ID: s.ID(), Kind: s.Kind().String(), Streams: s.Streams(), Bounds: map[string]any{}}
+		v := SubscriberView{ID: s.ID(), Kind: s.Kind().String(), Streams: s.Streams(), Bounds: map[string]any{}}
 		if c := s.Resolve(); c != nil {
 			v.Attached, v.QueueLen, v.QueueBytes = true, c.Len(), c.Bytes()
 		}
