@@ -65,6 +65,23 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"tokens:\n  - name: a\n    sha256: abc\n", "tokens[0].sha256: not 64 hex digits"},
 		{"log_level: loud\n", `log_level: "loud"`},
 		{"websocket:\n  io_uring: sometimes\n", "websocket.io_uring"},
+		// Values that used to pass check-config and then crash or weaken
+		// serve (issue 11, item 6).
+		{"limits:\n  max_message_bytes: 100000000000\n", "limits.max_message_bytes: 100000000000 is not an integer from 64 to 1048576"},
+		{"limits:\n  max_message_bytes: 4611686018427387904\n", "limits.max_message_bytes: 4611686018427387904 is not an integer"},
+		{"limits:\n  max_message_bytes: 1.5\n", "limits.max_message_bytes: 1.5 is not an integer"},
+		{"limits:\n  commands_per_second: 0\n", "limits.commands_per_second: 0 is not a number above 0"},
+		{"websocket:\n  max_batch_bytes: 1e12\n", "websocket.max_batch_bytes"},
+		{"venues:\n  coinbase:\n    depth: 2.5\n", "venues.coinbase.depth: 2.5"},
+		{"venues:\n  coinbase:\n    max_queue_bytes: 100000000000000\n", "venues.coinbase.max_queue_bytes"},
+		{"listen: 127.0.0.1:99999\n", `listen: "127.0.0.1:99999": port "99999" is not a number from 0 to 65535`},
+		{"tokens:\n  - {name: a, token: s}\n  - {name: b, token: s}\n", "tokens[1]: has the same secret as tokens[0]"},
+		{"tokens:\n  - {name: a, token: s, streams: [\"coinbase:levl2:*\"]}\n", `tokens[0].streams[0]: "coinbase:levl2:*" names channel "levl2"`},
+		{"tokens:\n  - {name: a, token: s, streams: [\"ftx:*\"]}\n", `tokens[0].streams[0]: "ftx:*" names venue "ftx"`},
+		{"tokens:\n  - {name: a, token: s, streams: [\"coinbase:level2\"]}\n", `tokens[0].streams[0]: "coinbase:level2" is not a stream`},
+		{"http:\n  idle_timeout: 0s\n", `http.idle_timeout: "0s"`},
+		{"http:\n  max_anonymous_connections: -1\n", "http.max_anonymous_connections: -1"},
+		{"shutdown_timeout: 1000h\n", `shutdown_timeout: "1000h" is not a duration between 0 and 24h`},
 	} {
 		p := writeConfig(t, tc.yaml)
 		var out, errb bytes.Buffer

@@ -267,6 +267,8 @@ func TestReplayErrors(t *testing.T) {
 		{[]string{"--export", "-", "--venue", "kraken", bad}, 1, bad + ":2:"},
 		{[]string{"--export", "-", filepath.Join(dir, "missing.jsonl.gz")}, 2, "missing.jsonl.gz"},
 		{[]string{"--export", "-", "--loop", capture("kraken")}, 2, "--loop"},
+		{[]string{"--export", "-", dir}, 2, "is a directory"},
+		{[]string{"--export", "-", "--venue", "kraken", dir}, 2, "is a directory"},
 		{[]string{}, 2, "usage"},
 	} {
 		var out, errb bytes.Buffer

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"regexp"
@@ -39,8 +40,18 @@ type fileConfig struct {
 	Websocket       websocketConfig        `yaml:"websocket"`
 	Limits          limitsConfig           `yaml:"limits"`
 	Venues          map[string]venueConfig `yaml:"venues"`
-	ClaimCheck      *claimCheckFile        `yaml:"claim_check"` // pre-filled with defaults; see claims.go
-	Record          recordConfig           `yaml:"record"`      // record.go
+	HTTP            httpConfig             `yaml:"http"`
+	ClaimCheck      *claimCheckFile        `yaml:"claim_check"` // pre-filled with claimcheck's defaults
+	Record          recordConfig           `yaml:"record"`
+}
+
+// Numbers are kept raw (any) so that 1.5 or 1e20 is refused with its key
+// rather than truncated by the YAML decoder.
+
+type httpConfig struct {
+	ReadHeaderTimeout       string `yaml:"read_header_timeout"`
+	IdleTimeout             string `yaml:"idle_timeout"`
+	MaxAnonymousConnections any    `yaml:"max_anonymous_connections"`
 }
 
 type tokenConfig struct {
@@ -57,17 +68,17 @@ type websocketConfig struct {
 	PingInterval     string `yaml:"ping_interval"`
 	WriteDelay       string `yaml:"write_delay"`
 	IOUring          *bool  `yaml:"io_uring"`
-	SendBufferBytes  *int   `yaml:"send_buffer_bytes"`
-	MaxBatchBytes    *int   `yaml:"max_batch_bytes"`
-	MaxBatchMessages *int   `yaml:"max_batch_messages"`
+	SendBufferBytes  any    `yaml:"send_buffer_bytes"`
+	MaxBatchBytes    any    `yaml:"max_batch_bytes"`
+	MaxBatchMessages any    `yaml:"max_batch_messages"`
 }
 
 type limitsConfig struct {
-	MaxStreamsPerConnection *int     `yaml:"max_streams_per_connection"`
-	MaxMessageBytes         *int     `yaml:"max_message_bytes"`
-	MaxConnectionsPerToken  *int     `yaml:"max_connections_per_token"`
-	CommandsPerSecond       *float64 `yaml:"commands_per_second"`
-	CommandBurst            *int     `yaml:"command_burst"`
+	MaxStreamsPerConnection any `yaml:"max_streams_per_connection"`
+	MaxMessageBytes         any `yaml:"max_message_bytes"`
+	MaxConnectionsPerToken  any `yaml:"max_connections_per_token"`
+	CommandsPerSecond       any `yaml:"commands_per_second"`
+	CommandBurst            any `yaml:"command_burst"`
 }
 
 type venueConfig struct {
@@ -76,7 +87,7 @@ type venueConfig struct {
 	RESTURL       string   `yaml:"rest_url"`
 	Symbols       []string `yaml:"symbols"`
 	Channels      []string `yaml:"channels"`
-	Depth         *int     `yaml:"depth"`
+	Depth         any      `yaml:"depth"`
 	MaxQueueLen   any      `yaml:"max_queue_len"`
 	MaxQueueBytes any      `yaml:"max_queue_bytes"`
 }
@@ -87,6 +98,7 @@ type Config struct {
 	Listen          string
 	LogLevel        string
 	ShutdownTimeout time.Duration
+	HTTP            HTTP
 	WS              wsapi.Options // Hub, Check, Auth, Metrics, Logger are the daemon's to set
 	Tokens          []api.Token
 	Venues          []Venue // enabled venues only, in venueNames order
@@ -106,11 +118,27 @@ type Venue struct {
 	MaxQueueBytes int
 }
 
+// HTTP is the resolved http: section, the daemon's HTTP server.
+type HTTP struct {
+	// ReadHeaderTimeout bounds reading a request's headers. Defaults to 10s.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection idle this long. Defaults
+	// to 2m.
+	IdleTimeout time.Duration
+	// MaxAnonymousConnections caps the open connections that have not
+	// presented a valid token (with tokens configured); past it new
+	// connections are closed at once. Defaults to 1024; 0 means no cap.
+	MaxAnonymousConnections int
+}
+
 // Defaults.
 const (
-	defaultListen          = "127.0.0.1:8080"
-	defaultShutdownTimeout = 5 * time.Second
-	defaultMaxQueueBytes   = 8 << 20
+	defaultReadHeaderTimeout       = 10 * time.Second
+	defaultIdleTimeout             = 2 * time.Minute
+	defaultMaxAnonymousConnections = 1024
+	defaultListen                  = "127.0.0.1:8080"
+	defaultShutdownTimeout         = 5 * time.Second
+	defaultMaxQueueBytes           = 8 << 20
 	// defaultWriteDelay: on this machine's reference load (200 subscribers
 	// × 2,000 events/s), with the write pool, 3ms measured 1.44–1.50 µs of
 	// server CPU per delivered message at p99 6.1–8.2 ms, against
@@ -233,25 +261,73 @@ func keyAtLine(n *yaml.Node, path string, line int) string {
 	return ""
 }
 
+// maxDuration bounds every duration key: longer is a typo, not a setting.
+const maxDuration = 24 * time.Hour
+
 func duration(key, s string, def time.Duration) (time.Duration, error) {
 	if s == "" {
 		return def, nil
 	}
 	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return 0, cfgErr(key, "%q is not a positive duration (e.g. \"10s\")", s)
+	if err != nil || d <= 0 || d > maxDuration {
+		return 0, cfgErr(key, "%q is not a duration between 0 and 24h (e.g. \"10s\")", s)
 	}
 	return d, nil
 }
 
-func positive(key string, v *int) (int, error) {
-	if v == nil {
-		return 0, nil // the default applies
+// intIn validates a raw YAML number: absent or null gives def; an integer
+// in [lo, hi] is the value; anything else (1.5, "10", true, past the
+// range) is an error naming the key, the value and the range.
+func intIn(key string, v any, def, lo, hi int64) (int64, error) {
+	var n int64
+	switch x := v.(type) {
+	case nil:
+		return def, nil
+	case int:
+		n = int64(x)
+	case int64:
+		n = x
+	case uint64:
+		if x > math.MaxInt64 {
+			return 0, cfgErr(key, "%d is not an integer from %d to %d", x, lo, hi)
+		}
+		n = int64(x)
+	case float64:
+		if x != math.Trunc(x) || x < math.MinInt64 || x > math.MaxInt64 {
+			return 0, cfgErr(key, "%v is not an integer from %d to %d", x, lo, hi)
+		}
+		n = int64(x)
+	default:
+		return 0, cfgErr(key, "%#v is not an integer from %d to %d", v, lo, hi)
 	}
-	if *v <= 0 {
-		return 0, cfgErr(key, "%d is not a positive integer", *v)
+	if n < lo || n > hi {
+		return 0, cfgErr(key, "%d is not an integer from %d to %d", n, lo, hi)
 	}
-	return *v, nil
+	return n, nil
+}
+
+// numberIn validates a raw YAML number: absent or null gives def; a number
+// in (lo, hi] is the value.
+func numberIn(key string, v any, def, lo, hi float64) (float64, error) {
+	var f float64
+	switch x := v.(type) {
+	case nil:
+		return def, nil
+	case int:
+		f = float64(x)
+	case int64:
+		f = float64(x)
+	case uint64:
+		f = float64(x)
+	case float64:
+		f = x
+	default:
+		return 0, cfgErr(key, "%#v is not a number", v)
+	}
+	if !(f > lo && f <= hi) {
+		return 0, cfgErr(key, "%v is not a number above %v and at most %v", f, lo, hi)
+	}
+	return f, nil
 }
 
 func resolve(fc *fileConfig, getenv func(string) string) (*Config, error) {
@@ -262,8 +338,8 @@ func resolve(fc *fileConfig, getenv func(string) string) (*Config, error) {
 	if v := getenv("FANOUTD_LISTEN"); v != "" {
 		c.Listen = v
 	}
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		return nil, cfgErr("listen", "%q is not host:port", c.Listen)
+	if err := checkListen(c.Listen); err != nil {
+		return nil, err
 	}
 	switch fc.LogLevel {
 	case "":
@@ -277,10 +353,23 @@ func resolve(fc *fileConfig, getenv func(string) string) (*Config, error) {
 		return nil, err
 	}
 	w := &c.WS
-	if w.WriteTimeout, err = duration("websocket.write_timeout", fc.Websocket.WriteTimeout, 10*time.Second); err != nil {
+	h := &c.HTTP
+	if h.ReadHeaderTimeout, err = duration("http.read_header_timeout", fc.HTTP.ReadHeaderTimeout, defaultReadHeaderTimeout); err != nil {
 		return nil, err
 	}
-	if w.PingInterval, err = duration("websocket.ping_interval", fc.Websocket.PingInterval, 30*time.Second); err != nil {
+	if h.IdleTimeout, err = duration("http.idle_timeout", fc.HTTP.IdleTimeout, defaultIdleTimeout); err != nil {
+		return nil, err
+	}
+	n, err := intIn("http.max_anonymous_connections", fc.HTTP.MaxAnonymousConnections, defaultMaxAnonymousConnections, 0, 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	h.MaxAnonymousConnections = int(n)
+	// Absent websocket and limits keys stay 0: wsapi's defaults apply.
+	if w.WriteTimeout, err = duration("websocket.write_timeout", fc.Websocket.WriteTimeout, 0); err != nil {
+		return nil, err
+	}
+	if w.PingInterval, err = duration("websocket.ping_interval", fc.Websocket.PingInterval, 0); err != nil {
 		return nil, err
 	}
 	if fc.Websocket.WriteDelay != "" {
@@ -292,35 +381,38 @@ func resolve(fc *fileConfig, getenv func(string) string) (*Config, error) {
 	}
 	w.Uring = fc.Websocket.IOUring == nil || *fc.Websocket.IOUring
 	if v := fc.Websocket.SendBufferBytes; v != nil {
-		if *v < 0 {
-			return nil, cfgErr("websocket.send_buffer_bytes", "%d is negative (0 leaves the kernel's default)", *v)
-		}
-		w.SendBuffer = *v
-		if *v == 0 {
-			w.SendBuffer = -1
-		}
-	}
-	for _, p := range []struct {
-		key string
-		v   *int
-		dst *int
-	}{
-		{"websocket.max_batch_bytes", fc.Websocket.MaxBatchBytes, &w.MaxBatchBytes},
-		{"websocket.max_batch_messages", fc.Websocket.MaxBatchMessages, &w.MaxBatchMessages},
-		{"limits.max_streams_per_connection", fc.Limits.MaxStreamsPerConnection, &w.Limits.MaxStreams},
-		{"limits.max_message_bytes", fc.Limits.MaxMessageBytes, &w.Limits.MaxMessageBytes},
-		{"limits.max_connections_per_token", fc.Limits.MaxConnectionsPerToken, &w.Limits.MaxConnsPerToken},
-		{"limits.command_burst", fc.Limits.CommandBurst, &w.Limits.CommandBurst},
-	} {
-		if *p.dst, err = positive(p.key, p.v); err != nil {
+		n, err := intIn("websocket.send_buffer_bytes", v, 0, 0, 64<<20)
+		if err != nil {
 			return nil, err
 		}
-	}
-	if v := fc.Limits.CommandsPerSecond; v != nil {
-		if !(*v > 0) {
-			return nil, cfgErr("limits.commands_per_second", "%v is not a positive number", *v)
+		w.SendBuffer = int(n)
+		if n == 0 {
+			w.SendBuffer = -1 // the kernel's default
 		}
-		w.Limits.CommandsPerSecond = *v
+	}
+	// Ranges: each bound keeps a value the daemon can run (memory per
+	// connection, counts that fit an int on every platform).
+	for _, p := range []struct {
+		key    string
+		v      any
+		lo, hi int64
+		dst    *int
+	}{
+		{"websocket.max_batch_bytes", fc.Websocket.MaxBatchBytes, 512, 16 << 20, &w.MaxBatchBytes},
+		{"websocket.max_batch_messages", fc.Websocket.MaxBatchMessages, 1, 1 << 20, &w.MaxBatchMessages},
+		{"limits.max_streams_per_connection", fc.Limits.MaxStreamsPerConnection, 1, 1 << 20, &w.Limits.MaxStreams},
+		{"limits.max_message_bytes", fc.Limits.MaxMessageBytes, 64, 1 << 20, &w.Limits.MaxMessageBytes},
+		{"limits.max_connections_per_token", fc.Limits.MaxConnectionsPerToken, 1, 1 << 24, &w.Limits.MaxConnsPerToken},
+		{"limits.command_burst", fc.Limits.CommandBurst, 1, 1 << 20, &w.Limits.CommandBurst},
+	} {
+		n, err := intIn(p.key, p.v, 0, p.lo, p.hi)
+		if err != nil {
+			return nil, err
+		}
+		*p.dst = int(n) // 0 when absent: wsapi's default
+	}
+	if w.Limits.CommandsPerSecond, err = numberIn("limits.commands_per_second", fc.Limits.CommandsPerSecond, 0, 0, 1e6); err != nil {
+		return nil, err
 	}
 	for i, o := range fc.Origins {
 		if o == "" {
@@ -346,6 +438,7 @@ func resolve(fc *fileConfig, getenv func(string) string) (*Config, error) {
 func resolveTokens(tcs []tokenConfig, env string) ([]api.Token, error) {
 	var out []api.Token
 	seen := map[string]bool{}
+	secrets := map[[32]byte]string{} // digest → the key of the token that has it
 	for i, tc := range tcs {
 		key := fmt.Sprintf("tokens[%d]", i)
 		if tc.Name == "" {
@@ -371,9 +464,18 @@ func resolveTokens(tcs []tokenConfig, env string) ([]api.Token, error) {
 		default:
 			return nil, cfgErr(key, "set sha256 (preferred) or token")
 		}
+		if other, dup := secrets[t.Digest]; dup {
+			return nil, cfgErr(key, "has the same secret as %s (each token needs its own)", other)
+		}
+		secrets[t.Digest] = key
 		for j, v := range tc.Venues {
 			if !slices.Contains(venues.Names(), v) {
 				return nil, cfgErr(fmt.Sprintf("%s.venues[%d]", key, j), "%q is not a venue", v)
+			}
+		}
+		for j, p := range tc.Streams {
+			if err := checkPattern(p); err != nil {
+				return nil, cfgErr(fmt.Sprintf("%s.streams[%d]", key, j), "%q %v", p, err)
 			}
 		}
 		if err := checkTenants(key, tc.Tenants); err != nil {
@@ -396,6 +498,10 @@ func resolveTokens(tcs []tokenConfig, env string) ([]api.Token, error) {
 			} else {
 				return nil, cfgErr(fmt.Sprintf("FANOUTD_TOKENS[%d]", i), "empty token")
 			}
+			if other, dup := secrets[t.Digest]; dup {
+				return nil, cfgErr(fmt.Sprintf("FANOUTD_TOKENS[%d]", i), "has the same secret as %s (each token needs its own)", other)
+			}
+			secrets[t.Digest] = fmt.Sprintf("FANOUTD_TOKENS[%d]", i)
 			out = append(out, t)
 		}
 	}
@@ -452,12 +558,11 @@ func resolveVenues(in map[string]venueConfig) ([]Venue, error) {
 		if len(v.Channels) == 0 {
 			v.Channels = []venue.Channel{venue.Level2, venue.Trades, venue.Ticker}
 		}
-		if vc.Depth != nil {
-			if *vc.Depth < 0 {
-				return nil, cfgErr(key+".depth", "%d is negative", *vc.Depth)
-			}
-			v.Depth = *vc.Depth
+		depth, err := intIn(key+".depth", vc.Depth, 0, 0, 10000)
+		if err != nil {
+			return nil, err
 		}
+		v.Depth = int(depth)
 		for _, u := range []struct{ k, v string }{{"ws_url", v.WSURL}, {"rest_url", v.RESTURL}} {
 			if u.v != "" && !strings.Contains(u.v, "://") {
 				return nil, cfgErr(key+"."+u.k, "%q is not a URL", u.v)
@@ -502,19 +607,8 @@ func (c *Config) ForCaptures(found map[string][]string) error {
 // (8 MiB); 0 means no byte bound; a positive integer is the bound;
 // anything else is an error naming the key and the value.
 func maxQueueBytes(key string, v any) (int, error) {
-	switch x := v.(type) {
-	case nil:
-		return defaultMaxQueueBytes, nil
-	case int:
-		if x >= 0 {
-			return x, nil
-		}
-	case uint64:
-		if x <= 1<<40 {
-			return int(x), nil
-		}
-	}
-	return 0, cfgErr(key, "%#v is not a non-negative integer", v)
+	n, err := intIn(key, v, defaultMaxQueueBytes, 0, 1<<40)
+	return int(n), err
 }
 
 // defaultSnapshotClaimMinBytes: a snapshot reply carries the claim check
@@ -675,6 +769,52 @@ func positiveInt(key string, v any, def int64) (int64, error) {
 		}
 	}
 	return 0, cfgErr(key, "%#v is not a positive integer", v)
+}
+
+// checkPattern validates a token's stream pattern: venue:channel:symbol
+// where '*' matches any run of characters. A part without '*' must be a
+// venue, a channel or a symbol as streams write them, so that a typo is
+// not a scope that silently matches nothing.
+func checkPattern(p string) error {
+	if p == "" || len(p) > 256 {
+		return errors.New("is not a stream pattern (venue:channel:symbol, '*' matches any run)")
+	}
+	if !strings.Contains(p, "*") {
+		if _, err := venue.ParseStream(p); err != nil {
+			return errors.New("is not a stream, and has no '*'")
+		}
+		return nil
+	}
+	for _, r := range p {
+		if r < 0x21 || r == 0x7f {
+			return errors.New("has a space or control character")
+		}
+	}
+	parts := strings.SplitN(p, ":", 3)
+	if v := parts[0]; !strings.Contains(v, "*") && len(parts) > 1 && !slices.Contains(venues.Names(), v) {
+		return fmt.Errorf("names venue %q, which is not a venue", v)
+	}
+	if len(parts) > 1 {
+		if ch := parts[1]; !strings.Contains(ch, "*") && len(parts) > 2 {
+			if _, err := venue.ParseChannel(ch); err != nil {
+				return fmt.Errorf("names channel %q, which is not a channel", ch)
+			}
+		}
+	}
+	return nil
+}
+
+// checkListen validates a listen address: host:port with a port from 0
+// to 65535 (0 picks a free one).
+func checkListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return cfgErr("listen", "%q is not host:port", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return cfgErr("listen", "%q: port %q is not a number from 0 to 65535", addr, port)
+	}
+	return nil
 }
 
 // Loopback reports whether addr (host:port) listens on loopback only.

@@ -68,6 +68,7 @@ type Daemon struct {
 	venues  []*venueRun
 	byName  map[string]*venueRun
 	claims  *claimWire // the claim-check node (claims.go)
+	conns   *connGuard // caps idle connections without a token (conns.go)
 	stopped chan struct{}
 
 	shutdownOnce sync.Once
@@ -144,7 +145,10 @@ func New(o Options) (*Daemon, error) {
 	wo.OnSubscribe = d.onSubscribe
 	wo.SnapshotClaim = d.claims.replyClaim
 	d.ws = wsapi.NewServer(wo)
-	d.http = &http.Server{Handler: d.routes(), ReadHeaderTimeout: 10 * time.Second,
+	d.conns = newConnGuard(cfg.HTTP.MaxAnonymousConnections, d.reg)
+	d.http = &http.Server{Handler: d.conns.vouching(d.auth, d.routes()),
+		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout, IdleTimeout: cfg.HTTP.IdleTimeout,
+		ConnContext: d.conns.connContext, ConnState: d.conns.connState,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	built = true
 	return d, nil
