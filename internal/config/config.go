@@ -82,14 +82,16 @@ type limitsConfig struct {
 }
 
 type venueConfig struct {
-	Enabled       *bool    `yaml:"enabled"`
-	WSURL         string   `yaml:"ws_url"`
-	RESTURL       string   `yaml:"rest_url"`
-	Symbols       []string `yaml:"symbols"`
-	Channels      []string `yaml:"channels"`
-	Depth         any      `yaml:"depth"`
-	MaxQueueLen   any      `yaml:"max_queue_len"`
-	MaxQueueBytes any      `yaml:"max_queue_bytes"`
+	Enabled          *bool    `yaml:"enabled"`
+	WSURL            string   `yaml:"ws_url"`
+	RESTURL          string   `yaml:"rest_url"`
+	Symbols          []string `yaml:"symbols"`
+	Channels         []string `yaml:"channels"`
+	Depth            any      `yaml:"depth"`
+	MaxQueueLen      any      `yaml:"max_queue_len"`
+	MaxQueueBytes    any      `yaml:"max_queue_bytes"`
+	MaxSymbols       any      `yaml:"max_symbols"`
+	UnsubscribeAfter string   `yaml:"unsubscribe_after"`
 }
 
 // Config is the resolved configuration: every default applied, every
@@ -116,6 +118,14 @@ type Venue struct {
 	Depth         int
 	MaxQueueLen   int
 	MaxQueueBytes int
+	// MaxSymbols caps the symbols subscribed at the venue, configured ones
+	// included; a subscribe for one more is refused (too_many_symbols).
+	// Defaults to 500.
+	MaxSymbols int
+	// UnsubscribeAfter: a symbol asked for by a client (not a configured
+	// one) that no subscriber holds for this long is unsubscribed at the
+	// venue. Defaults to 5m.
+	UnsubscribeAfter time.Duration
 }
 
 // HTTP is the resolved http: section, the daemon's HTTP server.
@@ -136,6 +146,8 @@ const (
 	defaultReadHeaderTimeout       = 10 * time.Second
 	defaultIdleTimeout             = 2 * time.Minute
 	defaultMaxAnonymousConnections = 1024
+	defaultMaxSymbols              = 500
+	defaultUnsubscribeAfter        = 5 * time.Minute
 	defaultListen                  = "127.0.0.1:8080"
 	defaultShutdownTimeout         = 5 * time.Second
 	defaultMaxQueueBytes           = 8 << 20
@@ -542,6 +554,17 @@ func resolveVenues(in map[string]venueConfig) ([]Venue, error) {
 		v := Venue{Name: name, WSURL: vc.WSURL, RESTURL: vc.RESTURL, Symbols: vc.Symbols, MaxQueueLen: n, MaxQueueBytes: mb}
 		if v.Symbols == nil {
 			v.Symbols = reg.Symbols
+		}
+		ms, err := intIn(key+".max_symbols", vc.MaxSymbols, defaultMaxSymbols, 1, 100000)
+		if err != nil {
+			return nil, err
+		}
+		v.MaxSymbols = int(ms)
+		if len(v.Symbols) > v.MaxSymbols {
+			return nil, cfgErr(key+".symbols", "%d symbols, more than max_symbols (%d)", len(v.Symbols), v.MaxSymbols)
+		}
+		if v.UnsubscribeAfter, err = duration(key+".unsubscribe_after", vc.UnsubscribeAfter, defaultUnsubscribeAfter); err != nil {
+			return nil, err
 		}
 		for i, s := range v.Symbols {
 			if _, err := venue.ParseStream(name + ":trades:" + s); err != nil {

@@ -69,6 +69,8 @@ type Daemon struct {
 	byName  map[string]*venueRun
 	claims  *claimWire // the claim-check node (claims.go)
 	conns   *connGuard // caps idle connections without a token (conns.go)
+
+	released *prometheus.CounterVec // symbols unsubscribed at their venue by the sweep
 	stopped chan struct{}
 
 	shutdownOnce sync.Once
@@ -83,8 +85,14 @@ type venueRun struct {
 	feed    *fanout.Feed
 	adapter venue.Adapter
 
-	mu      sync.Mutex // protects symbols
-	symbols map[string]bool
+	mu      sync.Mutex             // protects symbols
+	symbols map[string]*symbolUse // subscribed at the venue
+}
+
+// symbolUse is one symbol subscribed at a venue.
+type symbolUse struct {
+	pinned    bool      // configured (venues.<v>.symbols): never unsubscribed
+	idleSince time.Time // when the sweep first found no subscriber; zero while wanted
 }
 
 // New builds the daemon: one feed and one adapter per enabled venue of
@@ -129,9 +137,9 @@ func New(o Options) (*Daemon, error) {
 		if err != nil {
 			return nil, fmt.Errorf("venues.%s: %w", vc.Name, err)
 		}
-		vr := &venueRun{cfg: vc, feed: f, adapter: a, symbols: map[string]bool{}}
+		vr := &venueRun{cfg: vc, feed: f, adapter: a, symbols: map[string]*symbolUse{}}
 		for _, s := range vc.Symbols {
-			vr.symbols[s] = true
+			vr.symbols[s] = &symbolUse{pinned: true}
 		}
 		d.venues = append(d.venues, vr)
 		d.byName[vc.Name] = vr
@@ -145,6 +153,13 @@ func New(o Options) (*Daemon, error) {
 	wo.OnSubscribe = d.onSubscribe
 	wo.SnapshotClaim = d.claims.replyClaim
 	d.ws = wsapi.NewServer(wo)
+	d.released = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fanoutd_symbols_unsubscribed_total",
+		Help: "Symbols unsubscribed at their venue because no subscriber held them for unsubscribe_after."}, []string{"venue"})
+	d.reg.MustRegister(d.released)
+	for _, vr := range d.venues {
+		d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fanoutd_venue_symbols",
+			Help: "Symbols subscribed at the venue now.", ConstLabels: prometheus.Labels{"venue": vr.cfg.Name}}, vr.symbolCount))
+	}
 	d.conns = newConnGuard(cfg.HTTP.MaxAnonymousConnections, d.reg)
 	d.http = &http.Server{Handler: d.conns.vouching(d.auth, d.routes()),
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout, IdleTimeout: cfg.HTTP.IdleTimeout,
@@ -154,8 +169,10 @@ func New(o Options) (*Daemon, error) {
 	return d, nil
 }
 
-// check accepts the streams of the configured venues and channels; any
-// symbol the venue writes may be asked for (the adapter subscribes it).
+// check accepts the streams of the configured venues and channels, for a
+// symbol the venue already subscribes, or a new one the venue's instrument
+// list has (where the adapter knows it) while the venue subscribes fewer
+// than max_symbols.
 func (d *Daemon) check(st venue.Stream) error {
 	vr := d.byName[st.Venue()]
 	if vr == nil {
@@ -164,12 +181,29 @@ func (d *Daemon) check(st venue.Stream) error {
 	if !slices.Contains(vr.cfg.Channels, st.Channel()) {
 		return errors.New("channel not served for this venue")
 	}
+	sym := st.Symbol()
+	vr.mu.Lock()
+	_, have := vr.symbols[sym]
+	n := len(vr.symbols)
+	vr.mu.Unlock()
+	if have {
+		return nil
+	}
+	if sc, ok := vr.adapter.(venue.SymbolChecker); ok {
+		if known, listed := sc.KnownSymbol(sym); listed && !known {
+			return &api.Refusal{Code: api.CodeUnknownSymbol, Message: "not an instrument of " + vr.cfg.Name}
+		}
+	}
+	if n >= vr.cfg.MaxSymbols {
+		return &api.Refusal{Code: api.CodeTooManySymbols,
+			Message: fmt.Sprintf("%s already subscribes %d symbols (venues.%s.max_symbols)", vr.cfg.Name, n, vr.cfg.Name)}
+	}
 	return nil
 }
 
 // onSubscribe has the venue's adapter subscribe a symbol it does not have
-// yet. Symbols are kept for the life of the process (unsubscribing at the
-// venue when the last subscriber leaves is not done).
+// yet. Concurrent subscribes of new symbols may pass max_symbols by as
+// many as race past check at once.
 func (d *Daemon) onSubscribe(st venue.Stream) {
 	if d.o.OnSubscribe != nil {
 		d.o.OnSubscribe(st)
@@ -177,14 +211,71 @@ func (d *Daemon) onSubscribe(st venue.Stream) {
 	vr := d.byName[st.Venue()]
 	sym := st.Symbol()
 	vr.mu.Lock()
-	have := vr.symbols[sym]
-	vr.symbols[sym] = true
+	u, have := vr.symbols[sym]
+	if have {
+		u.idleSince = time.Time{}
+	} else {
+		vr.symbols[sym] = &symbolUse{}
+	}
 	vr.mu.Unlock()
 	if !have {
 		if err := vr.adapter.Subscribe(sym); err != nil {
 			d.log.Warn("venue subscribe failed", "venue", st.Venue(), "symbol", sym, "err", err)
 		}
 	}
+}
+
+// sweepSymbols unsubscribes at the venue every symbol a client asked for
+// that no subscriber has held for the venue's unsubscribe_after, and
+// forgets its streams' state (their seq starts again at 1).
+func (d *Daemon) sweepSymbols(now time.Time) {
+	for _, vr := range d.venues {
+		var release []string
+		vr.mu.Lock()
+		for sym, u := range vr.symbols {
+			if u.pinned {
+				continue
+			}
+			switch {
+			case vr.feed.Wanted(sym):
+				u.idleSince = time.Time{}
+			case u.idleSince.IsZero():
+				u.idleSince = now
+			case now.Sub(u.idleSince) >= vr.cfg.UnsubscribeAfter:
+				delete(vr.symbols, sym)
+				release = append(release, sym)
+			}
+		}
+		vr.mu.Unlock()
+		if len(release) == 0 {
+			continue
+		}
+		slices.Sort(release)
+		if err := vr.adapter.Unsubscribe(release...); err != nil {
+			d.log.Warn("venue unsubscribe failed", "venue", vr.cfg.Name, "symbols", len(release), "err", err)
+		}
+		for _, sym := range release {
+			vr.feed.Forget(sym)
+		}
+		d.released.WithLabelValues(vr.cfg.Name).Add(float64(len(release)))
+		d.log.Info("symbols nobody holds unsubscribed at the venue", "venue", vr.cfg.Name, "symbols", len(release))
+	}
+}
+
+func (vr *venueRun) symbolCount() float64 {
+	vr.mu.Lock()
+	defer vr.mu.Unlock()
+	return float64(len(vr.symbols))
+}
+
+// sweepEvery is how often Run sweeps the symbols: a quarter of the
+// shortest unsubscribe_after, between 1s and 1m.
+func (d *Daemon) sweepEvery() time.Duration {
+	every := time.Minute
+	for _, vr := range d.venues {
+		every = min(every, vr.cfg.UnsubscribeAfter/4)
+	}
+	return max(every, time.Second)
 }
 
 // Metrics returns the registry of the daemon's Prometheus metrics.
@@ -207,6 +298,23 @@ func (d *Daemon) Run(ctx context.Context, ln net.Listener) error {
 		}
 	}
 	d.claims.start()
+	sweepDone := make(chan struct{})
+	defer func() { <-sweepDone }()
+	sweepCtx, stopSweep := context.WithCancel(ctx)
+	defer stopSweep()
+	go func() {
+		defer close(sweepDone)
+		t := time.NewTicker(d.sweepEvery())
+		defer t.Stop()
+		for {
+			select {
+			case <-sweepCtx.Done():
+				return
+			case now := <-t.C:
+				d.sweepSymbols(now)
+			}
+		}
+	}()
 	errc := make(chan error, 1)
 	go func() { errc <- d.http.Serve(ln) }()
 	d.log.Info("fanoutd listening", "addr", ln.Addr().String(), "venues", len(d.venues), "auth", d.auth.Enabled())

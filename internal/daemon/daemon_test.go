@@ -11,6 +11,8 @@ import (
 
 	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/internal/daemon/daemontest"
+	"github.com/fanoutd/fanoutd/internal/testsource"
+	"github.com/fanoutd/fanoutd/venue"
 	"github.com/fanoutd/fanoutd/venues"
 	"github.com/fanoutd/fanoutd/venues/coinbase/coinbasetest"
 )
@@ -58,5 +60,48 @@ func TestStartWithChosenVenues(t *testing.T) {
 				return
 			}
 		}
+	}
+}
+
+// TestTooManySymbolsIsAnErrorReply: past venues.<v>.max_symbols a subscribe
+// to a new symbol gets a too_many_symbols error reply, and the connection
+// stays usable.
+func TestTooManySymbolsIsAnErrorReply(t *testing.T) {
+	src := venues.Venue{Name: "coinbase", New: func(c venue.Config) (venue.Adapter, error) { return testsource.New("coinbase", c), nil }}
+	d := daemontest.Start(t, "venues:\n  coinbase:\n    symbols: [BTC-USD]\n    max_symbols: 2\n", daemon.Options{Venues: []venues.Venue{src}})
+	ws, _, err := websocket.DefaultDialer.Dial(d.URL("ws")+"/v1/stream", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	reply := func(id string, cmd map[string]any) map[string]any {
+		t.Helper()
+		cmd["id"] = id
+		if err := ws.WriteJSON(cmd); err != nil {
+			t.Fatal(err)
+		}
+		ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+		for {
+			_, msg, err := ws.ReadMessage()
+			if err != nil {
+				t.Fatalf("no reply to %s: %v", id, err)
+			}
+			for _, line := range strings.Split(strings.TrimSpace(string(msg)), "\n") {
+				var m map[string]any
+				json.Unmarshal([]byte(line), &m)
+				if m["id"] == id {
+					return m
+				}
+			}
+		}
+	}
+	if r := reply("1", map[string]any{"op": "subscribe", "streams": []string{"coinbase:trades:ETH-USD"}}); r["type"] != "ack" {
+		t.Fatalf("second symbol: %v", r)
+	}
+	if r := reply("2", map[string]any{"op": "subscribe", "streams": []string{"coinbase:trades:SOL-USD"}}); r["type"] != "error" || r["code"] != "too_many_symbols" {
+		t.Fatalf("third symbol past max_symbols 2: %v", r)
+	}
+	if r := reply("3", map[string]any{"op": "ping"}); r["type"] != "pong" {
+		t.Fatalf("after the refusal: %v", r)
 	}
 }
