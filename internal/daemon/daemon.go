@@ -57,21 +57,21 @@ type Options struct {
 // websocket server and the HTTP routes. Build one with New, run it with
 // Run.
 type Daemon struct {
-	o       Options
-	cfg     *config.Config
-	log     *slog.Logger
-	hub     *fanout.Hub
-	reg     *prometheus.Registry
-	ws      *wsapi.Server
-	auth    *api.Auth
-	http    *http.Server
-	venues  []*venueRun
-	byName  map[string]*venueRun
-	claims  *claimWire // the claim-check node (claims.go)
-	conns   *connGuard // caps idle connections without a token (conns.go)
+	o      Options
+	cfg    *config.Config
+	log    *slog.Logger
+	hub    *fanout.Hub
+	reg    *prometheus.Registry
+	ws     *wsapi.Server
+	auth   *api.Auth
+	http   *http.Server
+	venues []*venueRun
+	byName map[string]*venueRun
+	claims *claimWire // the claim-check node (claims.go)
+	conns  *connGuard // caps idle connections without a token (conns.go)
 
 	released *prometheus.CounterVec // symbols unsubscribed at their venue by the sweep
-	stopped chan struct{}
+	stopped  chan struct{}
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -85,7 +85,7 @@ type venueRun struct {
 	feed    *fanout.Feed
 	adapter venue.Adapter
 
-	mu      sync.Mutex             // protects symbols
+	mu      sync.Mutex            // protects symbols
 	symbols map[string]*symbolUse // subscribed at the venue
 }
 
