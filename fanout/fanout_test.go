@@ -15,7 +15,7 @@ import (
 func TestUnderTheBoundDelivers(t *testing.T) {
 	h, f := newHub(t, 3)
 	c := subscriber.NewMailbox()
-	s := h.NewEphemeral(c)
+	s := h.NewEphemeral(c, "")
 	h.Subscribe(s, tr)
 	f.Publish(trade(tr, 1))
 	f.Publish(trade(tr, 2))
@@ -28,7 +28,7 @@ func TestUnderTheBoundDelivers(t *testing.T) {
 func TestAtTheBoundIsFull(t *testing.T) {
 	h, f := newHub(t, 3)
 	c := subscriber.NewMailbox()
-	s := h.NewEphemeral(c)
+	s := h.NewEphemeral(c, "")
 	h.Subscribe(s, tr)
 	for i := range 4 {
 		f.Publish(trade(tr, i))
@@ -55,8 +55,8 @@ func TestAtTheBoundIsFull(t *testing.T) {
 func TestSlowSubscriberDoesNotHoldBackHealthyOne(t *testing.T) {
 	h, f := newHub(t, 2)
 	slow, fast := subscriber.NewMailbox(), subscriber.NewMailbox()
-	h.Subscribe(h.NewEphemeral(slow), tr)
-	h.Subscribe(h.NewEphemeral(fast), tr)
+	h.Subscribe(h.NewEphemeral(slow, ""), tr)
+	h.Subscribe(h.NewEphemeral(fast, ""), tr)
 	var got []uint64
 	for i := range 100 {
 		f.Publish(trade(tr, i))
@@ -122,7 +122,7 @@ func TestMaxQueueLenValidation(t *testing.T) {
 func TestDroppingReportsOnce(t *testing.T) {
 	h, f := newHub(t, 2)
 	c := subscriber.NewMailbox()
-	h.Subscribe(h.NewEphemeral(c), tr)
+	h.Subscribe(h.NewEphemeral(c, ""), tr)
 	for i := range 50 {
 		f.Publish(trade(tr, i))
 	}
@@ -141,7 +141,7 @@ func TestDroppingReportsOnce(t *testing.T) {
 func TestResumeBelowHalfDeliversAndReportsGaps(t *testing.T) {
 	h, f := newHub(t, 4)
 	c := subscriber.NewMailbox()
-	s := h.NewEphemeral(c)
+	s := h.NewEphemeral(c, "")
 	h.Subscribe(s, tr)
 	h.Subscribe(s, tr2)
 	for i := range 6 { // seqs 1..4 queued, 5 and 6 dropped
@@ -181,7 +181,7 @@ func TestResumeBelowHalfDeliversAndReportsGaps(t *testing.T) {
 func TestHoveringUnderTheBoundDoesNotFlip(t *testing.T) {
 	h, f := newHub(t, 10)
 	c := subscriber.NewMailbox()
-	h.Subscribe(h.NewEphemeral(c), tr)
+	h.Subscribe(h.NewEphemeral(c, ""), tr)
 	for i := range 9 {
 		f.Publish(trade(tr, i))
 	}
@@ -213,9 +213,9 @@ func TestHoveringUnderTheBoundDoesNotFlip(t *testing.T) {
 func TestDeadWhileDroppingLeavesWithoutTransition(t *testing.T) {
 	h, f := newHub(t, 2)
 	dead, live := subscriber.NewMailbox(), subscriber.NewMailbox()
-	ds := h.NewEphemeral(dead)
+	ds := h.NewEphemeral(dead, "")
 	h.Subscribe(ds, tr)
-	h.Subscribe(h.NewEphemeral(live), tr)
+	h.Subscribe(h.NewEphemeral(live, ""), tr)
 	for i := range 5 {
 		f.Publish(trade(tr, i))
 		drain(t, live)
@@ -248,7 +248,7 @@ func TestEphemeralLeavesNoEntry(t *testing.T) {
 	kr := venue.Stream("kraken:trades:BTC/USD")
 	for range 100 {
 		c := subscriber.NewMailbox()
-		s := h.NewEphemeral(c)
+		s := h.NewEphemeral(c, "")
 		h.Subscribe(s, tr)
 		h.Subscribe(s, kr)
 		fa.Publish(trade(tr, 1))
@@ -265,7 +265,7 @@ func TestEphemeralLeavesNoEntry(t *testing.T) {
 func TestResolve(t *testing.T) {
 	reg := subscriber.NewRegistry()
 	c := subscriber.NewMailbox()
-	live := reg.NewEphemeral(c)
+	live := reg.NewEphemeral(c, "")
 	if live.Resolve() != c {
 		t.Fatal("live ephemeral does not resolve to its conn")
 	}
@@ -274,7 +274,7 @@ func TestResolve(t *testing.T) {
 		t.Fatal("closed ephemeral resolves")
 	}
 	nc := subscriber.NewMailbox()
-	named, _, err := reg.Attach("desk-1", nc, nil)
+	named, _, err := reg.Attach("desk-1", "", nc, nil)
 	if err != nil || named.Resolve() != nc {
 		t.Fatalf("attached named does not resolve: %v", err)
 	}
@@ -285,7 +285,7 @@ func TestResolve(t *testing.T) {
 	if reg.Named("desk-1") == nil {
 		t.Fatal("detached named forgotten")
 	}
-	if _, _, err := reg.Attach("bad name!", nc, nil); err == nil {
+	if _, _, err := reg.Attach("bad name!", "", nc, nil); err == nil {
 		t.Fatal("bad name accepted")
 	}
 }
@@ -293,7 +293,7 @@ func TestResolve(t *testing.T) {
 func TestNoticePathUsesResolve(t *testing.T) {
 	h, f := newHub(t, 10)
 	c := subscriber.NewMailbox()
-	s, _, _ := h.Attach("n1", c, nil)
+	s, _, _ := h.Attach("n1", "", c, nil)
 	h.Subscribe(s, tr)
 	f.Notice(notice.Must(notice.LinkDown, "coinbase", "", t0, "down", nil))
 	if got := kinds(drain(t, c)); !slices.Equal(got, []string{"link_down"}) {
@@ -313,7 +313,7 @@ func TestLevel2SnapshotThenUpdates(t *testing.T) {
 		f.Publish(bookUpd(l2, i))
 	}
 	c := subscriber.NewMailbox()
-	h.Subscribe(h.NewEphemeral(c), l2)
+	h.Subscribe(h.NewEphemeral(c, ""), l2)
 	for i := range 3 {
 		f.Publish(bookUpd(l2, 10+i))
 	}
@@ -344,8 +344,8 @@ func TestResumeSendsSnapshotBeforeTheEvent(t *testing.T) {
 	h, f := newHub(t, 2)
 	f.Publish(bookSnap(l2))
 	c := subscriber.NewMailbox()
-	h.Subscribe(h.NewEphemeral(c), l2) // snapshot at seq 1, forced
-	for i := range 4 {                 // seq 2 queued; 3,4,5 dropped
+	h.Subscribe(h.NewEphemeral(c, ""), l2) // snapshot at seq 1, forced
+	for i := range 4 {                     // seq 2 queued; 3,4,5 dropped
 		f.Publish(bookUpd(l2, i))
 	}
 	drain(t, c)
@@ -363,7 +363,7 @@ func TestNamedReattachIsToldWhatItMissed(t *testing.T) {
 	h, f := newHub(t, 100)
 	f.Publish(bookSnap(l2))
 	c1 := subscriber.NewMailbox()
-	s, existed, _ := h.Attach("desk", c1, nil)
+	s, existed, _ := h.Attach("desk", "", c1, nil)
 	if existed {
 		t.Fatal("new name reported as existing")
 	}
@@ -379,7 +379,7 @@ func TestNamedReattachIsToldWhatItMissed(t *testing.T) {
 		t.Fatal("named subscriber lost its subscriptions on detach")
 	}
 	c2 := subscriber.NewMailbox()
-	if _, existed, _ := h.Attach("desk", c2, nil); !existed {
+	if _, existed, _ := h.Attach("desk", "", c2, nil); !existed {
 		t.Fatal("reattach not reported as existing")
 	}
 	ms := drain(t, c2)
@@ -402,12 +402,12 @@ func TestNamedReattachIsToldWhatItMissed(t *testing.T) {
 func TestNamedTakeover(t *testing.T) {
 	h, f := newHub(t, 100)
 	c1 := subscriber.NewMailbox()
-	s, _, _ := h.Attach("desk", c1, nil)
+	s, _, _ := h.Attach("desk", "", c1, nil)
 	h.Subscribe(s, tr)
 	f.Publish(trade(tr, 1)) // queued on c1, never written
 	c2 := subscriber.NewMailbox()
 	var told *subscriber.Mailbox
-	h.Attach("desk", c2, func(prev *subscriber.Mailbox) { told = prev })
+	h.Attach("desk", "", c2, func(prev *subscriber.Mailbox) { told = prev })
 	if told != c1 || !c1.IsClosed() {
 		t.Fatal("previous connection not handed over and closed")
 	}
@@ -421,7 +421,7 @@ func TestByteBound(t *testing.T) {
 	h := NewHub(subscriber.NewRegistry())
 	f, _ := h.AddFeed(Options{Venue: "coinbase", MaxQueueLen: 1000, MaxQueueBytes: 1000})
 	c := subscriber.NewMailbox()
-	h.Subscribe(h.NewEphemeral(c), tr)
+	h.Subscribe(h.NewEphemeral(c, ""), tr)
 	for i := range 100 {
 		f.Publish(trade(tr, i))
 	}

@@ -176,9 +176,9 @@ func TestAllocsPerOffer(t *testing.T) {
 
 func TestRegistry(t *testing.T) {
 	r := NewRegistry()
-	e := r.NewEphemeral(NewMailbox())
+	e := r.NewEphemeral(NewMailbox(), "")
 	c := NewMailbox()
-	n, existed, err := r.Attach("desk.1", c, nil)
+	n, existed, err := r.Attach("desk.1", "", c, nil)
 	if err != nil || existed || n.Kind() != Named || e.Kind() != Ephemeral {
 		t.Fatalf("attach: %v existed=%v", err, existed)
 	}
@@ -187,7 +187,7 @@ func TestRegistry(t *testing.T) {
 	}
 	c2 := NewMailbox()
 	var prev *Mailbox
-	if _, existed, _ := r.Attach("desk.1", c2, func(_ *Subscriber, p *Mailbox) { prev = p }); !existed || prev != c {
+	if _, existed, _ := r.Attach("desk.1", "", c2, func(_ *Subscriber, p *Mailbox) { prev = p }); !existed || prev != c {
 		t.Fatalf("takeover: existed=%v prev=%p want %p", existed, prev, c)
 	}
 	if r.Detach(n, c) {
@@ -201,7 +201,7 @@ func TestRegistry(t *testing.T) {
 		t.Fatal("ephemeral left in registry")
 	}
 	for _, bad := range []string{"", "has space", "x/y", string(make([]byte, 65))} {
-		if _, _, err := r.Attach(bad, NewMailbox(), nil); err == nil {
+		if _, _, err := r.Attach(bad, "", NewMailbox(), nil); err == nil {
 			t.Errorf("name %q accepted", bad)
 		}
 	}

@@ -39,10 +39,16 @@ type Limits struct {
 	// token (HTTP 429 past it). Defaults to 64. Without tokens, it does not
 	// apply.
 	MaxConnsPerToken int
-	// CommandsPerSecond is the sustained command rate of one connection;
-	// CommandBurst the commands allowed at once. Defaults to 20 and 40.
+	// CommandsPerSecond is the sustained rate of client messages of one
+	// connection, commands or not; CommandBurst the messages allowed at
+	// once. Defaults to 20 and 40.
 	CommandsPerSecond float64
 	CommandBurst      int
+	// MaxReplyBytes bounds the replies queued for a connection and not
+	// yet written: a client that sends commands and does not read their
+	// replies is closed with CloseCodeUnreadReplies past it. Defaults to
+	// 1 MiB.
+	MaxReplyBytes int
 }
 
 // Options configure a Server.
@@ -70,8 +76,8 @@ type Options struct {
 	// (SO_SNDBUF), so the backlog the fanout core measures is the backlog
 	// there is. Defaults to 65536; negative leaves the kernel's default.
 	SendBuffer int
-	// MaxBatchBytes bounds one batched websocket message (at least one
-	// event is always written). Defaults to 65536.
+	// MaxBatchBytes bounds one batched websocket message: a batch is
+	// larger only when it is a single message. Defaults to 65536.
 	MaxBatchBytes int
 	// WriteDelay coalesces writes: with it, data is written not by each
 	// connection's writer goroutine, woken by the first queued message,
@@ -88,8 +94,12 @@ type Options struct {
 	// worker's connections, where the kernel allows it (else the pool
 	// falls back to one write(2) per connection, logged once).
 	Uring bool
-	// MaxBatchMessages bounds the events of one batch. Defaults to 1024.
+	// MaxBatchMessages bounds the messages of one batch. Defaults to 1024.
 	MaxBatchMessages int
+	// NamedTTL is how long a named subscriber is kept with no connection
+	// attached; it is then forgotten (fanout.Hub.ExpireAfter). Defaults to
+	// 24h; negative keeps named subscribers for as long as the process runs.
+	NamedTTL time.Duration
 	// PingInterval is how often the server pings an idle client; a client
 	// silent for two intervals is closed. Defaults to 30s.
 	PingInterval time.Duration
@@ -136,6 +146,12 @@ func (o *Options) defaults() {
 	}
 	if l.CommandBurst <= 0 {
 		l.CommandBurst = 40
+	}
+	if l.MaxReplyBytes <= 0 {
+		l.MaxReplyBytes = 1 << 20
+	}
+	if o.NamedTTL == 0 {
+		o.NamedTTL = 24 * time.Hour
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -429,8 +445,9 @@ func (s *Server) checkOrigin(r *http.Request) bool {
 }
 
 // ServeHTTP upgrades the request to a websocket session. It refuses with
-// 401 (unauthenticated), 403 (origin), 400 (bad name), 429 (connections per
-// token) or 503 (shutting down) before upgrading.
+// 401 (unauthenticated), 403 (origin), 400 (bad name), 409 (a name another
+// token created), 429 (connections per token) or 503 (shutting down)
+// before upgrading.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	refuse := func(status int, code api.Code, msg string) {
 		s.o.Metrics.refused(code)
@@ -451,9 +468,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusBadRequest, api.CodeBadName, "name must match [A-Za-z0-9_.-]{1,64}")
 		return
 	}
-	tokName := ""
-	if tok != nil {
-		tokName = tok.Name
+	tokName := owner(tok)
+	if name != "" {
+		if sub := s.o.Hub.Registry().Named(name); sub != nil && sub.Owner() != tokName {
+			refuse(http.StatusConflict, api.CodeNameTaken, "the name belongs to another token")
+			return
+		}
 	}
 	s.mu.Lock()
 	switch {
@@ -504,9 +524,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	s.o.Metrics.opened()
 	if name != "" {
-		sub, existed, err := s.o.Hub.Attach(name, sess.q, s.takeover)
-		if err != nil { // cannot happen: the name was validated above
-			s.log.Error("wsapi: attach", "name", name, "err", err)
+		sub, existed, err := s.o.Hub.Attach(name, tokName, sess.q, s.takeover)
+		if err != nil { // another token created the name since the check above
+			s.o.Metrics.refused(api.CodeNameTaken)
+			ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.ClosePolicyViolation, string(api.CodeNameTaken)), time.Now().Add(time.Second))
 			s.mu.Lock()
 			delete(s.sessions, sess.q)
 			s.mu.Unlock()
@@ -518,7 +539,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		sess.sub = sub
 		s.log.Info("wsapi: named subscriber attached", "name", name, "reattach", existed, "remote", r.RemoteAddr, "token", tokName)
 	} else {
-		sess.sub = s.o.Hub.NewEphemeral(sess.q)
+		sess.sub = s.o.Hub.NewEphemeral(sess.q, tokName)
 	}
 	reason := sess.run()
 	s.mu.Lock()
@@ -532,6 +553,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Log(context.Background(), level, "wsapi: connection closed", "subscriber", sess.sub.ID(), "kind", sess.sub.Kind().String(),
 		"reason", reason.String(), "token", tokName)
+}
+
+// owner is the subscriber owner a connection with tok creates: the
+// token's name, or "" without authentication.
+func owner(tok *api.Token) string {
+	if tok == nil {
+		return ""
+	}
+	return tok.Name
+}
+
+// Subscribers returns the subscribers tok owns (created under it), named
+// first, each group sorted by id; without authentication (tok nil), every
+// subscriber. It is what GET /v1/subscribers may list to tok.
+func (s *Server) Subscribers(tok *api.Token) []*subscriber.Subscriber {
+	return s.o.Hub.Registry().OwnedBy(owner(tok))
 }
 
 // takeover is Hub.Attach's callback: prev's session is told it was taken
