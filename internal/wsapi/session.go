@@ -159,6 +159,13 @@ func (s *session) run() CloseReason {
 	s.readLoop()
 	close(s.readerDone)
 	s.end(ClientClosed)
+	if CloseReason(s.reason.Load()) == UnreadReplies {
+		// The writer may be blocked on a socket the client does not
+		// read: it has a second for the close frame, not the write
+		// deadline.
+		t := time.AfterFunc(time.Second, s.closeSocket)
+		defer t.Stop()
+	}
 	<-writerDone
 	if s.pool != nil {
 		s.pool.remove(s)
