@@ -60,12 +60,9 @@ func NewMailbox() *Mailbox {
 	return &Mailbox{ready: make(chan struct{}, 1)}
 }
 
-// Len returns the number of data messages queued, in O(1).
-//
-// It takes the lock rather than reading an atomic mirror: keeping a mirror
-// costs two locked stores on every push (measured: about 8 ns of a 40 ns
-// delivery), while Offer, which is what delivery calls, measures the
-// length under the lock it holds anyway.
+// Len returns the number of data messages queued, in O(1). It takes the
+// lock: delivery uses Offer, which measures the length under the lock it
+// holds anyway, so no atomic mirror is kept.
 func (c *Mailbox) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -82,9 +79,7 @@ func (c *Mailbox) Bytes() int {
 // Ready returns a channel that receives a value when the queues go from
 // empty to not empty. The writer's loop is: wait on Ready, then Drain until
 // it returns nothing, then wait again. Signalling only on that transition
-// keeps a channel operation off every push (measured: about 15 ns of a
-// 40 ns delivery); a push onto a non-empty queue needs no signal because
-// the writer has not yet seen it empty.
+// keeps a channel operation off every push.
 func (c *Mailbox) Ready() <-chan struct{} { return c.ready }
 
 func (c *Mailbox) signal() {

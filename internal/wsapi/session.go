@@ -201,9 +201,8 @@ func (s *session) writeLoop() {
 	o := &s.srv.o
 	batch := make([]*subscriber.Message, 0, 64)
 	// The hot wait is a two-case select (the queue, and ctl for every
-	// rarer event): each case costs a channel lock per wake-up, measured
-	// at a tenth of the writer's CPU with five cases. Pings are due by a
-	// timer that pokes ctl rather than by a ticker channel in the select.
+	// rarer event), since each case costs a channel lock per wake-up; pings
+	// poke ctl from a timer rather than adding a ticker case.
 	ping := time.AfterFunc(o.PingInterval, func() { s.pingDue.Store(true); s.poke() })
 	defer ping.Stop()
 	wake := s.q.Ready()
@@ -567,16 +566,10 @@ func (s *session) writeFrame(b []byte, timeout time.Duration) error {
 // rawWrite makes one non-blocking write(2) of b and returns how much the
 // socket took (0 if its buffer is full). wmu must be held.
 //
-// The write goes through RawConn.Control, not RawConn.Write: Control
-// keeps the descriptor open while the callback runs (a concurrent Close
-// waits), which is all a write that never waits for the socket needs,
-// while Write also takes the descriptor's write lock and re-arms its
-// poller for a wait that never happens. The system call is a RawSyscall:
-// write(2) on a non-blocking socket does not block, so the scheduler's
-// syscall bookkeeping (entersyscall/exitsyscall) is pure cost, and every
-// entersyscall wakes the runtime's sysmon thread from its idle sleep into
-// a 20 µs polling loop. Both measured with fanoutd bench (README,
-// Performance).
+// It goes through RawConn.Control, which keeps the descriptor open while
+// the callback runs (all a write that never waits needs), and makes a
+// RawSyscall, since write(2) on a non-blocking socket does not block; why
+// not RawConn.Write or Syscall is in docs/design-notes.md.
 func (s *session) rawWrite(b []byte) (int, error) {
 	s.rawBuf = b
 	err := s.raw.Control(s.rawFn)
