@@ -2,52 +2,136 @@ package fanoutd_test
 
 import (
 	"os/exec"
+	"path"
+	"slices"
 	"strings"
 	"testing"
 )
 
-// TestImportDirection checks the layering of the design card: the contract
-// on top, implementations below (tailscale's deptest, in miniature).
-func TestImportDirection(t *testing.T) {
+// policy is a statement of the import policy (as Go's own
+// go/build/deps_test.go states it): for every package of this module, the
+// packages of this module it may import, directly, in its non-test files.
+// A package missing from the table, or an import it does not list, fails
+// TestImportPolicy. Read it bottom-up: each layer imports only the layers
+// above it in this list. "venues/*" stands for each adapter package, and
+// "venues/*/*test" for each adapter's mock venue.
+var policy = map[string][]string{
+	// Leaves and the contract.
+	"internal/jsonw": {},
+	"internal/scan":  {},
+	"notice":         {"internal/jsonw"},
+	"venue":          {"notice", "internal/jsonw"},
+
+	// The adapters: the contract and the scanner, nothing of who receives.
+	"venues/*":        {"venue", "notice", "internal/scan"},
+	"venue/venuetest": {"venue", "notice"},
+	"venues/*/*test":  {"venue", "venue/venuetest", "venues/*"},
+	"venues":          {"venue", "venues/*"},
+
+	// Delivery: who receives, and the core that delivers to them.
+	"subscriber": {"venue"},
+	"fanout":     {"notice", "subscriber", "venue"},
+
+	// Captures and the claim check.
+	"replay":                    {"notice", "venue"},
+	"internal/api":              {"internal/jsonw", "venue"},
+	"claimcheck":                {"internal/api", "venue"},
+	"claimcheck/s3store":        {"claimcheck"},
+	"claimcheck/claimchecktest": {"claimcheck", "claimcheck/s3store"},
+
+	// The websocket API and the daemon around it.
+	"internal/wsapi":             {"fanout", "subscriber", "venue", "internal/api", "internal/jsonw"},
+	"internal/config":            {"claimcheck", "fanout", "internal/api", "internal/wsapi", "venue", "venues"},
+	"internal/testsource":        {"notice", "venue"},
+	"internal/daemon":            {"claimcheck", "claimcheck/s3store", "fanout", "internal/api", "internal/config", "internal/wsapi", "notice", "replay", "subscriber", "venue", "venues"},
+	"internal/daemon/daemontest": {"internal/config", "internal/daemon"},
+	"internal/bench":             {"fanout", "internal/config", "internal/daemon", "internal/testsource", "venue", "venues"},
+	"cmd/fanoutd":                {"claimcheck", "internal/bench", "internal/config", "internal/daemon", "notice", "replay", "venue", "venues"},
+}
+
+// websockets names the packages that may import a websocket library: the
+// venue links, the websocket API, and the tools that are clients.
+var websockets = []string{"venue", "venues/*", "venue/venuetest", "venues/*/*test", "internal/wsapi", "internal/bench", "cmd/fanoutd"}
+
+const module = "github.com/fanoutd/fanoutd"
+
+// rule returns the policy key that governs pkg.
+func rule(pkg string) string {
+	if _, ok := policy[pkg]; ok {
+		return pkg
+	}
+	if m, _ := path.Match("venues/*", pkg); m {
+		return "venues/*"
+	}
+	if m, _ := path.Match("venues/*/*test", pkg); m {
+		return "venues/*/*test"
+	}
+	return pkg
+}
+
+// allowed reports whether pkg may import dep under the policy list.
+func allowed(pkg string, list []string, dep string) bool {
+	for _, a := range list {
+		if a == dep {
+			return true
+		}
+		if m, _ := path.Match(a, dep); m && a == "venues/*" {
+			// An adapter's mock imports its own adapter only.
+			return !strings.HasPrefix(rule(pkg), "venues/*/") || strings.HasPrefix(pkg, dep+"/")
+		}
+	}
+	return false
+}
+
+func TestImportPolicy(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "./...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	const mod = "github.com/fanoutd/fanoutd/"
-	bad := map[string]map[string]string{ // package prefix => forbidden import prefix => why
-		"venue":   {"": "venue is the contract: it imports only notice and internal helpers"},
-		"notice":  {"": "notice is a leaf"},
-		"venues/": {"fanout": "adapters do not know who receives", "subscriber": "adapters do not know who receives", "cmd/": "adapters do not know the daemon"},
-		"fanout":  {"claimcheck": "fanout does not know storage", "cmd/": "fanout does not know the daemon"},
-	}
-	allowedInContract := map[string]bool{"notice": true, "internal/jsonw": true}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		fields := strings.Fields(line)
-		pkg := strings.TrimPrefix(fields[0], mod)
+		if fields[0] == module {
+			continue // this test's own package
+		}
+		pkg := strings.TrimPrefix(fields[0], module+"/")
+		list, ok := policy[rule(pkg)]
+		if !ok {
+			t.Errorf("%s is not in the import policy (deps_test.go): add it, with what it may import", pkg)
+			continue
+		}
 		for _, imp := range fields[1:] {
-			if !strings.HasPrefix(imp, mod) {
-				if (pkg == "fanout" || pkg == "subscriber" || pkg == "venue") && strings.Contains(imp, "websocket") {
-					t.Errorf("%s imports %s: the core does not know websockets (subscriber/wsapi does)", pkg, imp)
+			if dep, ours := strings.CutPrefix(imp, module+"/"); ours {
+				if !allowed(pkg, list, dep) {
+					t.Errorf("%s imports %s, which the import policy does not allow", pkg, dep)
 				}
 				continue
 			}
-			dep := strings.TrimPrefix(imp, mod)
-			for prefix, rules := range bad {
-				if pkg != prefix && !(strings.HasSuffix(prefix, "/") && strings.HasPrefix(pkg, prefix)) {
-					continue
-				}
-				for forbidden, why := range rules {
-					if forbidden == "" {
-						if !(prefix == "venue" && allowedInContract[dep]) && !(prefix == "notice" && dep == "internal/jsonw") {
-							t.Errorf("%s imports %s: %s", pkg, dep, why)
-						}
-						continue
-					}
-					if strings.HasPrefix(dep, forbidden) {
-						t.Errorf("%s imports %s: %s", pkg, dep, why)
-					}
-				}
+			if strings.Contains(imp, "websocket") && !slices.Contains(websockets, rule(pkg)) {
+				t.Errorf("%s imports %s: only the venue links, the websocket API and client tools know websockets", pkg, imp)
 			}
+		}
+	}
+}
+
+// TestPolicyCatchesWrongImports checks the policy's matching on cases it
+// must refuse and allow.
+func TestPolicyCatchesWrongImports(t *testing.T) {
+	for _, tc := range []struct {
+		pkg, dep string
+		ok       bool
+	}{
+		{"venues/okx", "venue", true},
+		{"venues/okx", "fanout", false},
+		{"venues/okx", "venues/kraken", false},
+		{"venues/okx/okxtest", "venues/okx", true},
+		{"venues/okx/okxtest", "venues/kraken", false},
+		{"fanout", "internal/wsapi", false},
+		{"fanout", "claimcheck", false},
+		{"venue", "fanout", false},
+		{"internal/wsapi", "internal/daemon", false},
+	} {
+		if got := allowed(tc.pkg, policy[rule(tc.pkg)], tc.dep); got != tc.ok {
+			t.Errorf("%s importing %s: allowed %v, want %v", tc.pkg, tc.dep, got, tc.ok)
 		}
 	}
 }

@@ -17,14 +17,14 @@ func benchDeliver(b *testing.B, live, churned int) {
 	h, f := newHub(b, DefaultMaxQueueLen)
 	for range churned { // subscribers that came and went
 		c := subscriber.NewMailbox()
-		s := h.NewEphemeral(c, "")
+		s := h.NewEphemeral(c)
 		h.Subscribe(s, tr)
 		h.Detach(s, c)
 	}
 	conns := make([]*subscriber.Mailbox, live)
 	for i := range conns {
 		conns[i] = subscriber.NewMailbox()
-		h.Subscribe(h.NewEphemeral(conns[i], ""), tr)
+		h.Subscribe(h.NewEphemeral(conns[i]), tr)
 	}
 	f.Publish(trade(tr, 1)) // creates the stream; warms the rings
 	ev := trade(tr, 2)
@@ -85,7 +85,7 @@ func BenchmarkPublish(b *testing.B) {
 	conns := make([]*subscriber.Mailbox, 1000)
 	for i := range conns {
 		conns[i] = subscriber.NewMailbox()
-		h.Subscribe(h.NewEphemeral(conns[i], ""), tr)
+		h.Subscribe(h.NewEphemeral(conns[i]), tr)
 	}
 	buf := make([]*subscriber.Message, 0, 80)
 	for i := range 64 {

@@ -90,7 +90,7 @@ func TestNameOwner(t *testing.T) {
 	if c.IsClosed() {
 		t.Fatal("the owner's connection was closed")
 	}
-	h.NewEphemeral(subscriber.NewMailbox(), "A")
+	h.NewOwnedEphemeral(subscriber.NewMailbox(), "A")
 	if got := h.Registry().OwnedBy("A"); len(got) != 1 || got[0].Kind() != subscriber.Ephemeral {
 		t.Fatalf("OwnedBy(A) = %v", got)
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/fanoutd/fanoutd/notice"
@@ -15,7 +14,7 @@ import (
 func TestUnderTheBoundDelivers(t *testing.T) {
 	h, f := newHub(t, 3)
 	c := subscriber.NewMailbox()
-	s := h.NewEphemeral(c, "")
+	s := h.NewEphemeral(c)
 	h.Subscribe(s, tr)
 	f.Publish(trade(tr, 1))
 	f.Publish(trade(tr, 2))
@@ -28,7 +27,7 @@ func TestUnderTheBoundDelivers(t *testing.T) {
 func TestAtTheBoundIsFull(t *testing.T) {
 	h, f := newHub(t, 3)
 	c := subscriber.NewMailbox()
-	s := h.NewEphemeral(c, "")
+	s := h.NewEphemeral(c)
 	h.Subscribe(s, tr)
 	for i := range 4 {
 		f.Publish(trade(tr, i))
@@ -55,8 +54,8 @@ func TestAtTheBoundIsFull(t *testing.T) {
 func TestSlowSubscriberDoesNotHoldBackHealthyOne(t *testing.T) {
 	h, f := newHub(t, 2)
 	slow, fast := subscriber.NewMailbox(), subscriber.NewMailbox()
-	h.Subscribe(h.NewEphemeral(slow, ""), tr)
-	h.Subscribe(h.NewEphemeral(fast, ""), tr)
+	h.Subscribe(h.NewEphemeral(slow), tr)
+	h.Subscribe(h.NewEphemeral(fast), tr)
 	var got []uint64
 	for i := range 100 {
 		f.Publish(trade(tr, i))
@@ -80,7 +79,7 @@ func TestDefaultBound(t *testing.T) {
 		t.Fatalf("default %d, want 10000", DefaultMaxQueueLen)
 	}
 	for _, v := range []any{nil} {
-		got, err := MaxQueueLen("coinbase", v)
+		got, err := MaxQueueLen(v)
 		if err != nil || got != 10000 {
 			t.Fatalf("MaxQueueLen(%#v) = %d, %v; want 10000", v, got, err)
 		}
@@ -94,11 +93,11 @@ func TestDefaultBound(t *testing.T) {
 
 func TestMaxQueueLenValidation(t *testing.T) {
 	for _, v := range []any{1, 5000, int64(7), 3.0} {
-		if _, err := MaxQueueLen("okx", v); err != nil {
+		if _, err := MaxQueueLen(v); err != nil {
 			t.Errorf("MaxQueueLen(%#v) = %v, want ok", v, err)
 		}
 	}
-	if n, _ := MaxQueueLen("okx", 1); n != 1 {
+	if n, _ := MaxQueueLen(1); n != 1 {
 		t.Errorf("bound 1 became %d", n)
 	}
 	for _, tc := range []struct {
@@ -108,13 +107,13 @@ func TestMaxQueueLenValidation(t *testing.T) {
 		{"10000", `"10000"`}, {0, "0"}, {-5, "-5"}, {1.5, "1.5"}, {"infinity", `"infinity"`},
 		{true, "true"}, {math.Inf(1), "+Inf"}, {[]int{1}, "[]int{1}"},
 	} {
-		_, err := MaxQueueLen("bybit", tc.v)
+		_, err := MaxQueueLen(tc.v)
 		if err == nil {
 			t.Errorf("MaxQueueLen(%#v) accepted", tc.v)
 			continue
 		}
-		if !strings.Contains(err.Error(), "bybit") || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("MaxQueueLen(%#v) error %q does not name venue bybit and value %s", tc.v, err, tc.want)
+		if err.Error() != tc.want+" is not a positive integer" {
+			t.Errorf("MaxQueueLen(%#v) error %q does not name the value %s", tc.v, err, tc.want)
 		}
 	}
 }
@@ -122,7 +121,7 @@ func TestMaxQueueLenValidation(t *testing.T) {
 func TestDroppingReportsOnce(t *testing.T) {
 	h, f := newHub(t, 2)
 	c := subscriber.NewMailbox()
-	h.Subscribe(h.NewEphemeral(c, ""), tr)
+	h.Subscribe(h.NewEphemeral(c), tr)
 	for i := range 50 {
 		f.Publish(trade(tr, i))
 	}
@@ -141,7 +140,7 @@ func TestDroppingReportsOnce(t *testing.T) {
 func TestResumeBelowHalfDeliversAndReportsGaps(t *testing.T) {
 	h, f := newHub(t, 4)
 	c := subscriber.NewMailbox()
-	s := h.NewEphemeral(c, "")
+	s := h.NewEphemeral(c)
 	h.Subscribe(s, tr)
 	h.Subscribe(s, tr2)
 	for i := range 6 { // seqs 1..4 queued, 5 and 6 dropped
@@ -181,7 +180,7 @@ func TestResumeBelowHalfDeliversAndReportsGaps(t *testing.T) {
 func TestHoveringUnderTheBoundDoesNotFlip(t *testing.T) {
 	h, f := newHub(t, 10)
 	c := subscriber.NewMailbox()
-	h.Subscribe(h.NewEphemeral(c, ""), tr)
+	h.Subscribe(h.NewEphemeral(c), tr)
 	for i := range 9 {
 		f.Publish(trade(tr, i))
 	}
@@ -213,9 +212,9 @@ func TestHoveringUnderTheBoundDoesNotFlip(t *testing.T) {
 func TestDeadWhileDroppingLeavesWithoutTransition(t *testing.T) {
 	h, f := newHub(t, 2)
 	dead, live := subscriber.NewMailbox(), subscriber.NewMailbox()
-	ds := h.NewEphemeral(dead, "")
+	ds := h.NewEphemeral(dead)
 	h.Subscribe(ds, tr)
-	h.Subscribe(h.NewEphemeral(live, ""), tr)
+	h.Subscribe(h.NewEphemeral(live), tr)
 	for i := range 5 {
 		f.Publish(trade(tr, i))
 		drain(t, live)
@@ -248,7 +247,7 @@ func TestEphemeralLeavesNoEntry(t *testing.T) {
 	kr := venue.Stream("kraken:trades:BTC/USD")
 	for range 100 {
 		c := subscriber.NewMailbox()
-		s := h.NewEphemeral(c, "")
+		s := h.NewEphemeral(c)
 		h.Subscribe(s, tr)
 		h.Subscribe(s, kr)
 		fa.Publish(trade(tr, 1))
@@ -313,7 +312,7 @@ func TestLevel2SnapshotThenUpdates(t *testing.T) {
 		f.Publish(bookUpd(l2, i))
 	}
 	c := subscriber.NewMailbox()
-	h.Subscribe(h.NewEphemeral(c, ""), l2)
+	h.Subscribe(h.NewEphemeral(c), l2)
 	for i := range 3 {
 		f.Publish(bookUpd(l2, 10+i))
 	}
@@ -344,8 +343,8 @@ func TestResumeSendsSnapshotBeforeTheEvent(t *testing.T) {
 	h, f := newHub(t, 2)
 	f.Publish(bookSnap(l2))
 	c := subscriber.NewMailbox()
-	h.Subscribe(h.NewEphemeral(c, ""), l2) // snapshot at seq 1, forced
-	for i := range 4 {                     // seq 2 queued; 3,4,5 dropped
+	h.Subscribe(h.NewEphemeral(c), l2) // snapshot at seq 1, forced
+	for i := range 4 {                 // seq 2 queued; 3,4,5 dropped
 		f.Publish(bookUpd(l2, i))
 	}
 	drain(t, c)
@@ -421,7 +420,7 @@ func TestByteBound(t *testing.T) {
 	h := NewHub(subscriber.NewRegistry())
 	f, _ := h.AddFeed(Options{Venue: "coinbase", MaxQueueLen: 1000, MaxQueueBytes: 1000})
 	c := subscriber.NewMailbox()
-	h.Subscribe(h.NewEphemeral(c, ""), tr)
+	h.Subscribe(h.NewEphemeral(c), tr)
 	for i := range 100 {
 		f.Publish(trade(tr, i))
 	}

@@ -126,6 +126,32 @@ func (f *Feed) stream(id venue.Stream) *stream {
 	return st
 }
 
+// Wanted reports whether any subscriber, attached or not, is subscribed
+// to a stream of symbol (on any channel).
+func (f *Feed) Wanted(symbol string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id, st := range f.streams {
+		if len(st.subs) > 0 && id.Symbol() == symbol {
+			return true
+		}
+	}
+	return false
+}
+
+// Forget deletes the state (seq, book) of the streams of symbol that no
+// subscriber holds, once the venue no longer sends it: a stream subscribed
+// again afterwards starts again at seq 1.
+func (f *Feed) Forget(symbol string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id, st := range f.streams {
+		if len(st.subs) == 0 && id.Symbol() == symbol {
+			delete(f.streams, id)
+		}
+	}
+}
+
 // Event publishes ev: it is the venue.Sink method. See Publish.
 func (f *Feed) Event(ev *venue.Event) { f.Publish(ev) }
 

@@ -119,8 +119,13 @@ func (h *Hub) Snapshot(s *subscriber.Subscriber, st venue.Stream) bool {
 	return f.snapshot(s, st)
 }
 
-// NewEphemeral registers an ephemeral subscriber on c, owned by owner.
-func (h *Hub) NewEphemeral(c *subscriber.Mailbox, owner string) *subscriber.Subscriber {
+// NewEphemeral registers an ephemeral subscriber on c with no owner.
+func (h *Hub) NewEphemeral(c *subscriber.Mailbox) *subscriber.Subscriber {
+	return h.reg.NewEphemeral(c, "")
+}
+
+// NewOwnedEphemeral registers an ephemeral subscriber on c, owned by owner.
+func (h *Hub) NewOwnedEphemeral(c *subscriber.Mailbox, owner string) *subscriber.Subscriber {
 	return h.reg.NewEphemeral(c, owner)
 }
 

@@ -45,7 +45,7 @@ func TestPropertyDelivery(t *testing.T) {
 			if rapid.Bool().Draw(rt, fmt.Sprintf("named%d", i)) {
 				p.s, _, _ = h.Attach(fmt.Sprintf("n%d", i), "", p.conn, nil)
 			} else {
-				p.s = h.NewEphemeral(p.conn, "")
+				p.s = h.NewEphemeral(p.conn)
 			}
 			for _, st := range streams {
 				h.Subscribe(p.s, st)

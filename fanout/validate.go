@@ -13,12 +13,12 @@ const DefaultMaxQueueLen = 10000
 // Absent or null (nil) gives DefaultMaxQueueLen. Any positive integer is
 // accepted, 1 included; JSON numbers arrive as float64 and are accepted
 // when integral. Anything else — the string "10000", 0, -5, 1.5,
-// "infinity", true — is an error naming the venue and the value as given:
-// a bound that silently fell back to the default would be back-pressure an
-// operator believes is configured and is not.
-func MaxQueueLen(venueName string, v any) (int, error) {
+// "infinity", true — is an error naming the value as given (the caller
+// adds the key): a bound that silently fell back to the default would be
+// back-pressure an operator believes is configured and is not.
+func MaxQueueLen(v any) (int, error) {
 	bad := func() (int, error) {
-		return 0, fmt.Errorf("venues.%s.max_queue_len: %#v is not a positive integer", venueName, v)
+		return 0, fmt.Errorf("%#v is not a positive integer", v)
 	}
 	switch x := v.(type) {
 	case nil:

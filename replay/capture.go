@@ -274,6 +274,10 @@ func Open(path string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		f.Close()
+		return nil, fmt.Errorf("%s: is a directory, not a capture file", path)
+	}
 	br := bufio.NewReaderSize(f, 64<<10)
 	out := &File{c: []io.Closer{f}}
 	magic, _ := br.Peek(2)

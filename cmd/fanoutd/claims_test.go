@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/fanoutd/fanoutd/claimcheck"
+	"github.com/fanoutd/fanoutd/internal/config"
+	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/replay"
 	"github.com/fanoutd/fanoutd/venue"
@@ -22,7 +24,7 @@ import (
 // tempClaimStore points a configuration still on the embedded default
 // claim store (./data/claims) at a temporary directory, so tests never
 // write into the source tree.
-func tempClaimStore(t *testing.T, cfg *Config) {
+func tempClaimStore(t *testing.T, cfg *config.Config) {
 	t.Helper()
 	st := cfg.ClaimCheck.Stores
 	if len(st) == 1 && st[0].Kind == "dir" && st[0].Path == claimcheck.DefaultDirRoot {
@@ -31,16 +33,16 @@ func tempClaimStore(t *testing.T, cfg *Config) {
 }
 
 func TestClaimCheckConfig(t *testing.T) {
-	cfg, err := ParseConfig(nil, nil)
+	cfg, err := config.Parse(nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cc := cfg.ClaimCheck
 	if cc.Tenant != "default" || cc.SnapshotIntervalMS != 60000 || cc.SnapshotClaimMinBytes != 65536 ||
-		len(cc.Stores) != 1 || cc.Stores[0].Kind != "dir" || cc.Stores[0].Path != defaultClaimDir || claimcheck.DefaultDirRoot != "./data/claims" {
+		len(cc.Stores) != 1 || cc.Stores[0].Kind != "dir" || cc.Stores[0].Path != config.DefaultClaimDir || claimcheck.DefaultDirRoot != "./data/claims" {
 		t.Fatalf("defaults %+v", cc)
 	}
-	cfg, err = ParseConfig([]byte("claim_check:\n  snapshot_interval_ms: 250\n  stores:\n    - kind: dir\n      path: /tmp/x\n    - kind: s3\n      bucket: b\n"), nil)
+	cfg, err = config.Parse([]byte("claim_check:\n  snapshot_interval_ms: 250\n  stores:\n    - kind: dir\n      path: /tmp/x\n    - kind: s3\n      bucket: b\n"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +301,7 @@ func eventsOnly(b []byte) []string {
 // as it is, a plain one with sidecar metadata gzipped) and plays each from
 // its claim through replay.Play: the same events as the file.
 func TestCaptureClaimPlays(t *testing.T) {
-	cfg, err := ParseConfig([]byte("claim_check: {stores: [{kind: dir, path: "+t.TempDir()+"}]}\n"), nil)
+	cfg, err := config.Parse([]byte("claim_check: {stores: [{kind: dir, path: "+t.TempDir()+"}]}\n"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,14 +352,14 @@ func TestCaptureClaimPlays(t *testing.T) {
 	}
 	for _, path := range []string{gz, plain} {
 		seg := replay.Segment{Venue: "coinbase", Path: path, Start: t0, End: t0.Add(time.Minute)}
-		c, err := checkInSegment(ctx, n.Writer, seg)
+		c, err := daemon.CheckIn(ctx, n.Writer, seg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if c.Kind != claimcheck.KindCapture || c.ContentType != "application/gzip" {
 			t.Fatalf("claim %+v", c)
 		}
-		src, err := claimSource(ctx, cfg.ClaimCheck, c.URL)
+		src, err := daemon.ClaimSource(ctx, cfg.ClaimCheck, c.URL)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -366,7 +368,7 @@ func TestCaptureClaimPlays(t *testing.T) {
 			t.Fatalf("%s: claim played %d bytes of events, file %d", path, len(got), len(want))
 		}
 	}
-	if _, err := claimSource(ctx, cfg.ClaimCheck, "default/nope"); err == nil || !strings.Contains(err.Error(), "replay: claim") {
+	if _, err := daemon.ClaimSource(ctx, cfg.ClaimCheck, "default/nope"); err == nil || !strings.Contains(err.Error(), "replay: claim") {
 		t.Fatalf("bad ref: %v", err)
 	}
 }
@@ -418,7 +420,7 @@ venues:
 	res := ws[len(ws)-1]
 	claims, _ := res.Details["claims"].(map[string]any)
 	cl, _ := claims[string(l2)].(map[string]any)
-	latest, ok := td.d.claims.latestClaim(l2)
+	latest, ok := td.d.LatestClaim(l2)
 	if !ok || cl["url"] == nil || cl["stream"] != string(l2) || claimSeq(cl) < 1 {
 		t.Fatalf("resumed details %+v", res.Details)
 	}
@@ -451,7 +453,7 @@ venues:
 	bearer := func(s string) http.Header { return http.Header{"Authorization": {"Bearer " + s}} }
 	var url string
 	checkFor(t, 10*time.Second, "a snapshot claim", func() bool {
-		c, ok := td.d.claims.latestClaim(l2)
+		c, ok := td.d.LatestClaim(l2)
 		url = c.URL
 		return ok
 	})
@@ -490,7 +492,7 @@ func TestReplayCommandTakesClaimRef(t *testing.T) {
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "fanoutd.yaml")
 	os.WriteFile(cfgPath, []byte("claim_check: {stores: [{kind: dir, path: "+filepath.Join(dir, "claims")+"}]}\n"), 0o644)
-	cfg, err := LoadConfig(cfgPath, func(string) string { return "" })
+	cfg, err := config.Load(cfgPath, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -500,7 +502,7 @@ func TestReplayCommandTakesClaimRef(t *testing.T) {
 		t.Fatal(err)
 	}
 	gz := filepath.Join("..", "..", "testdata", "replay", "bybit.jsonl.gz")
-	c, err := checkInSegment(ctx, n.Writer, replay.Segment{Venue: "bybit", Path: gz, Start: t0, End: t0.Add(time.Minute)})
+	c, err := daemon.CheckIn(ctx, n.Writer, replay.Segment{Venue: "bybit", Path: gz, Start: t0, End: t0.Add(time.Minute)})
 	n.Close(ctx)
 	if err != nil {
 		t.Fatal(err)

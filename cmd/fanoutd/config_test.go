@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fanoutd/fanoutd/internal/config"
+	"github.com/fanoutd/fanoutd/internal/daemon"
 )
 
 func writeConfig(t *testing.T, yml string) string {
@@ -34,7 +37,7 @@ func TestBadMaxQueueLenExits2NamingKeyAndValue(t *testing.T) {
 			var out, errb bytes.Buffer
 			code := run(args, &out, &errb)
 			msg := errb.String()
-			if code != 2 || !strings.Contains(msg, "venues.kraken.max_queue_len") || !strings.Contains(msg, tc.value) || strings.Count(msg, "\n") != 1 {
+			if code != 2 || !strings.HasPrefix(msg, "fanoutd: config: venues.kraken.max_queue_len: "+tc.value+" ") || strings.Count(msg, "\n") != 1 {
 				t.Errorf("%v with max_queue_len %s: exit %d, stderr %q", args[0], tc.yaml, code, msg)
 			}
 		}
@@ -62,18 +65,35 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"tokens:\n  - name: a\n    sha256: abc\n", "tokens[0].sha256: not 64 hex digits"},
 		{"log_level: loud\n", `log_level: "loud"`},
 		{"websocket:\n  io_uring: sometimes\n", "websocket.io_uring"},
+		// Values that used to pass check-config and then crash or weaken
+		// serve (issue 11, item 6).
+		{"limits:\n  max_message_bytes: 100000000000\n", "limits.max_message_bytes: 100000000000 is not an integer from 64 to 1048576"},
+		{"limits:\n  max_message_bytes: 4611686018427387904\n", "limits.max_message_bytes: 4611686018427387904 is not an integer"},
+		{"limits:\n  max_message_bytes: 1.5\n", "limits.max_message_bytes: 1.5 is not an integer"},
+		{"limits:\n  commands_per_second: 0\n", "limits.commands_per_second: 0 is not a number above 0"},
+		{"websocket:\n  max_batch_bytes: 1e12\n", "websocket.max_batch_bytes"},
+		{"venues:\n  coinbase:\n    depth: 2.5\n", "venues.coinbase.depth: 2.5"},
+		{"venues:\n  coinbase:\n    max_queue_bytes: 100000000000000\n", "venues.coinbase.max_queue_bytes"},
+		{"listen: 127.0.0.1:99999\n", `listen: "127.0.0.1:99999": port "99999" is not a number from 0 to 65535`},
+		{"tokens:\n  - {name: a, token: s}\n  - {name: b, token: s}\n", "tokens[1]: has the same secret as tokens[0]"},
+		{"tokens:\n  - {name: a, token: s, streams: [\"coinbase:levl2:*\"]}\n", `tokens[0].streams[0]: "coinbase:levl2:*" names channel "levl2"`},
+		{"tokens:\n  - {name: a, token: s, streams: [\"ftx:*\"]}\n", `tokens[0].streams[0]: "ftx:*" names venue "ftx"`},
+		{"tokens:\n  - {name: a, token: s, streams: [\"coinbase:level2\"]}\n", `tokens[0].streams[0]: "coinbase:level2" is not a stream`},
+		{"http:\n  idle_timeout: 0s\n", `http.idle_timeout: "0s"`},
+		{"http:\n  max_anonymous_connections: -1\n", "http.max_anonymous_connections: -1"},
+		{"shutdown_timeout: 1000h\n", `shutdown_timeout: "1000h" is not a duration between 0 and 24h`},
 	} {
 		p := writeConfig(t, tc.yaml)
 		var out, errb bytes.Buffer
 		code := run([]string{"check-config", p}, &out, &errb)
-		if code != 2 || !strings.Contains(errb.String(), tc.want) || strings.Count(errb.String(), "\n") != 1 {
-			t.Errorf("%q: exit %d, stderr %q, want %q", tc.yaml, code, errb.String(), tc.want)
+		if code != 2 || !strings.HasPrefix(errb.String(), "fanoutd: config: ") || !strings.Contains(errb.String(), tc.want) || strings.Count(errb.String(), "\n") != 1 {
+			t.Errorf("%q: exit %d, stderr %q, want %q", tc.yaml, code, errb.String(), "fanoutd: config: "+tc.want)
 		}
 	}
 }
 
 func TestDefaultsAndEnvOverrides(t *testing.T) {
-	cfg, err := ParseConfig(nil, func(k string) string {
+	cfg, err := config.Parse(nil, func(k string) string {
 		return map[string]string{"FANOUTD_LISTEN": "127.0.0.1:9999", "FANOUTD_TOKENS": "abc, sha256:" + strings.Repeat("0", 64)}[k]
 	})
 	if err != nil {
@@ -83,7 +103,7 @@ func TestDefaultsAndEnvOverrides(t *testing.T) {
 		cfg.Venues[0].MaxQueueBytes != 8<<20 || cfg.ShutdownTimeout != 5*time.Second || !cfg.WS.Uring || cfg.WS.WriteDelay != 3*time.Millisecond {
 		t.Fatalf("%+v", cfg)
 	}
-	cfg, err = ParseConfig([]byte("websocket:\n  io_uring: false\n"), nil)
+	cfg, err = config.Parse([]byte("websocket:\n  io_uring: false\n"), nil)
 	if err != nil || cfg.WS.Uring {
 		t.Fatalf("io_uring: false: %v, Uring %v", err, cfg.WS.Uring)
 	}
@@ -92,7 +112,7 @@ func TestDefaultsAndEnvOverrides(t *testing.T) {
 func TestServeRefusesNonLoopbackWithoutTokens(t *testing.T) {
 	var out, errb bytes.Buffer
 	p := writeConfig(t, "listen: 0.0.0.0:0\nvenues: {}\n")
-	if code := serve(context.Background(), []string{"--config", p}, &out, &errb, nil, nil); code != 2 || !strings.Contains(errb.String(), "--insecure") {
+	if code := serve(context.Background(), []string{"--config", p}, &out, &errb, daemon.Options{}, nil); code != 2 || !strings.Contains(errb.String(), "--insecure") {
 		t.Fatalf("exit %d, stderr %q", code, errb.String())
 	}
 }
@@ -103,7 +123,7 @@ func TestServeRunsAndStops(t *testing.T) {
 	ready := make(chan string, 1)
 	done := make(chan int, 1)
 	var out, errb bytes.Buffer
-	go func() { done <- serve(ctx, []string{"--config", p}, &out, &errb, nil, ready) }()
+	go func() { done <- serve(ctx, []string{"--config", p}, &out, &errb, daemon.Options{}, ready) }()
 	addr := <-ready
 	if code, _ := httpGet(t, "http://"+addr+"/healthz", nil); code != 200 {
 		t.Fatalf("healthz %d", code)

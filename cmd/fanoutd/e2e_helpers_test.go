@@ -17,8 +17,11 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/shopspring/decimal"
 
-	"github.com/fanoutd/fanoutd/cmd/fanoutd/internal/testsource"
+	"github.com/fanoutd/fanoutd/internal/config"
+	"github.com/fanoutd/fanoutd/internal/daemon"
+	"github.com/fanoutd/fanoutd/internal/testsource"
 	"github.com/fanoutd/fanoutd/venue"
+	"github.com/fanoutd/fanoutd/venues"
 )
 
 const (
@@ -29,7 +32,7 @@ const (
 // testDaemon is a daemon on 127.0.0.1:0 fed by a test source as coinbase.
 type testDaemon struct {
 	t      *testing.T
-	d      *Daemon
+	d      *daemon.Daemon
 	src    *testsource.Source
 	addr   string
 	cancel context.CancelFunc
@@ -40,13 +43,13 @@ type testDaemon struct {
 // 127.0.0.1:0) and stops it when the test ends.
 func startDaemon(t *testing.T, yml string) *testDaemon {
 	t.Helper()
-	cfg, err := ParseConfig([]byte(yml), nil)
+	cfg, err := config.Parse([]byte(yml), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tempClaimStore(t, cfg)
 	td := &testDaemon{t: t, done: make(chan error, 1)}
-	ctors := map[string]Constructor{"coinbase": func(c venue.Config) (venue.Adapter, error) {
+	src := venues.Venue{Name: "coinbase", New: func(c venue.Config) (venue.Adapter, error) {
 		td.src = testsource.New("coinbase", c)
 		return td.src, nil
 	}}
@@ -54,7 +57,7 @@ func startDaemon(t *testing.T, yml string) *testDaemon {
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	td.d, err = NewDaemon(cfg, ctors, log)
+	td.d, err = daemon.New(daemon.Options{Config: cfg, Venues: []venues.Venue{src}, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

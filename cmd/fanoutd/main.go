@@ -25,44 +25,11 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/fanoutd/fanoutd/venue"
-	"github.com/fanoutd/fanoutd/venues/binance"
-	"github.com/fanoutd/fanoutd/venues/bybit"
-	"github.com/fanoutd/fanoutd/venues/coinbase"
-	"github.com/fanoutd/fanoutd/venues/kraken"
-	"github.com/fanoutd/fanoutd/venues/okx"
+	"github.com/fanoutd/fanoutd/internal/bench"
+	"github.com/fanoutd/fanoutd/internal/config"
+	"github.com/fanoutd/fanoutd/internal/daemon"
+	"github.com/fanoutd/fanoutd/venues"
 )
-
-// venueConstructors lists the venue adapters built into this binary, by
-// name, explicitly (no init-time registration).
-var venueConstructors = map[string]Constructor{
-	"coinbase": adapt(coinbase.New),
-	"kraken":   adapt(kraken.New),
-	"binance":  adapt(binance.New),
-	"okx":      adapt(okx.New),
-	"bybit":    adapt(bybit.New),
-}
-
-// venueDecoders lists the venues' decoders, which replay drives from
-// captures, next to their adapters.
-var venueDecoders = map[string]DecoderConstructor{
-	"coinbase": decoderOf(coinbase.NewDecoder),
-	"kraken":   decoderOf(kraken.NewDecoder),
-	"binance":  decoderOf(binance.NewDecoder),
-	"okx":      decoderOf(okx.NewDecoder),
-	"bybit":    decoderOf(bybit.NewDecoder),
-}
-
-// adapt turns a venue package's New into a Constructor.
-func adapt[A venue.Adapter](newAdapter func(venue.Config) (A, error)) Constructor {
-	return func(c venue.Config) (venue.Adapter, error) {
-		a, err := newAdapter(c)
-		if err != nil {
-			return nil, err
-		}
-		return a, nil
-	}
-}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -77,7 +44,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "serve":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		return serve(ctx, args, stdout, stderr, venueConstructors, nil)
+		return serve(ctx, args, stdout, stderr, daemon.Options{}, nil)
 	case "check-config":
 		return checkConfig(args, stdout, stderr)
 	case "tail":
@@ -85,21 +52,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer stop()
 		return tail(ctx, args, stdout, stderr)
 	case "bench":
-		return bench(args, stdout, stderr)
+		return bench.Main(args, stdout, stderr)
 	case "claims":
 		return claimsCmd(context.Background(), args, stdout, stderr)
 	case "bench-clients":
-		return benchClients(args, stdout, stderr)
+		return bench.Clients(args, stdout, stderr)
 	case "record":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		return recordCmd(ctx, args, stdout, stderr, venueConstructors)
+		return recordCmd(ctx, args, stdout, stderr, venues.All)
 	case "replay":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		return replayCmd(ctx, args, stdout, stderr, nil)
 	case "version":
-		fmt.Fprintln(stdout, "fanoutd", version)
+		fmt.Fprintln(stdout, "fanoutd", daemon.Version)
 		return 0
 	default:
 		fmt.Fprintf(stderr, "fanoutd: unknown command %q (want serve, check-config, tail, bench, record, replay, claims or version)\n", cmd)
@@ -107,11 +74,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-const version = "0.2.0-dev"
-
-// serve runs the daemon until ctx is done. ready, if not nil, receives the
-// listening address once the daemon accepts connections (for tests).
-func serve(ctx context.Context, args []string, stdout, stderr io.Writer, ctors map[string]Constructor, ready chan<- string) int {
+// serve runs the daemon until ctx is done. o is the daemon's options
+// without Config and Logger (tests set venues and hooks); ready, if not
+// nil, receives the listening address once the daemon accepts
+// connections.
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer, o daemon.Options, ready chan<- string) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "configuration file (default fanoutd.yaml if present, else built-in defaults)")
@@ -128,14 +95,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, ctors m
 	if *listen != "" {
 		cfg.Listen = *listen
 	}
-	if !loopback(cfg.Listen) && len(cfg.Tokens) == 0 && !*insecure {
+	if !config.Loopback(cfg.Listen) && len(cfg.Tokens) == 0 && !*insecure {
 		fmt.Fprintf(stderr, "fanoutd: listen: %q is not a loopback address and no tokens are configured (configure tokens, or pass --insecure)\n", cfg.Listen)
 		return 2
 	}
 	var level slog.Level
 	level.UnmarshalText([]byte(cfg.LogLevel))
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	d, err := NewDaemon(cfg, ctors, log)
+	o.Config, o.Logger = cfg, log
+	d, err := daemon.New(o)
 	if err != nil {
 		fmt.Fprintf(stderr, "fanoutd: %v\n", err)
 		return 2
@@ -160,7 +128,7 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: fanoutd check-config FILE")
 		return 2
 	}
-	if _, err := LoadConfig(args[0], os.Getenv); err != nil {
+	if _, err := config.Load(args[0], os.Getenv); err != nil {
 		fmt.Fprintf(stderr, "fanoutd: %v\n", err)
 		return 2
 	}
@@ -171,11 +139,11 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 // loadCommandConfig loads a command's --config: path, else ./fanoutd.yaml
 // if there is one, else the built-in defaults; with the environment's
 // overrides.
-func loadCommandConfig(path string) (*Config, error) {
+func loadCommandConfig(path string) (*config.Config, error) {
 	if path == "" {
 		if _, err := os.Stat("fanoutd.yaml"); err == nil {
 			path = "fanoutd.yaml"
 		}
 	}
-	return LoadConfig(path, os.Getenv)
+	return config.Load(path, os.Getenv)
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fanoutd/fanoutd/internal/config"
 	"go.uber.org/goleak"
 )
 
@@ -16,7 +17,7 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	defaultClaimDir = dir
+	config.DefaultClaimDir = dir
 	defer os.RemoveAll(dir)
 	goleak.VerifyTestMain(m)
 }

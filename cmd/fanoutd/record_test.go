@@ -18,25 +18,28 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/fanoutd/fanoutd/claimcheck"
+	"github.com/fanoutd/fanoutd/internal/config"
+	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/replay"
 	"github.com/fanoutd/fanoutd/venue"
+	"github.com/fanoutd/fanoutd/venues"
 	"github.com/fanoutd/fanoutd/venues/kraken/krakentest"
 )
 
 func TestRecordConfig(t *testing.T) {
-	cfg, err := ParseConfig(nil, nil)
+	cfg, err := config.Parse(nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := RecordConfig{Dir: "./data/captures", MaxBytes: 256 << 20, MaxAge: time.Hour, Queue: 65536}
+	want := config.Record{Dir: "./data/captures", MaxBytes: 256 << 20, MaxAge: time.Hour, Queue: 65536}
 	if cfg.Record != want {
 		t.Fatalf("defaults %+v, want %+v", cfg.Record, want)
 	}
-	cfg, err = ParseConfig([]byte("record:\n  enabled: true\n  dir: /x\n  max_bytes: 1000\n  max_age: 10m\n  queue: 5\n"), nil)
+	cfg, err = config.Parse([]byte("record:\n  enabled: true\n  dir: /x\n  max_bytes: 1000\n  max_age: 10m\n  queue: 5\n"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = RecordConfig{Enabled: true, Dir: "/x", MaxBytes: 1000, MaxAge: 10 * time.Minute, Queue: 5}
+	want = config.Record{Enabled: true, Dir: "/x", MaxBytes: 1000, MaxAge: 10 * time.Minute, Queue: 5}
 	if cfg.Record != want {
 		t.Fatalf("got %+v, want %+v", cfg.Record, want)
 	}
@@ -59,15 +62,15 @@ func TestRecordConfig(t *testing.T) {
 
 // liveDaemon runs a daemon with the real venue constructors on cfgPath.
 type liveDaemon struct {
-	d      *Daemon
+	d      *daemon.Daemon
 	addr   string
 	cancel context.CancelFunc
 	done   chan error
 }
 
-func startLiveDaemon(t *testing.T, cfgPath string, onSegment func(replay.Segment)) *liveDaemon {
+func startLiveDaemon(t *testing.T, cfgPath string, o daemon.Options) *liveDaemon {
 	t.Helper()
-	cfg, err := LoadConfig(cfgPath, nil)
+	cfg, err := config.Load(cfgPath, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,11 +78,11 @@ func startLiveDaemon(t *testing.T, cfgPath string, onSegment func(replay.Segment
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(testWriter{t}, nil))
 	}
-	d, err := NewDaemon(cfg, venueConstructors, log)
+	o.Config, o.Logger = cfg, log
+	d, err := daemon.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.OnSegment = onSegment
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -217,8 +220,10 @@ record:
 	var mu sync.Mutex
 	var segs []replay.Segment
 	var claims []claimcheck.Claim
-	ld := startLiveDaemon(t, cfgPath, func(s replay.Segment) { mu.Lock(); segs = append(segs, s); mu.Unlock() })
-	ld.d.OnCheckIn = func(s replay.Segment, c claimcheck.Claim) { mu.Lock(); claims = append(claims, c); mu.Unlock() }
+	ld := startLiveDaemon(t, cfgPath, daemon.Options{
+		OnSegment: func(s replay.Segment) { mu.Lock(); segs = append(segs, s); mu.Unlock() },
+		OnCheckIn: func(s replay.Segment, c claimcheck.Claim) { mu.Lock(); claims = append(claims, c); mu.Unlock() },
+	})
 
 	st := venue.NewStream("kraken", venue.Level2, m.Symbol())
 	c := dialLines(t, "ws://"+ld.addr+"/v1/stream")
@@ -260,7 +265,7 @@ record:
 	}
 	meta := f.Meta
 	f.Close()
-	if meta.Venue != "kraken" || meta.Endpoint != m.Server().URL || meta.Fanoutd != version {
+	if meta.Venue != "kraken" || meta.Endpoint != m.Server().URL || meta.Fanoutd != daemon.Version {
 		t.Fatalf("metadata %+v", meta)
 	}
 	if partial, _ := filepath.Glob(filepath.Join(dir, "kraken", "*.partial")); len(partial) > 0 {
@@ -316,7 +321,7 @@ func TestRecordCommand(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- recordCmd(context.Background(), []string{"--venue", "kraken", "--streams", "kraken:level2:" + m.Symbol(), m.Symbol(),
-			"--out", dir, "--duration", "1500ms", "--config", cfgPath}, io.Discard, &stderr, venueConstructors)
+			"--out", dir, "--duration", "1500ms", "--config", cfgPath}, io.Discard, &stderr, venues.All)
 	}()
 	m.Server().WaitAccepted(t, 1, 10*time.Second)
 	var code int
@@ -386,7 +391,7 @@ func TestRecordingFailureIsANotice(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfgPath := writeConfig(t, fmt.Sprintf("record:\n  enabled: true\n  dir: %s\nvenues:\n  kraken:\n    ws_url: %s\n    symbols: []\n    channels: [level2]\n", dir, m.Server().URL))
-	ld := startLiveDaemon(t, cfgPath, nil)
+	ld := startLiveDaemon(t, cfgPath, daemon.Options{})
 	c := dialLines(t, "ws://"+ld.addr+"/v1/stream")
 	c.send(t, `{"op":"subscribe","id":"1","streams":["kraken:level2:`+m.Symbol()+`"]}`)
 	// The first failure may come before the subscription (the venue's

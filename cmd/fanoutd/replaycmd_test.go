@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/replay"
 )
 
@@ -223,7 +224,7 @@ venues:
 		return strings.Contains(body, `"dropping": true`)
 	})
 	_, body := httpGet(t, "http://"+addr+"/v1/subscribers", nil)
-	var subs []subscriberView
+	var subs []daemon.SubscriberView
 	json.Unmarshal([]byte(body), &subs)
 	for _, s := range subs {
 		if s.Dropping && s.QueueLen > 50+1 { // the bound, plus at most one forced snapshot
@@ -266,6 +267,8 @@ func TestReplayErrors(t *testing.T) {
 		{[]string{"--export", "-", "--venue", "kraken", bad}, 1, bad + ":2:"},
 		{[]string{"--export", "-", filepath.Join(dir, "missing.jsonl.gz")}, 2, "missing.jsonl.gz"},
 		{[]string{"--export", "-", "--loop", capture("kraken")}, 2, "--loop"},
+		{[]string{"--export", "-", dir}, 2, "is a directory"},
+		{[]string{"--export", "-", "--venue", "kraken", dir}, 2, "is a directory"},
 		{[]string{}, 2, "usage"},
 	} {
 		var out, errb bytes.Buffer

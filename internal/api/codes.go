@@ -28,6 +28,8 @@ const (
 	CodeBadName            Code = "bad_name"             // HTTP 400: ?name= outside [A-Za-z0-9_.-]{1,64}
 	CodeNameTaken          Code = "name_taken"           // HTTP 409: ?name= names a subscriber another token created
 	CodeShuttingDown       Code = "shutting_down"        // HTTP 503: the daemon is shutting down
+	CodeUnknownSymbol      Code = "unknown_symbol"       // the venue's instrument list does not have the symbol
+	CodeTooManySymbols     Code = "too_many_symbols"     // the venue already subscribes venues.<v>.max_symbols symbols
 
 	// Codes of the HTTP routes only.
 	CodeMethodNotAllowed    Code = "method_not_allowed"    // 405
@@ -49,12 +51,22 @@ const (
 // documentation and the fanoutd_refusals_total metric.
 var Codes = []Code{CodeBadRequest, CodeUnknownOp, CodeUnknownStream, CodeTooManyStreams, CodeUnauthorized,
 	CodeRateLimited, CodeMessageTooLarge, CodeNotSubscribed, CodeNotLevel2, CodeNoBook, CodeTakenOver,
-	CodeUnauthenticated, CodeTooManyConnections, CodeOriginNotAllowed, CodeBadName, CodeNameTaken, CodeShuttingDown}
+	CodeUnauthenticated, CodeTooManyConnections, CodeOriginNotAllowed, CodeBadName, CodeNameTaken, CodeShuttingDown,
+	CodeUnknownSymbol, CodeTooManySymbols}
 
 // RouteCodes lists the codes only the HTTP routes answer.
 var RouteCodes = []Code{CodeMethodNotAllowed, CodeInvalidTenant, CodeInvalidID, CodeInvalidStream, CodeInvalidQuery, CodeNotFound,
 	CodeRangeNotSatisfiable, CodeOverloaded, CodeDeadline, CodeStoreUnavailable, CodeStoreForbidden, CodeStoreError,
 	CodeInternal}
+
+// Refusal is an error that carries its code: a check (wsapi.Options.Check)
+// returns one to refuse with a code other than unknown_stream.
+type Refusal struct {
+	Code    Code
+	Message string
+}
+
+func (r *Refusal) Error() string { return r.Message }
 
 // WriteError answers an HTTP request with status and the one error body of
 // every route, {"type":"error","code":…,"message":…}: the same object as a

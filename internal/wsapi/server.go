@@ -543,7 +543,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		sess.sub = sub
 		s.log.Info("wsapi: named subscriber attached", "name", name, "reattach", existed, "remote", r.RemoteAddr, "token", tokName)
 	} else {
-		sess.sub = s.o.Hub.NewEphemeral(sess.q, tokName)
+		sess.sub = s.o.Hub.NewOwnedEphemeral(sess.q, tokName)
 	}
 	reason := sess.run()
 	s.mu.Lock()

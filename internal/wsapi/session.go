@@ -731,7 +731,11 @@ func (s *session) check(id string, st venue.Stream) bool {
 		err = errors.New("no such venue")
 	}
 	if err != nil {
-		s.refuse(id, api.CodeUnknownStream, string(st)+": "+err.Error())
+		code := api.CodeUnknownStream
+		if r, ok := errors.AsType[*api.Refusal](err); ok {
+			code = r.Code
+		}
+		s.refuse(id, code, string(st)+": "+err.Error())
 		return false
 	}
 	if !s.tok.Allows(st) {

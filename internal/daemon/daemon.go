@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -20,21 +20,45 @@ import (
 	"github.com/fanoutd/fanoutd/claimcheck"
 	"github.com/fanoutd/fanoutd/fanout"
 	"github.com/fanoutd/fanoutd/internal/api"
+	"github.com/fanoutd/fanoutd/internal/config"
 	"github.com/fanoutd/fanoutd/internal/wsapi"
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/replay"
 	"github.com/fanoutd/fanoutd/subscriber"
 	"github.com/fanoutd/fanoutd/venue"
+	"github.com/fanoutd/fanoutd/venues"
 )
 
-// Constructor builds one venue's adapter.
-type Constructor func(venue.Config) (venue.Adapter, error)
+// Version is the daemon's version, in captures and `fanoutd version`.
+const Version = "0.2.0-dev"
+
+// Options configure a Daemon. Only Config is required.
+type Options struct {
+	// Config is the resolved configuration (package config). Required.
+	Config *config.Config
+	// Logger receives the daemon's logs. Defaults to slog.Default().
+	Logger *slog.Logger
+	// Venues are the adapters the daemon may build, looked up by the
+	// configured venues' names; a configured venue without one is skipped
+	// with a warning. Defaults to venues.All.
+	Venues []venues.Venue
+	// OnSubscribe, if set, is called after every subscription a client
+	// makes (replay's --wait counts them).
+	OnSubscribe func(venue.Stream)
+	// OnSegment, if set, is called with every capture segment the
+	// recorder closed, fsynced and renamed (record.enabled).
+	OnSegment func(replay.Segment)
+	// OnCheckIn, if set, is called with every capture segment checked in
+	// to the claim check (record.check_in) and its claim, before OnSegment.
+	OnCheckIn func(replay.Segment, claimcheck.Claim)
+}
 
 // Daemon is fanoutd: the venues' adapters feeding the fanout hub, the
-// websocket server and the HTTP routes. Build one with NewDaemon, run it
-// with Run.
+// websocket server and the HTTP routes. Build one with New, run it with
+// Run.
 type Daemon struct {
-	cfg     *Config
+	o       Options
+	cfg     *config.Config
 	log     *slog.Logger
 	hub     *fanout.Hub
 	reg     *prometheus.Registry
@@ -44,37 +68,47 @@ type Daemon struct {
 	venues  []*venueRun
 	byName  map[string]*venueRun
 	claims  *claimWire // the claim-check node (claims.go)
+	conns   *connGuard // caps idle connections without a token (conns.go)
+
+	released *prometheus.CounterVec // symbols unsubscribed at their venue by the sweep
 	stopped chan struct{}
 
 	shutdownOnce sync.Once
 	shutdownErr  error
 
-	// OnSegment, if set before Run, is called with every capture segment
-	// the recorder closed, fsynced and renamed (record.go).
-	OnSegment func(replay.Segment)
-	// OnCheckIn, if set before Run, is called with every capture segment
-	// checked in to the claim check (record.check_in) and its claim,
-	// before OnSegment.
-	OnCheckIn  func(replay.Segment, claimcheck.Claim)
-	rec        *replay.Recorder      // set by Run when record.enabled (record.go)
-	subscribed func(st venue.Stream) // if set before Run, called after every subscription (replaycmd.go)
+	rec *replay.Recorder // set by Run when record.enabled (record.go)
 }
 
 // venueRun is one enabled venue: its config, feed and adapter.
 type venueRun struct {
-	cfg     VenueConfig
+	cfg     config.Venue
 	feed    *fanout.Feed
 	adapter venue.Adapter
 
-	mu      sync.Mutex // protects symbols
-	symbols map[string]bool
+	mu      sync.Mutex             // protects symbols
+	symbols map[string]*symbolUse // subscribed at the venue
 }
 
-// NewDaemon builds the daemon from cfg: one feed and one adapter per
-// enabled venue (ctors names the adapters built into this binary; a venue
-// without one is skipped with a warning).
-func NewDaemon(cfg *Config, ctors map[string]Constructor, log *slog.Logger) (*Daemon, error) {
-	d := &Daemon{cfg: cfg, log: log, hub: fanout.NewHub(subscriber.NewRegistry()), reg: prometheus.NewRegistry(),
+// symbolUse is one symbol subscribed at a venue.
+type symbolUse struct {
+	pinned    bool      // configured (venues.<v>.symbols): never unsubscribed
+	idleSince time.Time // when the sweep first found no subscriber; zero while wanted
+}
+
+// New builds the daemon: one feed and one adapter per enabled venue of
+// o.Config.
+func New(o Options) (*Daemon, error) {
+	if o.Config == nil {
+		return nil, errors.New("daemon: Options.Config is required")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Venues == nil {
+		o.Venues = venues.All
+	}
+	cfg, log := o.Config, o.Logger
+	d := &Daemon{o: o, cfg: cfg, log: log, hub: fanout.NewHub(subscriber.NewRegistry()), reg: prometheus.NewRegistry(),
 		byName: map[string]*venueRun{}, stopped: make(chan struct{})}
 	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var err error
@@ -88,8 +122,8 @@ func NewDaemon(cfg *Config, ctors map[string]Constructor, log *slog.Logger) (*Da
 		}
 	}()
 	for _, vc := range cfg.Venues {
-		ctor := ctors[vc.Name]
-		if ctor == nil {
+		i := slices.IndexFunc(o.Venues, func(v venues.Venue) bool { return v.Name == vc.Name })
+		if i < 0 {
 			log.Warn("venue not built into this binary; skipped", "venue", vc.Name)
 			continue
 		}
@@ -98,35 +132,47 @@ func NewDaemon(cfg *Config, ctors map[string]Constructor, log *slog.Logger) (*Da
 		if err != nil {
 			return nil, err
 		}
-		a, err := ctor(venue.Config{WSURL: vc.WSURL, RESTURL: vc.RESTURL, Symbols: vc.Symbols, Channels: vc.Channels,
+		a, err := o.Venues[i].New(venue.Config{WSURL: vc.WSURL, RESTURL: vc.RESTURL, Symbols: vc.Symbols, Channels: vc.Channels,
 			Depth: vc.Depth, Sink: d.claims.sink(f), Logger: log, Recorder: d.recorder()})
 		if err != nil {
 			return nil, fmt.Errorf("venues.%s: %w", vc.Name, err)
 		}
-		vr := &venueRun{cfg: vc, feed: f, adapter: a, symbols: map[string]bool{}}
+		vr := &venueRun{cfg: vc, feed: f, adapter: a, symbols: map[string]*symbolUse{}}
 		for _, s := range vc.Symbols {
-			vr.symbols[s] = true
+			vr.symbols[s] = &symbolUse{pinned: true}
 		}
 		d.venues = append(d.venues, vr)
 		d.byName[vc.Name] = vr
 	}
 	d.auth = api.NewAuth(cfg.Tokens)
-	o := cfg.WS
-	o.Hub, o.Auth, o.Logger = d.hub, d.auth, log
-	o.Metrics = wsapi.NewMetrics(d.reg)
+	wo := cfg.WS
+	wo.Hub, wo.Auth, wo.Logger = d.hub, d.auth, log
+	wo.Metrics = wsapi.NewMetrics(d.reg)
 	d.reg.MustRegister(fanout.NewCollector(d.hub))
-	o.Check = d.check
-	o.OnSubscribe = d.onSubscribe
-	o.SnapshotClaim = d.claims.replyClaim
-	d.ws = wsapi.NewServer(o)
-	d.http = &http.Server{Handler: d.routes(), ReadHeaderTimeout: 10 * time.Second,
+	wo.Check = d.check
+	wo.OnSubscribe = d.onSubscribe
+	wo.SnapshotClaim = d.claims.replyClaim
+	d.ws = wsapi.NewServer(wo)
+	d.released = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fanoutd_symbols_unsubscribed_total",
+		Help: "Symbols unsubscribed at their venue because no subscriber held them for unsubscribe_after."}, []string{"venue"})
+	d.reg.MustRegister(d.released)
+	for _, vr := range d.venues {
+		d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fanoutd_venue_symbols",
+			Help: "Symbols subscribed at the venue now.", ConstLabels: prometheus.Labels{"venue": vr.cfg.Name}}, vr.symbolCount))
+	}
+	d.conns = newConnGuard(cfg.HTTP.MaxAnonymousConnections, d.reg)
+	d.http = &http.Server{Handler: d.conns.vouching(d.auth, d.routes()),
+		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout, IdleTimeout: cfg.HTTP.IdleTimeout,
+		ConnContext: d.conns.connContext, ConnState: d.conns.connState,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	built = true
 	return d, nil
 }
 
-// check accepts the streams of the configured venues and channels; any
-// symbol the venue writes may be asked for (the adapter subscribes it).
+// check accepts the streams of the configured venues and channels, for a
+// symbol the venue already subscribes, or a new one the venue's instrument
+// list has (where the adapter knows it) while the venue subscribes fewer
+// than max_symbols.
 func (d *Daemon) check(st venue.Stream) error {
 	vr := d.byName[st.Venue()]
 	if vr == nil {
@@ -135,21 +181,42 @@ func (d *Daemon) check(st venue.Stream) error {
 	if !slices.Contains(vr.cfg.Channels, st.Channel()) {
 		return errors.New("channel not served for this venue")
 	}
+	sym := st.Symbol()
+	vr.mu.Lock()
+	_, have := vr.symbols[sym]
+	n := len(vr.symbols)
+	vr.mu.Unlock()
+	if have {
+		return nil
+	}
+	if sc, ok := vr.adapter.(venue.SymbolChecker); ok {
+		if known, listed := sc.KnownSymbol(sym); listed && !known {
+			return &api.Refusal{Code: api.CodeUnknownSymbol, Message: "not an instrument of " + vr.cfg.Name}
+		}
+	}
+	if n >= vr.cfg.MaxSymbols {
+		return &api.Refusal{Code: api.CodeTooManySymbols,
+			Message: fmt.Sprintf("%s already subscribes %d symbols (venues.%s.max_symbols)", vr.cfg.Name, n, vr.cfg.Name)}
+	}
 	return nil
 }
 
 // onSubscribe has the venue's adapter subscribe a symbol it does not have
-// yet. Symbols are kept for the life of the process (unsubscribing at the
-// venue when the last subscriber leaves is not done).
+// yet. Concurrent subscribes of new symbols may pass max_symbols by as
+// many as race past check at once.
 func (d *Daemon) onSubscribe(st venue.Stream) {
-	if d.subscribed != nil {
-		d.subscribed(st)
+	if d.o.OnSubscribe != nil {
+		d.o.OnSubscribe(st)
 	}
 	vr := d.byName[st.Venue()]
 	sym := st.Symbol()
 	vr.mu.Lock()
-	have := vr.symbols[sym]
-	vr.symbols[sym] = true
+	u, have := vr.symbols[sym]
+	if have {
+		u.idleSince = time.Time{}
+	} else {
+		vr.symbols[sym] = &symbolUse{}
+	}
 	vr.mu.Unlock()
 	if !have {
 		if err := vr.adapter.Subscribe(sym); err != nil {
@@ -157,6 +224,62 @@ func (d *Daemon) onSubscribe(st venue.Stream) {
 		}
 	}
 }
+
+// sweepSymbols unsubscribes at the venue every symbol a client asked for
+// that no subscriber has held for the venue's unsubscribe_after, and
+// forgets its streams' state (their seq starts again at 1).
+func (d *Daemon) sweepSymbols(now time.Time) {
+	for _, vr := range d.venues {
+		var release []string
+		vr.mu.Lock()
+		for sym, u := range vr.symbols {
+			if u.pinned {
+				continue
+			}
+			switch {
+			case vr.feed.Wanted(sym):
+				u.idleSince = time.Time{}
+			case u.idleSince.IsZero():
+				u.idleSince = now
+			case now.Sub(u.idleSince) >= vr.cfg.UnsubscribeAfter:
+				delete(vr.symbols, sym)
+				release = append(release, sym)
+			}
+		}
+		vr.mu.Unlock()
+		if len(release) == 0 {
+			continue
+		}
+		slices.Sort(release)
+		if err := vr.adapter.Unsubscribe(release...); err != nil {
+			d.log.Warn("venue unsubscribe failed", "venue", vr.cfg.Name, "symbols", len(release), "err", err)
+		}
+		for _, sym := range release {
+			vr.feed.Forget(sym)
+		}
+		d.released.WithLabelValues(vr.cfg.Name).Add(float64(len(release)))
+		d.log.Info("symbols nobody holds unsubscribed at the venue", "venue", vr.cfg.Name, "symbols", len(release))
+	}
+}
+
+func (vr *venueRun) symbolCount() float64 {
+	vr.mu.Lock()
+	defer vr.mu.Unlock()
+	return float64(len(vr.symbols))
+}
+
+// sweepEvery is how often Run sweeps the symbols: a quarter of the
+// shortest unsubscribe_after, between 1s and 1m.
+func (d *Daemon) sweepEvery() time.Duration {
+	every := time.Minute
+	for _, vr := range d.venues {
+		every = min(every, vr.cfg.UnsubscribeAfter/4)
+	}
+	return max(every, time.Second)
+}
+
+// Metrics returns the registry of the daemon's Prometheus metrics.
+func (d *Daemon) Metrics() prometheus.Gatherer { return d.reg }
 
 // Hub returns the daemon's fanout hub.
 func (d *Daemon) Hub() *fanout.Hub { return d.hub }
@@ -175,6 +298,23 @@ func (d *Daemon) Run(ctx context.Context, ln net.Listener) error {
 		}
 	}
 	d.claims.start()
+	sweepDone := make(chan struct{})
+	defer func() { <-sweepDone }()
+	sweepCtx, stopSweep := context.WithCancel(ctx)
+	defer stopSweep()
+	go func() {
+		defer close(sweepDone)
+		t := time.NewTicker(d.sweepEvery())
+		defer t.Stop()
+		for {
+			select {
+			case <-sweepCtx.Done():
+				return
+			case now := <-t.C:
+				d.sweepSymbols(now)
+			}
+		}
+	}()
 	errc := make(chan error, 1)
 	go func() { errc <- d.http.Serve(ln) }()
 	d.log.Info("fanoutd listening", "addr", ln.Addr().String(), "venues", len(d.venues), "auth", d.auth.Enabled())
@@ -290,7 +430,8 @@ func (d *Daemon) coverage(w http.ResponseWriter, _ *http.Request, _ *api.Token) 
 	writeJSON(w, http.StatusOK, out)
 }
 
-type subscriberView struct {
+// SubscriberView is one entry of GET /v1/subscribers.
+type SubscriberView struct {
 	ID         string         `json:"id"`
 	Kind       string         `json:"kind"`
 	Attached   bool           `json:"attached"`
@@ -303,9 +444,9 @@ type subscriberView struct {
 }
 
 func (d *Daemon) subscribers(w http.ResponseWriter, _ *http.Request, _ *api.Token) {
-	out := []subscriberView{}
+	out := []SubscriberView{}
 	for _, s := range d.hub.Registry().All() {
-		v := subscriberView{ID: s.ID(), Kind: s.Kind().String(), Streams: s.Streams(), Bounds: map[string]any{}}
+		v := SubscriberView{ID: s.ID(), Kind: s.Kind().String(), Streams: s.Streams(), Bounds: map[string]any{}}
 		if c := s.Resolve(); c != nil {
 			v.Attached, v.QueueLen, v.QueueBytes = true, c.Len(), c.Bytes()
 		}

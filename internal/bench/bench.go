@@ -1,4 +1,7 @@
-package main
+// Package bench is `fanoutd bench`: a load harness that runs a server under
+// test (this daemon, or a Centrifugo binary as a peer) and subscribers in a
+// child process, and reports server CPU per delivered message and latency.
+package bench
 
 import (
 	"bufio"
@@ -23,19 +26,22 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/shopspring/decimal"
 
-	"github.com/fanoutd/fanoutd/cmd/fanoutd/internal/testsource"
 	"github.com/fanoutd/fanoutd/fanout"
+	"github.com/fanoutd/fanoutd/internal/config"
+	"github.com/fanoutd/fanoutd/internal/daemon"
+	"github.com/fanoutd/fanoutd/internal/testsource"
 	"github.com/fanoutd/fanoutd/venue"
+	"github.com/fanoutd/fanoutd/venues"
 )
 
-// bench is the load tool: it runs a server under test, fed at a fixed
+// Main is `fanoutd bench`, the load tool: it runs a server under test, fed at a fixed
 // rate, and N websocket subscribers in a child process (so their CPU is
 // not the server's), and reports delivered/s, server CPU per delivered
 // message and latency percentiles. The server is a daemon in this process
 // fed by a test source, or with --peer centrifugo a Centrifugo binary in
 // a child process fed through its HTTP publish API, so that both are
 // measured on the same machine in the same way.
-func bench(args []string, stdout, stderr io.Writer) int {
+func Main(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	subs := fs.Int("subs", 200, "subscribers")
@@ -185,7 +191,7 @@ type benchCounters struct {
 
 // fanoutdServer is the daemon in this process, fed by a test source.
 type fanoutdServer struct {
-	d      *Daemon
+	d      *daemon.Daemon
 	src    *testsource.Source
 	feed   *fanout.Feed
 	url    string
@@ -198,16 +204,18 @@ func startFanoutd(delay string, uring bool, stderr io.Writer) (*fanoutdServer, e
 	if delay != "" {
 		yml += "  write_delay: " + delay + "\n"
 	}
-	cfg, err := ParseConfig([]byte(yml), nil)
+	cfg, err := config.Parse([]byte(yml), nil)
 	if err != nil {
 		return nil, err
 	}
 	f := &fanoutdServer{}
-	ctors := map[string]Constructor{"coinbase": func(c venue.Config) (venue.Adapter, error) {
+	src := venues.Venue{Name: "coinbase", New: func(c venue.Config) (venue.Adapter, error) {
 		f.src = testsource.New("coinbase", c)
 		return f.src, nil
 	}}
-	if f.d, err = NewDaemon(cfg, ctors, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))); err != nil {
+	f.d, err = daemon.New(daemon.Options{Config: cfg, Venues: []venues.Venue{src},
+		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -255,9 +263,9 @@ type clientReport struct {
 	CPU                 int64 // nanoseconds, during the measured window
 }
 
-// benchClients is the child of bench: N subscribers that read, count and
+// Clients is the child of bench: N subscribers that read, count and
 // time every event (publish time is the event's recv_time).
-func benchClients(args []string, stdout, stderr io.Writer) int {
+func Clients(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench-clients", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	url := fs.String("url", "", "")
@@ -420,8 +428,8 @@ func fastTime(b []byte, now time.Time) (time.Time, bool) {
 
 // histQuantile returns the upper bound of the bucket of the daemon's
 // publish-to-write histogram that holds quantile q.
-func histQuantile(d *Daemon, q float64) string {
-	mfs, err := d.reg.Gather()
+func histQuantile(d *daemon.Daemon, q float64) string {
+	mfs, err := d.Metrics().Gather()
 	if err != nil {
 		return "?"
 	}
@@ -442,8 +450,8 @@ func histQuantile(d *Daemon, q float64) string {
 }
 
 // histCount returns the sample count of the daemon's histogram name.
-func histCount(d *Daemon, name string) uint64 {
-	mfs, _ := d.reg.Gather()
+func histCount(d *daemon.Daemon, name string) uint64 {
+	mfs, _ := d.Metrics().Gather()
 	for _, mf := range mfs {
 		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
 			return mf.GetMetric()[0].GetHistogram().GetSampleCount()

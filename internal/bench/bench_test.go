@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -42,11 +42,11 @@ func TestProcStatCPU(t *testing.T) {
 
 func TestBenchBadPeer(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := run([]string{"bench", "--peer", "nats"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), `--peer "nats"`) {
+	if code := Main([]string{"--peer", "nats"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), `--peer "nats"`) {
 		t.Fatalf("exit %d, stderr %q", code, errb.String())
 	}
 	errb.Reset()
-	if code := run([]string{"bench", "--peer", "centrifugo", "--peer-bin", "/nonexistent/centrifugo"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "go install github.com/centrifugal/centrifugo") {
+	if code := Main([]string{"--peer", "centrifugo", "--peer-bin", "/nonexistent/centrifugo"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "go install github.com/centrifugal/centrifugo") {
 		t.Fatalf("exit %d, stderr %q", code, errb.String())
 	}
 }

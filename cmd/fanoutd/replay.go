@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fanoutd/fanoutd/internal/config"
+	"github.com/fanoutd/fanoutd/internal/daemon"
+	"github.com/fanoutd/fanoutd/replay"
+	"github.com/fanoutd/fanoutd/venues"
+)
+
+// replayOpts are the parsed flags of fanoutd replay.
+type replayOpts struct {
+	venue      string
+	speed      float64 // 0: max
+	loop       bool
+	wait       int
+	cfgPath    string
+	listen     string
+	insecure   bool
+	export     string
+	cpuprofile string
+	grace      time.Duration
+	captures   []string
+	venues     map[string][]string // venue → symbols from the captures' metadata
+	byCapture  []string            // each capture's venue
+	srcs       []replay.Source     // each capture, opened from a file or a claim
+}
+
+// parseSpeed accepts 1, N (a positive number) or max.
+func parseSpeed(s string) (float64, error) {
+	if s == "max" {
+		return 0, nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || !(f > 0) || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("--speed: %q is not 1, a positive number N, or max", s)
+	}
+	return f, nil
+}
+
+// replayCmd is fanoutd replay: serve captures over the websocket API as if
+// the venues were live, or --export them as normalized JSON lines. ready,
+// if not nil, receives the listening address (tests).
+func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ready chan<- string) int {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: fanoutd replay [--venue V] [--speed 1|N|max] [--loop] [--wait N] [--config FILE] [--listen ADDR] [--insecure] [--grace D] CAPTURE…")
+		fmt.Fprintln(stderr, "       fanoutd replay --export FILE|- [--venue V] [--config FILE] [--cpuprofile FILE] CAPTURE…")
+		fs.PrintDefaults()
+	}
+	var o replayOpts
+	fs.StringVar(&o.venue, "venue", "", "the captures' venue, overriding their metadata")
+	speed := fs.String("speed", "1", "pace: 1 keeps the recorded pacing, N plays N times faster, max as fast as possible")
+	fs.BoolVar(&o.loop, "loop", false, "play the captures again when they end, until interrupted")
+	fs.IntVar(&o.wait, "wait", 0, "start the clock only once N subscriptions were made")
+	fs.StringVar(&o.cfgPath, "config", "", "configuration file (default fanoutd.yaml if present, else built-in defaults)")
+	fs.StringVar(&o.listen, "listen", "", "address to listen on; overrides the config's listen and FANOUTD_LISTEN")
+	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback listen address without tokens")
+	fs.StringVar(&o.export, "export", "", "write the normalized events and notices to FILE (- for stdout) as fast as possible, without serving")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the replay to FILE")
+	fs.DurationVar(&o.grace, "grace", daemon.DefaultGrace, "after the replay ends, keep serving at most this long for the queues to drain")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var err error
+	if o.speed, err = parseSpeed(*speed); err != nil {
+		fmt.Fprintf(stderr, "fanoutd: replay: %v\n", err)
+		return 2
+	}
+	if o.wait < 0 {
+		fmt.Fprintf(stderr, "fanoutd: replay: --wait: %d is negative\n", o.wait)
+		return 2
+	}
+	if o.grace < 0 {
+		fmt.Fprintf(stderr, "fanoutd: replay: --grace: %v is negative\n", o.grace)
+		return 2
+	}
+	o.captures = fs.Args()
+	if len(o.captures) == 0 {
+		fs.Usage()
+		return 2
+	}
+	if o.export != "" && (o.loop || o.wait > 0) {
+		fmt.Fprintln(stderr, "fanoutd: replay: --export plays once, as fast as possible: --loop and --wait do not apply")
+		return 2
+	}
+	if _, ok := venues.Lookup(o.venue); o.venue != "" && !ok {
+		fmt.Fprintf(stderr, "fanoutd: replay: --venue: unknown venue %q (want %s)\n", o.venue, strings.Join(venues.Names(), ", "))
+		return 2
+	}
+	cfg, err := loadCommandConfig(o.cfgPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "fanoutd: %v\n", err)
+		return 2
+	}
+	// Every capture must open and name a known venue before anything starts.
+	// An argument that is a claim reference (claim:<tenant>/<id>, or a
+	// /v1/claims/… path or URL) is a capture checked in to the claim check.
+	o.venues = map[string][]string{}
+	for _, path := range o.captures {
+		src := replay.FileSource(path, "")
+		if ref, ok := claimRef(path); ok {
+			if src, err = daemon.ClaimSource(ctx, cfg.ClaimCheck, ref); err != nil {
+				fmt.Fprintf(stderr, "fanoutd: %v\n", err)
+				return 2
+			}
+		}
+		f, err := src.Open()
+		if err != nil {
+			fmt.Fprintf(stderr, "fanoutd: replay: %v\n", err)
+			return 2
+		}
+		meta := f.Meta
+		f.Close()
+		v := o.venue
+		if v == "" {
+			v = meta.Venue
+		}
+		switch {
+		case v == "":
+			fmt.Fprintf(stderr, "fanoutd: replay: %s: the capture does not say which venue it is from; pass --venue\n", path)
+			return 2
+		case !known(v):
+			fmt.Fprintf(stderr, "fanoutd: replay: %s: unknown venue %q (want %s, or pass --venue)\n", path, v, strings.Join(venues.Names(), ", "))
+			return 2
+		}
+		o.byCapture = append(o.byCapture, v)
+		src.Venue = v
+		o.srcs = append(o.srcs, src)
+		for _, s := range meta.Subscriptions {
+			if !slices.Contains(o.venues[v], s) {
+				o.venues[v] = append(o.venues[v], s)
+			}
+		}
+		if o.venues[v] == nil {
+			o.venues[v] = []string{}
+		}
+	}
+	cfg.Record.Enabled = false // a replay is not recorded again
+	if err = cfg.ForCaptures(o.venues); err != nil {
+		fmt.Fprintf(stderr, "fanoutd: %v\n", err)
+		return 2
+	}
+	if o.cpuprofile != "" {
+		pf, err := os.Create(o.cpuprofile)
+		if err != nil {
+			fmt.Fprintf(stderr, "fanoutd: replay: %v\n", err)
+			return 1
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			fmt.Fprintf(stderr, "fanoutd: replay: %v\n", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
+	var level slog.Level
+	level.UnmarshalText([]byte(cfg.LogLevel))
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if o.export != "" {
+		return export(ctx, &o, cfg, stdout, stderr, log)
+	}
+	if o.listen != "" {
+		cfg.Listen = o.listen
+	}
+	if !config.Loopback(cfg.Listen) && len(cfg.Tokens) == 0 && !o.insecure {
+		fmt.Fprintf(stderr, "fanoutd: listen: %q is not a loopback address and no tokens are configured (configure tokens, or pass --insecure)\n", cfg.Listen)
+		return 2
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "fanoutd: listen %s: %v\n", cfg.Listen, err)
+		return 1
+	}
+	if ready != nil {
+		ready <- ln.Addr().String()
+	}
+	grace := o.grace
+	if grace == 0 {
+		grace = -1 // ReplayOptions' zero is the default
+	}
+	err = daemon.Replay(ctx, cfg, daemon.ReplayOptions{Sources: o.srcs, Speed: o.speed, Loop: o.loop, Wait: o.wait,
+		Grace: grace, Logger: log}, ln)
+	if err != nil {
+		fmt.Fprintf(stderr, "fanoutd: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func known(name string) bool { _, ok := venues.Lookup(name); return ok }
+
+// export is replay --export: the captures' events and notices to a file or
+// stdout, with a one-line summary.
+func export(ctx context.Context, o *replayOpts, cfg *config.Config, stdout, stderr io.Writer, log *slog.Logger) int {
+	w := stdout
+	var f *os.File
+	if o.export != "-" {
+		var err error
+		if f, err = os.Create(o.export); err != nil {
+			fmt.Fprintf(stderr, "fanoutd: replay: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		w = f
+	}
+	start := time.Now()
+	st, err := daemon.Export(ctx, cfg, o.srcs, w, log)
+	if err == nil && f != nil {
+		err = f.Close()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "fanoutd: replay: %v\n", err)
+		return 1
+	}
+	el := time.Since(start)
+	fmt.Fprintf(stderr, "fanoutd: replayed %d frames (%d disconnects) in %v: %.0f frames/s\n",
+		st.Frames, st.Disconnects, el.Round(time.Millisecond), float64(st.Frames)/el.Seconds())
+	return 0
+}
+
+// claimRef reports whether a replay argument names a claim rather than a
+// file, and returns the reference claimcheck.ParseRef takes.
+func claimRef(arg string) (string, bool) {
+	switch {
+	case strings.HasPrefix(arg, "claim:"):
+		return strings.TrimPrefix(arg, "claim:"), true
+	case strings.HasPrefix(arg, "/v1/claims/"), strings.HasPrefix(arg, "http://"), strings.HasPrefix(arg, "https://"):
+		return arg, true
+	}
+	return "", false
+}

@@ -1,0 +1,218 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/fanoutd/fanoutd/internal/config"
+	"github.com/fanoutd/fanoutd/notice"
+	"github.com/fanoutd/fanoutd/replay"
+	"github.com/fanoutd/fanoutd/venue"
+	"github.com/fanoutd/fanoutd/venues"
+)
+
+// DefaultGrace is how long a replay that ended keeps serving so the
+// subscribers' writers flush what is queued (it stops as soon as every
+// queue is empty); shutdown then flushes for shutdown_timeout as usual.
+const DefaultGrace = 2 * time.Second
+
+// ReplayOptions configure Replay.
+type ReplayOptions struct {
+	// Sources are the captures, each with its Venue set. Required.
+	Sources []replay.Source
+	// Speed: 1 keeps the recorded pacing, N plays N times faster, 0 as fast
+	// as possible.
+	Speed float64
+	// Loop plays the captures again when they end, until ctx is done.
+	Loop bool
+	// Wait starts the clock only once this many subscriptions were made.
+	Wait int
+	// Grace: after the replay ends, keep serving at most this long for the
+	// queues to drain. Defaults to DefaultGrace; negative means none.
+	Grace time.Duration
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// decoderFor returns replay's NewDecoder: each venue's own decoder, built
+// from the venue's configuration as the live adapter would be.
+func decoderFor(cfg *config.Config, log *slog.Logger) func(string, venue.Sink) (venue.Decoder, error) {
+	return func(name string, sink venue.Sink) (venue.Decoder, error) {
+		reg, ok := venues.Lookup(name)
+		i := slices.IndexFunc(cfg.Venues, func(v config.Venue) bool { return v.Name == name })
+		if !ok || i < 0 {
+			return nil, fmt.Errorf("unknown venue %q (want %s)", name, strings.Join(venues.Names(), ", "))
+		}
+		vc := cfg.Venues[i]
+		return reg.NewDecoder(venue.Config{Symbols: vc.Symbols, Channels: vc.Channels, Depth: vc.Depth, Sink: sink, Logger: log}), nil
+	}
+}
+
+// Export writes the captures' normalized events and notices to w, one JSON
+// object per line, as fast as the process can go. cfg's venues must be the
+// captures' (config.Config.ForCaptures).
+func Export(ctx context.Context, cfg *config.Config, srcs []replay.Source, w io.Writer, log *slog.Logger) (replay.Stats, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	sink := replay.NewExportSink(w)
+	st, err := replay.Play(ctx, replay.PlayerOptions{
+		NewDecoder: decoderFor(cfg, log),
+		Sink:       func(string) (venue.Sink, error) { return sink, nil },
+	}, srcs)
+	if ferr := sink.Flush(); err == nil && ferr != nil {
+		err = fmt.Errorf("export: %w", ferr)
+	}
+	return st, err
+}
+
+// Replay serves the captures over the websocket API on ln: a daemon whose
+// venues are replay adapters, fed by replay.Play through each venue's
+// decoder. It returns when the replay ended and the queues drained (or
+// Grace passed), or when ctx is done, after the daemon shut down; the
+// error is the replay's or the server's. cfg's venues must be the
+// captures' (config.Config.ForCaptures).
+func Replay(ctx context.Context, cfg *config.Config, o ReplayOptions, ln net.Listener) error {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if o.Grace == 0 {
+		o.Grace = DefaultGrace
+	}
+	adapters := map[string]*replayAdapter{}
+	var regs []venues.Venue
+	for _, vc := range cfg.Venues {
+		regs = append(regs, venues.Venue{Name: vc.Name, New: func(c venue.Config) (venue.Adapter, error) {
+			a := &replayAdapter{name: vc.Name, feed: c.Sink, cov: venue.NewCoverageTracker(vc.Name)}
+			adapters[vc.Name] = a
+			return a, nil
+		}})
+	}
+	var gate chan struct{}
+	var onSubscribe func(venue.Stream)
+	if o.Wait > 0 {
+		gate = make(chan struct{})
+		var n atomic.Int64
+		onSubscribe = func(venue.Stream) {
+			if n.Add(1) == int64(o.Wait) {
+				log.Info("replay: subscriptions reached --wait; starting the clock", "wait", o.Wait)
+				close(gate)
+			}
+		}
+	}
+	d, err := New(Options{Config: cfg, Logger: log, Venues: regs, OnSubscribe: onSubscribe})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	runErr := make(chan error, 1)
+	go func() { runErr <- d.Run(runCtx, ln) }()
+
+	playCtx, stopPlay := context.WithCancel(ctx)
+	defer stopPlay()
+	played := make(chan error, 1)
+	go func() {
+		st, err := replay.Play(playCtx, replay.PlayerOptions{
+			Speed: o.Speed, Loop: o.Loop, Start: gate,
+			NewDecoder: decoderFor(cfg, log),
+			Sink:       func(name string) (venue.Sink, error) { return adapters[name], nil },
+		}, o.Sources)
+		if err == nil {
+			log.Info("replay ended", "frames", st.Frames, "disconnects", st.Disconnects)
+		}
+		played <- err
+	}()
+
+	select {
+	case err := <-played:
+		var playErr error
+		switch {
+		case err == nil:
+			drain(ctx, d, o.Grace)
+		case ctx.Err() != nil: // interrupted
+		default:
+			playErr = err
+		}
+		stopRun()
+		if err := <-runErr; err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return errors.Join(playErr, err)
+		}
+		return playErr
+	case err := <-runErr: // interrupted, or the server failed
+		stopPlay()
+		<-played
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		return nil
+	}
+}
+
+// drain waits until every attached subscriber's queue is empty, at most
+// grace, so the end of the replay reaches the subscribers that read.
+func drain(ctx context.Context, d *Daemon, grace time.Duration) {
+	deadline := time.Now().Add(grace)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		empty := true
+		for _, s := range d.hub.Registry().All() {
+			if c := s.Resolve(); c != nil && c.Len() > 0 {
+				empty = false
+				break
+			}
+		}
+		if empty {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// replayAdapter stands in for a venue's adapter in a replay: there is no
+// link to run; replay.Play drives the venue's decoder, whose sink is this
+// adapter, which keeps coverage and passes everything on to the feed.
+type replayAdapter struct {
+	name string
+	feed venue.Sink
+	cov  *venue.CoverageTracker
+}
+
+var (
+	_ venue.Adapter = (*replayAdapter)(nil)
+	_ venue.Sink    = (*replayAdapter)(nil)
+)
+
+func (a *replayAdapter) Venue() string { return a.name }
+
+// Start marks the link up: a replay's link is up while it serves.
+func (a *replayAdapter) Start(context.Context) error {
+	a.cov.SetLink(venue.LinkUp, time.Now())
+	return nil
+}
+
+func (a *replayAdapter) Stop(context.Context) error {
+	a.cov.SetLink(venue.LinkDown, time.Now())
+	return nil
+}
+
+// Subscribe does nothing: a capture holds what it holds.
+func (a *replayAdapter) Subscribe(...string) error   { return nil }
+func (a *replayAdapter) Unsubscribe(...string) error { return nil }
+func (a *replayAdapter) Coverage() venue.Coverage    { return a.cov.Snapshot() }
+
+func (a *replayAdapter) Event(ev *venue.Event) {
+	a.cov.Observe(ev.Stream, ev.RecvTime)
+	a.feed.Event(ev)
+}
+
+func (a *replayAdapter) Notice(n notice.Notice) { a.feed.Notice(n) }
