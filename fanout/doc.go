@@ -42,12 +42,14 @@
 // connection still had queued. When a connection attaches again, the first
 // call that observes it (or Hub.Attach itself) sends a resumed notice with
 // reason "reattached" and the gaps, then a snapshot of every level2 stream
-// the subscriber holds.
+// the subscriber holds. Hub.ExpireAfter forgets a named subscriber left
+// without a connection for a time to live; a name belongs to the owner
+// that created it.
 //
 // # Concurrency
 //
-// A Feed has one mutex. Publish, Notify, Subscribe, Unsubscribe and Remove
-// take it; delivery holds it while it offers to each subscriber's queue,
+// A Feed has one mutex. Publish, Notice, Hub.Subscribe, Hub.Unsubscribe
+// and Hub.Detach take it; delivery holds it while it offers to each subscriber's queue,
 // which never blocks (subscriber.Mailbox's lock is held for a few pointer
 // moves). Lock order: Feed.mu, then subscriber.Mailbox.mu. Feeds of different
 // venues run in parallel; a Mailbox may be offered to by several feeds at once.

@@ -264,7 +264,7 @@ func TestEphemeralLeavesNoEntry(t *testing.T) {
 func TestResolve(t *testing.T) {
 	reg := subscriber.NewRegistry()
 	c := subscriber.NewMailbox()
-	live := reg.NewEphemeral(c)
+	live := reg.NewEphemeral(c, "")
 	if live.Resolve() != c {
 		t.Fatal("live ephemeral does not resolve to its conn")
 	}
@@ -273,7 +273,7 @@ func TestResolve(t *testing.T) {
 		t.Fatal("closed ephemeral resolves")
 	}
 	nc := subscriber.NewMailbox()
-	named, _, err := reg.Attach("desk-1", nc, nil)
+	named, _, err := reg.Attach("desk-1", "", nc, nil)
 	if err != nil || named.Resolve() != nc {
 		t.Fatalf("attached named does not resolve: %v", err)
 	}
@@ -284,7 +284,7 @@ func TestResolve(t *testing.T) {
 	if reg.Named("desk-1") == nil {
 		t.Fatal("detached named forgotten")
 	}
-	if _, _, err := reg.Attach("bad name!", nc, nil); err == nil {
+	if _, _, err := reg.Attach("bad name!", "", nc, nil); err == nil {
 		t.Fatal("bad name accepted")
 	}
 }
@@ -292,7 +292,7 @@ func TestResolve(t *testing.T) {
 func TestNoticePathUsesResolve(t *testing.T) {
 	h, f := newHub(t, 10)
 	c := subscriber.NewMailbox()
-	s, _, _ := h.Attach("n1", c, nil)
+	s, _, _ := h.Attach("n1", "", c, nil)
 	h.Subscribe(s, tr)
 	f.Notice(notice.Must(notice.LinkDown, "coinbase", "", t0, "down", nil))
 	if got := kinds(drain(t, c)); !slices.Equal(got, []string{"link_down"}) {
@@ -362,7 +362,7 @@ func TestNamedReattachIsToldWhatItMissed(t *testing.T) {
 	h, f := newHub(t, 100)
 	f.Publish(bookSnap(l2))
 	c1 := subscriber.NewMailbox()
-	s, existed, _ := h.Attach("desk", c1, nil)
+	s, existed, _ := h.Attach("desk", "", c1, nil)
 	if existed {
 		t.Fatal("new name reported as existing")
 	}
@@ -378,7 +378,7 @@ func TestNamedReattachIsToldWhatItMissed(t *testing.T) {
 		t.Fatal("named subscriber lost its subscriptions on detach")
 	}
 	c2 := subscriber.NewMailbox()
-	if _, existed, _ := h.Attach("desk", c2, nil); !existed {
+	if _, existed, _ := h.Attach("desk", "", c2, nil); !existed {
 		t.Fatal("reattach not reported as existing")
 	}
 	ms := drain(t, c2)
@@ -401,12 +401,12 @@ func TestNamedReattachIsToldWhatItMissed(t *testing.T) {
 func TestNamedTakeover(t *testing.T) {
 	h, f := newHub(t, 100)
 	c1 := subscriber.NewMailbox()
-	s, _, _ := h.Attach("desk", c1, nil)
+	s, _, _ := h.Attach("desk", "", c1, nil)
 	h.Subscribe(s, tr)
 	f.Publish(trade(tr, 1)) // queued on c1, never written
 	c2 := subscriber.NewMailbox()
 	var told *subscriber.Mailbox
-	h.Attach("desk", c2, func(prev *subscriber.Mailbox) { told = prev })
+	h.Attach("desk", "", c2, func(prev *subscriber.Mailbox) { told = prev })
 	if told != c1 || !c1.IsClosed() {
 		t.Fatal("previous connection not handed over and closed")
 	}

@@ -1,7 +1,6 @@
 package fanout
 
 import (
-	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -152,9 +151,6 @@ func (f *Feed) Forget(symbol string) {
 		}
 	}
 }
-
-// ErrWrongVenue is returned for a stream of another venue than the feed's.
-var ErrWrongVenue = errors.New("fanout: stream of another venue")
 
 // Event publishes ev: it is the venue.Sink method. See Publish.
 func (f *Feed) Event(ev *venue.Event) { f.Publish(ev) }

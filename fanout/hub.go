@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/subscriber"
@@ -15,15 +17,19 @@ import (
 // subscriber lifecycle (attach, detach, takeover) to the feeds. The zero
 // Hub is not usable; call NewHub.
 type Hub struct {
-	reg *subscriber.Registry
+	reg     *subscriber.Registry
+	expired atomic.Uint64 // named subscribers forgotten by ExpireAfter
 
 	mu    sync.RWMutex // protects feeds
 	feeds map[string]*Feed
+
+	timerMu sync.Mutex // protects timers
+	timers  map[*subscriber.Subscriber]*time.Timer
 }
 
 // NewHub returns a hub with no feeds over reg.
 func NewHub(reg *subscriber.Registry) *Hub {
-	return &Hub{reg: reg, feeds: map[string]*Feed{}}
+	return &Hub{reg: reg, feeds: map[string]*Feed{}, timers: map[*subscriber.Subscriber]*time.Timer{}}
 }
 
 // Registry returns the hub's subscriber registry.
@@ -113,18 +119,25 @@ func (h *Hub) Snapshot(s *subscriber.Subscriber, st venue.Stream) bool {
 	return f.snapshot(s, st)
 }
 
-// NewEphemeral registers an ephemeral subscriber on c.
+// NewEphemeral registers an ephemeral subscriber on c with no owner.
 func (h *Hub) NewEphemeral(c *subscriber.Mailbox) *subscriber.Subscriber {
-	return h.reg.NewEphemeral(c)
+	return h.reg.NewEphemeral(c, "")
 }
 
-// Attach attaches c to the named subscriber name. If another connection
-// held the name, onTakeover is called with it first (to tell it why before
-// it is closed), then it is closed and what it still had queued is recorded
-// as missed. If the name existed, each of its feeds tells c at once what it
-// missed (a resumed notice, reason "reattached") and sends fresh snapshots.
-func (h *Hub) Attach(name string, c *subscriber.Mailbox, onTakeover func(previous *subscriber.Mailbox)) (*subscriber.Subscriber, bool, error) {
-	s, existed, err := h.reg.Attach(name, c, func(s *subscriber.Subscriber, prev *subscriber.Mailbox) {
+// NewOwnedEphemeral registers an ephemeral subscriber on c, owned by owner.
+func (h *Hub) NewOwnedEphemeral(c *subscriber.Mailbox, owner string) *subscriber.Subscriber {
+	return h.reg.NewEphemeral(c, owner)
+}
+
+// Attach attaches c to the named subscriber name, creating it for owner if
+// new; a name another owner created is refused with
+// subscriber.ErrNameTaken. If another connection held the name,
+// onTakeover is called with it first (to tell it why before it is closed),
+// then it is closed and what it still had queued is recorded as missed.
+// If the name existed, each of its feeds tells c at once what it missed (a
+// resumed notice, reason "reattached") and sends fresh snapshots.
+func (h *Hub) Attach(name, owner string, c *subscriber.Mailbox, onTakeover func(previous *subscriber.Mailbox)) (*subscriber.Subscriber, bool, error) {
+	s, existed, err := h.reg.Attach(name, owner, c, func(s *subscriber.Subscriber, prev *subscriber.Mailbox) {
 		if onTakeover != nil {
 			onTakeover(prev)
 		}
@@ -133,6 +146,7 @@ func (h *Hub) Attach(name string, c *subscriber.Mailbox, onTakeover func(previou
 	if err != nil {
 		return nil, false, err
 	}
+	h.stopTimer(s)
 	if existed {
 		for _, f := range h.Feeds() {
 			f.sync(s)
@@ -144,19 +158,61 @@ func (h *Hub) Attach(name string, c *subscriber.Mailbox, onTakeover func(previou
 // Detach ends connection c of s: c is closed. An ephemeral subscriber is
 // removed from every feed and the registry, leaving nothing behind. A named
 // subscriber keeps its subscriptions; what c still had queued is recorded
-// as missed and reported when a connection attaches again. Detach is
-// idempotent.
-func (h *Hub) Detach(s *subscriber.Subscriber, c *subscriber.Mailbox) {
+// as missed and reported when a connection attaches again. Detach reports
+// whether c was s's connection (false after a takeover); it is idempotent.
+func (h *Hub) Detach(s *subscriber.Subscriber, c *subscriber.Mailbox) bool {
 	if s.Kind() == subscriber.Ephemeral {
 		c.Close()
-		h.reg.Detach(s, c)
+		ok := h.reg.Detach(s, c)
 		for _, f := range h.Feeds() {
 			f.remove(s)
 		}
-		return
+		return ok
 	}
 	h.closeConn(s, c)
-	h.reg.Detach(s, c)
+	return h.reg.Detach(s, c)
+}
+
+// ExpireAfter forgets the named subscriber s, as Forget does, once no
+// connection has been attached to it for ttl; an Attach before then
+// cancels it. Call it when s's connection detaches.
+func (h *Hub) ExpireAfter(s *subscriber.Subscriber, ttl time.Duration) {
+	if s.Kind() != subscriber.Named {
+		return
+	}
+	h.timerMu.Lock()
+	defer h.timerMu.Unlock()
+	if t := h.timers[s]; t != nil {
+		t.Stop()
+	}
+	var t *time.Timer
+	t = time.AfterFunc(ttl, func() {
+		h.timerMu.Lock()
+		if h.timers[s] == t {
+			delete(h.timers, s)
+		}
+		h.timerMu.Unlock()
+		if h.reg.Expire(s, ttl) {
+			for _, f := range h.Feeds() {
+				f.remove(s)
+			}
+			h.expired.Add(1)
+		}
+	})
+	h.timers[s] = t
+}
+
+// Expired returns how many named subscribers ExpireAfter has forgotten.
+func (h *Hub) Expired() uint64 { return h.expired.Load() }
+
+// stopTimer cancels s's expiry, if one is armed.
+func (h *Hub) stopTimer(s *subscriber.Subscriber) {
+	h.timerMu.Lock()
+	defer h.timerMu.Unlock()
+	if t := h.timers[s]; t != nil {
+		t.Stop()
+		delete(h.timers, s)
+	}
 }
 
 // closeConn closes c and records its unsent data as missed by s.
@@ -175,17 +231,17 @@ func (h *Hub) closeConn(s *subscriber.Subscriber, c *subscriber.Mailbox) {
 // Forget removes the named subscriber name for good: from every feed and
 // the registry, closing its connection if one is attached.
 func (h *Hub) Forget(name string) {
-	s := h.reg.Named(name)
+	s := h.reg.Forget(name)
 	if s == nil {
 		return
 	}
+	h.stopTimer(s)
 	if c := s.Mailbox(); c != nil {
 		c.Close()
 	}
 	for _, f := range h.Feeds() {
 		f.remove(s)
 	}
-	h.reg.Forget(name)
 }
 
 // Broadcast sends n to every subscriber with a live connection, once each

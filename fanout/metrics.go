@@ -14,6 +14,7 @@ var (
 	descMissed      = prometheus.NewDesc("fanoutd_missed_total", "Deliveries skipped while a named subscriber was detached, by venue.", []string{"venue"}, nil)
 	descDropping    = prometheus.NewDesc("fanoutd_dropping_subscribers", "Subscribers over their queue bound now, by venue.", []string{"venue"}, nil)
 	descNotices     = prometheus.NewDesc("fanoutd_notices_total", "Notices sent by the feeds, by venue and kind.", []string{"venue", "kind"}, nil)
+	descExpired     = prometheus.NewDesc("fanoutd_named_expired_total", "Named subscribers forgotten after their time to live without a connection.", nil, nil)
 )
 
 // NewCollector returns a Prometheus collector that reads h's subscriber
@@ -24,7 +25,7 @@ func NewCollector(h *Hub) prometheus.Collector { return &hubCollector{hub: h} }
 type hubCollector struct{ hub *Hub }
 
 func (c *hubCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSubscribers, descPublished, descDeliveries, descDrops, descMissed, descDropping, descNotices} {
+	for _, d := range []*prometheus.Desc{descSubscribers, descPublished, descDeliveries, descDrops, descMissed, descDropping, descNotices, descExpired} {
 		ch <- d
 	}
 }
@@ -33,6 +34,7 @@ func (c *hubCollector) Collect(ch chan<- prometheus.Metric) {
 	eph, named := c.hub.Registry().Count()
 	ch <- prometheus.MustNewConstMetric(descSubscribers, prometheus.GaugeValue, float64(eph), "ephemeral")
 	ch <- prometheus.MustNewConstMetric(descSubscribers, prometheus.GaugeValue, float64(named), "named")
+	ch <- prometheus.MustNewConstMetric(descExpired, prometheus.CounterValue, float64(c.hub.Expired()))
 	for _, f := range c.hub.Feeds() {
 		k := f.Counters()
 		v := f.Venue()

@@ -43,7 +43,7 @@ func TestPropertyDelivery(t *testing.T) {
 			p := &propSub{received: map[venue.Stream]map[uint64]bool{}, lost: map[venue.Stream]map[uint64]bool{}, expectDropping: true, firstOnConn: true}
 			p.conn = subscriber.NewMailbox()
 			if rapid.Bool().Draw(rt, fmt.Sprintf("named%d", i)) {
-				p.s, _, _ = h.Attach(fmt.Sprintf("n%d", i), p.conn, nil)
+				p.s, _, _ = h.Attach(fmt.Sprintf("n%d", i), "", p.conn, nil)
 			} else {
 				p.s = h.NewEphemeral(p.conn)
 			}
@@ -143,7 +143,7 @@ func TestPropertyDelivery(t *testing.T) {
 				}
 				p.conn = subscriber.NewMailbox()
 				p.expectDropping, p.firstOnConn = true, true
-				h.Attach(p.s.ID(), p.conn, nil)
+				h.Attach(p.s.ID(), "", p.conn, nil)
 			},
 		})
 		// Settle: attach everyone, drain, publish one more on each stream
@@ -152,7 +152,7 @@ func TestPropertyDelivery(t *testing.T) {
 			if p.conn == nil {
 				p.conn = subscriber.NewMailbox()
 				p.expectDropping, p.firstOnConn = true, true
-				h.Attach(p.s.ID(), p.conn, nil)
+				h.Attach(p.s.ID(), "", p.conn, nil)
 			}
 			take(p, math.MaxInt)
 		}

@@ -6,9 +6,7 @@ import (
 )
 
 // DefaultMaxQueueLen is the default bound on one subscriber's queue: 10000
-// messages. It is the seed's figure: a consumer keeping up with a book
-// stream sits in single or double digits; one that has reached five figures
-// is broken, not busy.
+// messages, the seed's figure (docs/design-notes.md).
 const DefaultMaxQueueLen = 10000
 
 // MaxQueueLen validates a venue's max_queue_len as given in configuration.

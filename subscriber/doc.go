@@ -12,7 +12,9 @@
 //     a named subscriber has no connection attached (it is told on
 //     reattach).
 //   - Notices are never dropped: they go on a separate unbounded queue that
-//     the connection's writer drains ahead of data.
+//     the connection's writer drains ahead of data. Replies to a client's
+//     commands share that queue but are bounded (Mailbox.Reply): they echo
+//     what the client sends.
 //
 // # Kinds
 //
@@ -23,7 +25,10 @@
 // outlive its connections; while nothing is attached, delivery to it is
 // skipped (and recorded as missed); a connection that attaches under the
 // name continues where the last one stopped and is told what it missed. A
-// connection that attaches while another holds the name takes it over.
+// connection that attaches while another holds the name takes it over. A
+// name belongs to the owner that created it (Registry.Attach refuses
+// others with ErrNameTaken); one left without a connection can be
+// forgotten (Registry.Expire).
 //
 // # Resolve
 //
@@ -34,8 +39,8 @@
 // # Concurrency
 //
 // All types are safe for concurrent use. A Mailbox has one mutex guarding its
-// queues; Offer, Push and Drain hold it for a few pointer moves and never
-// block. Its length is also kept in an atomic so Len is O(1) and lock-free.
-// Several feeds (one per venue) may offer to one Mailbox concurrently; exactly
-// one writer goroutine drains it.
+// queues; Offer, Force, Notify, Reply and Drain hold it for a few pointer
+// moves and never block, and Len is O(1) under it. Several feeds (one per
+// venue) may offer to one Mailbox concurrently; one writer at a time drains
+// it.
 package subscriber

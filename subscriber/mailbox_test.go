@@ -176,9 +176,9 @@ func TestAllocsPerOffer(t *testing.T) {
 
 func TestRegistry(t *testing.T) {
 	r := NewRegistry()
-	e := r.NewEphemeral(NewMailbox())
+	e := r.NewEphemeral(NewMailbox(), "")
 	c := NewMailbox()
-	n, existed, err := r.Attach("desk.1", c, nil)
+	n, existed, err := r.Attach("desk.1", "", c, nil)
 	if err != nil || existed || n.Kind() != Named || e.Kind() != Ephemeral {
 		t.Fatalf("attach: %v existed=%v", err, existed)
 	}
@@ -187,7 +187,7 @@ func TestRegistry(t *testing.T) {
 	}
 	c2 := NewMailbox()
 	var prev *Mailbox
-	if _, existed, _ := r.Attach("desk.1", c2, func(_ *Subscriber, p *Mailbox) { prev = p }); !existed || prev != c {
+	if _, existed, _ := r.Attach("desk.1", "", c2, func(_ *Subscriber, p *Mailbox) { prev = p }); !existed || prev != c {
 		t.Fatalf("takeover: existed=%v prev=%p want %p", existed, prev, c)
 	}
 	if r.Detach(n, c) {
@@ -201,8 +201,60 @@ func TestRegistry(t *testing.T) {
 		t.Fatal("ephemeral left in registry")
 	}
 	for _, bad := range []string{"", "has space", "x/y", string(make([]byte, 65))} {
-		if _, _, err := r.Attach(bad, NewMailbox(), nil); err == nil {
+		if _, _, err := r.Attach(bad, "", NewMailbox(), nil); err == nil {
 			t.Errorf("name %q accepted", bad)
 		}
+	}
+}
+
+// TestDrainBoundsNotices: a drain stays within its byte bound (separators
+// counted) for notices as for data, unless it is one message, and takes
+// no data while a notice is left.
+func TestDrainBoundsNotices(t *testing.T) {
+	c := NewMailbox()
+	for range 10 {
+		c.Notify(msg("0123456789")) // 10 bytes each
+	}
+	c.Offer(msg("d"), 10, 0)
+	got, nn := c.Drain(nil, math.MaxInt, 32) // 10+1+10+1+10 = 32
+	if len(got) != 3 || nn != 3 {
+		t.Fatalf("drained %d (%d notices), want 3 notices", len(got), nn)
+	}
+	got, nn = c.Drain(nil, 2, math.MaxInt)
+	if len(got) != 2 || nn != 2 {
+		t.Fatalf("count-bounded drain took %d (%d notices), want 2 notices", len(got), nn)
+	}
+	got, nn = c.Drain(nil, math.MaxInt, 1)
+	if len(got) != 1 || nn != 1 {
+		t.Fatal("a drain always takes one message")
+	}
+	got, nn = c.Drain(nil, math.MaxInt, math.MaxInt)
+	if len(got) != 5 || nn != 4 || string(got[4].Data) != "d" {
+		t.Fatalf("last drain took %d (%d notices), want the 4 notices left, then the data", len(got), nn)
+	}
+}
+
+// TestReplyBound: replies are refused past their byte bound until a drain
+// takes them; notices are not bounded.
+func TestReplyBound(t *testing.T) {
+	c := NewMailbox()
+	for i := range 3 {
+		if r := c.Reply(msg("0123456789"), 25); r != Enqueued {
+			t.Fatalf("reply %d: %v", i, r)
+		}
+	}
+	if r := c.Reply(msg("x"), 25); r != Full {
+		t.Fatalf("reply past the bound: %v, want Full", r)
+	}
+	if !c.Notify(msg("n")) {
+		t.Fatal("notice refused")
+	}
+	c.Drain(nil, 2, math.MaxInt) // two replies leave
+	if r := c.Reply(msg("0123456789"), 25); r != Enqueued {
+		t.Fatalf("reply after a drain: %v", r)
+	}
+	c.Close()
+	if r := c.Reply(msg("x"), 25); r != Closed {
+		t.Fatalf("reply after close: %v", r)
 	}
 }

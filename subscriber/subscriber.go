@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/fanoutd/fanoutd/venue"
 )
@@ -36,11 +37,14 @@ func (k Kind) String() string {
 // Subscriber is a receiver of events: its identity, its subscriptions and
 // the connection currently attached to it, if any.
 type Subscriber struct {
-	id   string
-	kind Kind
-	conn atomic.Pointer[Mailbox] // the attached connection; nil while detached
+	id    string
+	kind  Kind
+	owner string                  // who created it (a token's name; "" without authentication)
+	conn  atomic.Pointer[Mailbox] // the attached connection; nil while detached
 
-	attachMu sync.Mutex // serialises Attach for one name
+	attachMu sync.Mutex // serialises Attach, Detach and Expire for one name; guards detached and gone
+	detached time.Time  // when the last connection was detached
+	gone     bool       // forgotten: an Attach that finds it looks the name up again
 
 	mu      sync.Mutex // protects streams
 	streams map[venue.Stream]struct{}
@@ -51,6 +55,11 @@ func (s *Subscriber) ID() string { return s.id }
 
 // Kind returns the subscriber's kind.
 func (s *Subscriber) Kind() Kind { return s.kind }
+
+// Owner returns who created the subscriber: the name of the token it was
+// created under, or "" without authentication. Only its owner may attach
+// to a named subscriber.
+func (s *Subscriber) Owner() string { return s.owner }
 
 // Resolve returns the live connection, or nil if none is attached (a named
 // subscriber between connections) or it has been closed. Data and notices
@@ -116,9 +125,8 @@ var ErrBadName = errors.New("subscriber: name must match [A-Za-z0-9_.-]{1,64}")
 // ValidName reports whether name may name a subscriber.
 func ValidName(name string) bool { return nameRE.MatchString(name) }
 
-// Registry holds every subscriber: named ones by name for as long as the
-// process runs (or until Forget), ephemeral ones while their connection
-// lives. The zero Registry is not usable; call NewRegistry.
+// Registry holds every subscriber: named ones by name until Forget or
+// Expire, ephemeral ones while their connection lives. The zero Registry is not usable; call NewRegistry.
 type Registry struct {
 	nextID atomic.Uint64
 
@@ -132,9 +140,9 @@ func NewRegistry() *Registry {
 	return &Registry{named: map[string]*Subscriber{}, ephemeral: map[string]*Subscriber{}}
 }
 
-// NewEphemeral registers an ephemeral subscriber for c.
-func (r *Registry) NewEphemeral(c *Mailbox) *Subscriber {
-	s := &Subscriber{id: "e" + strconv.FormatUint(r.nextID.Add(1), 10), kind: Ephemeral, streams: map[venue.Stream]struct{}{}}
+// NewEphemeral registers an ephemeral subscriber for c, owned by owner.
+func (r *Registry) NewEphemeral(c *Mailbox, owner string) *Subscriber {
+	s := &Subscriber{id: "e" + strconv.FormatUint(r.nextID.Add(1), 10), kind: Ephemeral, owner: owner, streams: map[venue.Stream]struct{}{}}
 	s.conn.Store(c)
 	r.mu.Lock()
 	r.ephemeral[s.id] = s
@@ -142,51 +150,106 @@ func (r *Registry) NewEphemeral(c *Mailbox) *Subscriber {
 	return s
 }
 
-// Attach attaches c to the named subscriber name, creating it if new, and
-// reports whether the name existed before (a reattach, which must be told
-// what it missed). If another connection holds the name, it is a takeover:
-// takeover is called with that connection before c is attached, so the
-// caller can tell it, close it and account for what it had queued while
-// nothing else can be delivered to either. Concurrent attaches of one name
-// are serialised.
-func (r *Registry) Attach(name string, c *Mailbox, takeover func(s *Subscriber, previous *Mailbox)) (s *Subscriber, existed bool, err error) {
+// ErrNameTaken is returned by Attach for a name another owner created.
+var ErrNameTaken = errors.New("subscriber: name belongs to another owner")
+
+// Attach attaches c to the named subscriber name, creating it for owner
+// if new, and reports whether the name existed before (a reattach, which
+// must be told what it missed). A name that exists under another owner is
+// refused with ErrNameTaken. If another connection holds the name, it is
+// a takeover: takeover is called with that connection before c is
+// attached, so the caller can tell it, close it and account for what it
+// had queued while nothing else can be delivered to either. Concurrent
+// attaches of one name are serialised.
+func (r *Registry) Attach(name, owner string, c *Mailbox, takeover func(s *Subscriber, previous *Mailbox)) (s *Subscriber, existed bool, err error) {
 	if !ValidName(name) {
 		return nil, false, fmt.Errorf("%w: %q", ErrBadName, name)
 	}
-	r.mu.Lock()
-	s, existed = r.named[name]
-	if !existed {
-		s = &Subscriber{id: name, kind: Named, streams: map[venue.Stream]struct{}{}}
-		r.named[name] = s
+	for {
+		r.mu.Lock()
+		s, existed = r.named[name]
+		if !existed {
+			s = &Subscriber{id: name, kind: Named, owner: owner, streams: map[venue.Stream]struct{}{}}
+			r.named[name] = s
+		}
+		r.mu.Unlock()
+		if s.owner != owner {
+			return nil, false, fmt.Errorf("%w: %q", ErrNameTaken, name)
+		}
+		s.attachMu.Lock()
+		if s.gone { // expired or forgotten since the lookup: look again
+			s.attachMu.Unlock()
+			continue
+		}
+		if prev := s.conn.Load(); prev != nil && takeover != nil {
+			takeover(s, prev)
+		}
+		s.conn.Store(c)
+		s.attachMu.Unlock()
+		return s, existed, nil
 	}
-	r.mu.Unlock()
-	s.attachMu.Lock()
-	defer s.attachMu.Unlock()
-	if prev := s.conn.Load(); prev != nil && takeover != nil {
-		takeover(s, prev)
-	}
-	s.conn.Store(c)
-	return s, existed, nil
 }
 
 // Detach detaches c from s if it is still the attached connection, and
 // reports whether it was. An ephemeral subscriber is removed from the
 // registry as well; removing it from feeds is the caller's (fanout.Hub).
 func (r *Registry) Detach(s *Subscriber, c *Mailbox) bool {
-	ok := s.conn.CompareAndSwap(c, nil)
 	if s.kind == Ephemeral {
+		ok := s.conn.CompareAndSwap(c, nil)
 		r.mu.Lock()
 		delete(r.ephemeral, s.id)
 		r.mu.Unlock()
+		return ok
 	}
-	return ok
+	s.attachMu.Lock()
+	defer s.attachMu.Unlock()
+	if !s.conn.CompareAndSwap(c, nil) {
+		return false
+	}
+	s.detached = time.Now()
+	return true
 }
 
-// Forget removes a named subscriber for good. Its subscriptions must have
-// been removed from the feeds by the caller.
-func (r *Registry) Forget(name string) {
+// Expire forgets the named subscriber s if no connection has been
+// attached to it for at least ttl, and reports whether it did. Its
+// subscriptions must then be removed from the feeds by the caller.
+func (r *Registry) Expire(s *Subscriber, ttl time.Duration) bool {
+	if s.kind != Named {
+		return false
+	}
+	s.attachMu.Lock()
+	defer s.attachMu.Unlock()
+	if s.gone || s.conn.Load() != nil || time.Since(s.detached) < ttl {
+		return false
+	}
+	r.forget(s)
+	return true
+}
+
+// Forget removes a named subscriber for good and returns it, or nil if
+// there is none. Its subscriptions must be removed from the feeds by the
+// caller.
+func (r *Registry) Forget(name string) *Subscriber {
+	s := r.Named(name)
+	if s == nil {
+		return nil
+	}
+	s.attachMu.Lock()
+	defer s.attachMu.Unlock()
+	if s.gone {
+		return nil
+	}
+	r.forget(s)
+	return s
+}
+
+// forget marks s gone and deletes it. s.attachMu must be held.
+func (r *Registry) forget(s *Subscriber) {
+	s.gone = true
 	r.mu.Lock()
-	delete(r.named, name)
+	if r.named[s.id] == s {
+		delete(r.named, s.id)
+	}
 	r.mu.Unlock()
 }
 
@@ -221,6 +284,13 @@ func (r *Registry) All() []*Subscriber {
 	slices.SortFunc(named, byID)
 	slices.SortFunc(eph, byID)
 	return append(named, eph...)
+}
+
+// OwnedBy returns the subscribers owner created, in the order of All.
+// Without authentication every subscriber's owner is "", so OwnedBy("")
+// returns them all.
+func (r *Registry) OwnedBy(owner string) []*Subscriber {
+	return slices.DeleteFunc(r.All(), func(s *Subscriber) bool { return s.owner != owner })
 }
 
 // Count returns the number of ephemeral and named subscribers.

@@ -26,6 +26,7 @@ const (
 	CodeTooManyConnections Code = "too_many_connections" // HTTP 429: limits.max_connections_per_token reached
 	CodeOriginNotAllowed   Code = "origin_not_allowed"   // HTTP 403: Origin not in the allow-list
 	CodeBadName            Code = "bad_name"             // HTTP 400: ?name= outside [A-Za-z0-9_.-]{1,64}
+	CodeNameTaken          Code = "name_taken"           // HTTP 409: ?name= names a subscriber another token created
 	CodeShuttingDown       Code = "shutting_down"        // HTTP 503: the daemon is shutting down
 	CodeUnknownSymbol      Code = "unknown_symbol"       // the venue's instrument list does not have the symbol
 	CodeTooManySymbols     Code = "too_many_symbols"     // the venue already subscribes venues.<v>.max_symbols symbols
@@ -50,7 +51,7 @@ const (
 // documentation and the fanoutd_refusals_total metric.
 var Codes = []Code{CodeBadRequest, CodeUnknownOp, CodeUnknownStream, CodeTooManyStreams, CodeUnauthorized,
 	CodeRateLimited, CodeMessageTooLarge, CodeNotSubscribed, CodeNotLevel2, CodeNoBook, CodeTakenOver,
-	CodeUnauthenticated, CodeTooManyConnections, CodeOriginNotAllowed, CodeBadName, CodeShuttingDown,
+	CodeUnauthenticated, CodeTooManyConnections, CodeOriginNotAllowed, CodeBadName, CodeNameTaken, CodeShuttingDown,
 	CodeUnknownSymbol, CodeTooManySymbols}
 
 // RouteCodes lists the codes only the HTTP routes answer.

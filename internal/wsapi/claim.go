@@ -8,10 +8,9 @@ import "github.com/fanoutd/fanoutd/venue"
 //
 //	{"type":"ack","id":"3","streams":["coinbase:level2:BTC-USD"],"claim":{"url":…,"stream":…,"seq":…}}
 //
-// The inline snapshot:true book is queued either way. Sending only the
-// claim check was rejected: the stored snapshot is older than the live
-// book, and a client could rebuild from it only with the updates since its
-// seq, which the stream may no longer hold for it.
+// The inline snapshot:true book is queued either way: the stored snapshot
+// is older than the live book, and rebuilding from it needs the updates
+// since its seq.
 func (o *Options) snapshotAck(id string, st venue.Stream) []byte {
 	ack := appendAck(nil, id, []venue.Stream{st})
 	if o.SnapshotClaim == nil {

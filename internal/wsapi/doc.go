@@ -7,13 +7,14 @@
 //
 // Each connection is a subscriber.Mailbox (its queues, filled by the fanout
 // core) and two goroutines: the reader, which parses commands and answers
-// them through the connection's notice queue, and the writer. Data is
+// them (Mailbox.Reply: on the notice queue, in order with notices, but
+// bounded by Limits.MaxReplyBytes), and the writer. Every client message
+// costs a unit of the command rate, whether it parses or not. Data is
 // written in batches: a drain of the queues goes out as one websocket text
 // message whose JSON objects are separated by '\n' (notices first, then
-// data, as Drain returns them). Batching is where the CPU goes: one write
-// system call per batch instead of per event (a one-write-per-event Go
-// fanout measured about 6 µs of CPU per delivered message on this
-// machine's reference load; see the README for what this one measures).
+// data, as Drain returns them), within MaxBatchBytes unless it is one
+// message. One write system call per batch instead of per event is where
+// the CPU is saved.
 //
 // Without Options.WriteDelay the writer goroutine waits on Conn.Ready and
 // drains until the queues are empty. With it (the daemon's default), a
@@ -34,10 +35,7 @@
 // protocol error or past the read limit, as the connection ends.
 //
 // Events are encoded once by the fanout feed; every batch copies the same
-// bytes into its writer's frame buffer. gorilla's
-// PreparedMessage was rejected: it caches the frame of one message, but a
-// batch is a different message for every subscriber, and without
-// compression a prepared frame saves only the copy into the write buffer.
+// bytes into its writer's frame buffer.
 //
 // # Slow sockets
 //
@@ -52,10 +50,14 @@
 // # Named subscribers
 //
 // ?name= attaches the connection to a durable name (fanout.Hub.Attach). A
-// connection that attaches while another holds the name takes it over: the
-// old connection gets an error message with code "taken_over" and is
-// closed with code 4001. A reattach gets a resumed notice (reason
-// "reattached") and snapshots, queued by the core before the writer starts.
+// name belongs to the token that created it: another token is refused
+// with 409 name_taken before the upgrade, and Server.Subscribers lists a
+// token only its own. A connection of the same token that attaches while
+// another holds the name takes it over: the old connection gets an error
+// message with code "taken_over" and is closed with code 4001. A reattach
+// gets a resumed notice (reason "reattached") and snapshots, queued by the
+// core before the writer starts. A name with no connection for NamedTTL is
+// forgotten (fanout.Hub.ExpireAfter).
 //
 // # Shutdown
 //

@@ -25,24 +25,52 @@ import (
 	"github.com/fanoutd/fanoutd/venue"
 )
 
+// Defaults of Options and Limits, which a zero field takes (WithDefaults),
+// for the configuration to read rather than repeat.
+const (
+	DefaultWriteTimeout      = 10 * time.Second
+	DefaultPingInterval      = 30 * time.Second
+	DefaultSendBuffer        = 65536
+	DefaultMaxBatchBytes     = 65536
+	DefaultMaxBatchMessages  = 1024
+	DefaultNamedTTL          = 24 * time.Hour
+	DefaultMaxStreams        = 256
+	DefaultMaxMessageBytes   = 16384
+	DefaultMaxConnsPerToken  = 64
+	DefaultCommandsPerSecond = 20
+	DefaultCommandBurst      = 40
+	DefaultMaxReplyBytes     = 1 << 20
+
+	// DefaultWriteDelay is the daemon's write delay. It is not a zero
+	// field's default: a zero WriteDelay means no write pool. See
+	// docs/design-notes.md for how it was chosen.
+	DefaultWriteDelay = 3 * time.Millisecond
+)
+
 // Limits are the per-connection and per-token limits. Zero fields take
 // their defaults.
 type Limits struct {
 	// MaxStreams is the most streams one connection may be subscribed to.
-	// Defaults to 256.
+	// Defaults to DefaultMaxStreams.
 	MaxStreams int
 	// MaxMessageBytes is the largest client message answered; a larger one
 	// is read, discarded and refused (message_too_large), and one past 16
-	// times this closes the connection. Defaults to 16384.
+	// times this closes the connection. Defaults to DefaultMaxMessageBytes.
 	MaxMessageBytes int
 	// MaxConnsPerToken is the most connections open at once under one
-	// token (HTTP 429 past it). Defaults to 64. Without tokens, it does not
-	// apply.
+	// token (HTTP 429 past it). Defaults to DefaultMaxConnsPerToken.
+	// Without tokens, it does not apply.
 	MaxConnsPerToken int
-	// CommandsPerSecond is the sustained command rate of one connection;
-	// CommandBurst the commands allowed at once. Defaults to 20 and 40.
+	// CommandsPerSecond is the sustained rate of client messages of one
+	// connection, commands or not; CommandBurst the messages allowed at
+	// once. Defaults to DefaultCommandsPerSecond and DefaultCommandBurst.
 	CommandsPerSecond float64
 	CommandBurst      int
+	// MaxReplyBytes bounds the replies queued for a connection and not
+	// yet written: a client that sends commands and does not read their
+	// replies is closed with CloseCodeUnreadReplies past it. Defaults to
+	// DefaultMaxReplyBytes.
+	MaxReplyBytes int
 }
 
 // Options configure a Server.
@@ -64,34 +92,38 @@ type Options struct {
 	// list only same-host origins are.
 	Origins []string
 	// WriteTimeout is the write deadline: a socket that accepts no bytes
-	// for this long is closed. Defaults to 10s.
+	// for this long is closed. Defaults to DefaultWriteTimeout.
 	WriteTimeout time.Duration
 	// SendBuffer is the kernel send buffer of each subscriber socket
 	// (SO_SNDBUF), so the backlog the fanout core measures is the backlog
-	// there is. Defaults to 65536; negative leaves the kernel's default.
+	// there is. Defaults to DefaultSendBuffer; negative leaves the
+	// kernel's default.
 	SendBuffer int
-	// MaxBatchBytes bounds one batched websocket message (at least one
-	// event is always written). Defaults to 65536.
+	// MaxBatchBytes bounds one batched websocket message: a batch is
+	// larger only when it is a single message. Defaults to
+	// DefaultMaxBatchBytes.
 	MaxBatchBytes int
-	// WriteDelay coalesces writes: with it, data is written not by each
-	// connection's writer goroutine, woken by the first queued message,
-	// but by a pool of GOMAXPROCS write workers that, every WriteDelay,
-	// write each of their connections that has something queued (see
-	// writeShard); what arrived meanwhile goes out in one write. 0 wakes
-	// the connection's writer at once. It trades latency (up to
-	// WriteDelay more) for CPU: one write system call per batch is most of
-	// what a delivery costs. A per-connection timer was rejected: it
-	// doubles the wake-ups (one for the message, one for the timer).
+	// WriteDelay coalesces writes: with it, a pool of GOMAXPROCS write
+	// workers writes, every WriteDelay, each of its connections that has
+	// something queued (see writeShard), so what arrived meanwhile goes
+	// out in one write. 0 has each connection's writer write at once. It
+	// trades up to WriteDelay of latency for CPU (DefaultWriteDelay is the
+	// daemon's).
 	WriteDelay time.Duration
 	// Uring makes the write pool (WriteDelay > 0) hand each tick's writes
 	// to the kernel through io_uring, one system call for all of a
 	// worker's connections, where the kernel allows it (else the pool
 	// falls back to one write(2) per connection, logged once).
 	Uring bool
-	// MaxBatchMessages bounds the events of one batch. Defaults to 1024.
+	// MaxBatchMessages bounds the messages of one batch. Defaults to
+	// DefaultMaxBatchMessages.
 	MaxBatchMessages int
+	// NamedTTL is how long a named subscriber is kept with no connection
+	// attached; it is then forgotten (fanout.Hub.ExpireAfter). Defaults to
+	// DefaultNamedTTL; negative keeps them for as long as the process runs.
+	NamedTTL time.Duration
 	// PingInterval is how often the server pings an idle client; a client
-	// silent for two intervals is closed. Defaults to 30s.
+	// silent for two intervals is closed. Defaults to DefaultPingInterval.
 	PingInterval time.Duration
 	// Limits are the per-connection limits.
 	Limits Limits
@@ -105,41 +137,41 @@ type Options struct {
 	SnapshotClaim func(st venue.Stream) []byte
 }
 
-func (o *Options) defaults() {
+// WithDefaults returns o with every zero field that has a default set to
+// it. NewServer resolves its options with it.
+func (o Options) WithDefaults() Options {
+	set := func(v *int, def int) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
 	if o.WriteTimeout <= 0 {
-		o.WriteTimeout = 10 * time.Second
+		o.WriteTimeout = DefaultWriteTimeout
 	}
 	if o.SendBuffer == 0 {
-		o.SendBuffer = 65536
+		o.SendBuffer = DefaultSendBuffer
 	}
-	if o.MaxBatchBytes <= 0 {
-		o.MaxBatchBytes = 65536
-	}
-	if o.MaxBatchMessages <= 0 {
-		o.MaxBatchMessages = 1024
-	}
+	set(&o.MaxBatchBytes, DefaultMaxBatchBytes)
+	set(&o.MaxBatchMessages, DefaultMaxBatchMessages)
 	if o.PingInterval <= 0 {
-		o.PingInterval = 30 * time.Second
+		o.PingInterval = DefaultPingInterval
+	}
+	if o.NamedTTL == 0 {
+		o.NamedTTL = DefaultNamedTTL
 	}
 	l := &o.Limits
-	if l.MaxStreams <= 0 {
-		l.MaxStreams = 256
-	}
-	if l.MaxMessageBytes <= 0 {
-		l.MaxMessageBytes = 16384
-	}
-	if l.MaxConnsPerToken <= 0 {
-		l.MaxConnsPerToken = 64
-	}
+	set(&l.MaxStreams, DefaultMaxStreams)
+	set(&l.MaxMessageBytes, DefaultMaxMessageBytes)
+	set(&l.MaxConnsPerToken, DefaultMaxConnsPerToken)
 	if l.CommandsPerSecond <= 0 {
-		l.CommandsPerSecond = 20
+		l.CommandsPerSecond = DefaultCommandsPerSecond
 	}
-	if l.CommandBurst <= 0 {
-		l.CommandBurst = 40
-	}
+	set(&l.CommandBurst, DefaultCommandBurst)
+	set(&l.MaxReplyBytes, DefaultMaxReplyBytes)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	return o
 }
 
 // Server serves GET /v1/stream. Build one with NewServer; it is an
@@ -168,7 +200,7 @@ var ErrServerClosed = errors.New("wsapi: server closed")
 
 // NewServer returns a server with o's defaults resolved.
 func NewServer(o Options) *Server {
-	o.defaults()
+	o = o.WithDefaults()
 	s := &Server{o: o, log: o.Logger, sessions: map[*subscriber.Mailbox]*session{}, perToken: map[string]int{}}
 	if o.WriteDelay > 0 {
 		s.startPool(runtime.GOMAXPROCS(0))
@@ -192,27 +224,15 @@ func NewServer(o Options) *Server {
 
 // writeShard is one write-pool worker and the connections it serves.
 //
-// With a write delay, data is not written by one goroutine per connection
-// but by GOMAXPROCS workers: every WriteDelay, each worker goes through its
-// connections and, for each whose queue signalled Ready, drains and writes
-// it on the spot with non-blocking writes (session.poolWrite). A
+// Every WriteDelay, a worker drains and writes each of its connections
+// whose queue signalled Ready, with non-blocking writes
+// (session.poolWrite), so no goroutine is woken per connection. A
 // connection leaves the pool for its own writer goroutine only while its
-// socket is backed up (a write did not take the whole batch), so one slow
-// socket never holds up a worker, and the write deadline still applies to
-// it. What this saves, measured with fanoutd bench on the reference load
-// (README, Performance), is the goroutine wake-up, scheduling and channel
-// operations of each batch, the two write-deadline updates of each write,
-// and gorilla's message writer. Rejected: one flusher goroutine waking
-// each connection's writer (the previous design): the wake-up cost as
-// much as the rest of a batch but the write.
-//
-// Where the kernel has io_uring, a worker hands all of a tick's writes to
-// the kernel in one io_uring_enter (sends with MSG_DONTWAIT, so a full
-// socket is met exactly as by a non-blocking write) rather than one
-// write(2) per connection: what that saves is the per-call cost of
-// entering and leaving the kernel and of write(2)'s file layer, which on
-// this machine's virtualised kernel was a fifth of the server's CPU
-// (README, Performance).
+// socket is backed up, so one slow socket never holds up a worker and the
+// write deadline still applies to it. With io_uring, a worker hands all of
+// a tick's sends to the kernel in one io_uring_enter (MSG_DONTWAIT: a full
+// socket is met as by a non-blocking write). docs/design-notes.md says
+// what each saves.
 type writeShard struct {
 	mu       sync.Mutex // protects sessions
 	sessions []*session
@@ -429,8 +449,9 @@ func (s *Server) checkOrigin(r *http.Request) bool {
 }
 
 // ServeHTTP upgrades the request to a websocket session. It refuses with
-// 401 (unauthenticated), 403 (origin), 400 (bad name), 429 (connections per
-// token) or 503 (shutting down) before upgrading.
+// 401 (unauthenticated), 403 (origin), 400 (bad name), 409 (a name another
+// token created), 429 (connections per token) or 503 (shutting down)
+// before upgrading.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	refuse := func(status int, code api.Code, msg string) {
 		s.o.Metrics.refused(code)
@@ -451,9 +472,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusBadRequest, api.CodeBadName, "name must match [A-Za-z0-9_.-]{1,64}")
 		return
 	}
-	tokName := ""
-	if tok != nil {
-		tokName = tok.Name
+	tokName := owner(tok)
+	if name != "" {
+		if sub := s.o.Hub.Registry().Named(name); sub != nil && sub.Owner() != tokName {
+			refuse(http.StatusConflict, api.CodeNameTaken, "the name belongs to another token")
+			return
+		}
 	}
 	s.mu.Lock()
 	switch {
@@ -504,9 +528,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	s.o.Metrics.opened()
 	if name != "" {
-		sub, existed, err := s.o.Hub.Attach(name, sess.q, s.takeover)
-		if err != nil { // cannot happen: the name was validated above
-			s.log.Error("wsapi: attach", "name", name, "err", err)
+		sub, existed, err := s.o.Hub.Attach(name, tokName, sess.q, s.takeover)
+		if err != nil { // another token created the name since the check above
+			s.o.Metrics.refused(api.CodeNameTaken)
+			ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.ClosePolicyViolation, string(api.CodeNameTaken)), time.Now().Add(time.Second))
 			s.mu.Lock()
 			delete(s.sessions, sess.q)
 			s.mu.Unlock()
@@ -518,7 +543,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		sess.sub = sub
 		s.log.Info("wsapi: named subscriber attached", "name", name, "reattach", existed, "remote", r.RemoteAddr, "token", tokName)
 	} else {
-		sess.sub = s.o.Hub.NewEphemeral(sess.q)
+		sess.sub = s.o.Hub.NewOwnedEphemeral(sess.q, tokName)
 	}
 	reason := sess.run()
 	s.mu.Lock()
@@ -532,6 +557,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Log(context.Background(), level, "wsapi: connection closed", "subscriber", sess.sub.ID(), "kind", sess.sub.Kind().String(),
 		"reason", reason.String(), "token", tokName)
+}
+
+// owner is the subscriber owner a connection with tok creates: the
+// token's name, or "" without authentication.
+func owner(tok *api.Token) string {
+	if tok == nil {
+		return ""
+	}
+	return tok.Name
+}
+
+// Subscribers returns the subscribers tok owns (created under it), named
+// first, each group sorted by id; without authentication (tok nil), every
+// subscriber. It is what GET /v1/subscribers may list to tok.
+func (s *Server) Subscribers(tok *api.Token) []*subscriber.Subscriber {
+	return s.o.Hub.Registry().OwnedBy(owner(tok))
 }
 
 // takeover is Hub.Attach's callback: prev's session is told it was taken

@@ -39,12 +39,13 @@ const (
 	Shutdown                               // the daemon shut down: flushed, closed with 1001
 	ShutdownTimeout                        // the daemon shut down before the flush finished
 	Removed                                // the daemon removed the subscriber
+	UnreadReplies                          // replies past limits.max_reply_bytes queued unread (closed with 4002)
 
 	numCloseReasons = iota + 1
 )
 
 var closeReasonNames = [numCloseReasons]string{"", "client_closed", "write_timeout", "write_failed", "read_timeout",
-	"message_too_large", "taken_over", "shutdown", "shutdown_timeout", "removed"}
+	"message_too_large", "taken_over", "shutdown", "shutdown_timeout", "removed", "unread_replies"}
 
 // String returns the reason's metric label.
 func (r CloseReason) String() string {
@@ -54,9 +55,11 @@ func (r CloseReason) String() string {
 	return ""
 }
 
-// CloseCodeTakenOver is the websocket close code of a taken-over
-// connection.
-const CloseCodeTakenOver = 4001
+// Websocket close codes of this server's own.
+const (
+	CloseCodeTakenOver     = 4001 // another connection attached under the name
+	CloseCodeUnreadReplies = 4002 // the client does not read the replies to its commands
+)
 
 // session is one websocket connection. Its reader runs on the HTTP
 // handler's goroutine, its writer on its own.
@@ -156,11 +159,20 @@ func (s *session) run() CloseReason {
 	s.readLoop()
 	close(s.readerDone)
 	s.end(ClientClosed)
+	if CloseReason(s.reason.Load()) == UnreadReplies {
+		// The writer may be blocked on a socket the client does not
+		// read: it has a second for the close frame, not the write
+		// deadline.
+		t := time.AfterFunc(time.Second, s.closeSocket)
+		defer t.Stop()
+	}
 	<-writerDone
 	if s.pool != nil {
 		s.pool.remove(s)
 	}
-	s.srv.o.Hub.Detach(s.sub, s.q)
+	if s.srv.o.Hub.Detach(s.sub, s.q) && s.srv.o.NamedTTL > 0 {
+		s.srv.o.Hub.ExpireAfter(s.sub, s.srv.o.NamedTTL)
+	}
 	s.closeSocket()
 	return CloseReason(s.reason.Load())
 }
@@ -189,9 +201,8 @@ func (s *session) writeLoop() {
 	o := &s.srv.o
 	batch := make([]*subscriber.Message, 0, 64)
 	// The hot wait is a two-case select (the queue, and ctl for every
-	// rarer event): each case costs a channel lock per wake-up, measured
-	// at a tenth of the writer's CPU with five cases. Pings are due by a
-	// timer that pokes ctl rather than by a ticker channel in the select.
+	// rarer event), since each case costs a channel lock per wake-up; pings
+	// poke ctl from a timer rather than adding a ticker case.
 	ping := time.AfterFunc(o.PingInterval, func() { s.pingDue.Store(true); s.poke() })
 	defer ping.Stop()
 	wake := s.q.Ready()
@@ -291,10 +302,15 @@ func (s *session) handOff() {
 
 // finish writes what the close reason calls for before the socket closes.
 func (s *session) finish() {
-	if CloseReason(s.reason.Load()) == TakenOver {
+	switch CloseReason(s.reason.Load()) {
+	case TakenOver:
 		if s.control(websocket.TextMessage, appendTakenOver(nil, s.sub.ID()), s.srv.o.WriteTimeout, true) == nil {
 			s.closeWith(CloseCodeTakenOver, "taken over")
 		}
+	case UnreadReplies:
+		// The socket is likely backed up: the close frame goes out only
+		// if it is taken within a second and no frame is half written.
+		s.control(websocket.CloseMessage, websocket.FormatCloseMessage(CloseCodeUnreadReplies, "replies not read"), time.Second, false)
 	}
 }
 
@@ -432,7 +448,7 @@ func (s *session) ringPrep(r *ring, slot *ringSlot, userData uint64) bool {
 	// no Ready signal comes for a queue that never went empty. (Anything
 	// queued after Drain emptied the queue also signalled Ready, and is
 	// then met by an empty Drain next tick.)
-	slot.more = s.q.Len() > 0
+	slot.more = s.q.Queued() > 0
 	clear(slot.batch)
 	r.send(s.fd, slot.buf, userData)
 	return true
@@ -550,16 +566,10 @@ func (s *session) writeFrame(b []byte, timeout time.Duration) error {
 // rawWrite makes one non-blocking write(2) of b and returns how much the
 // socket took (0 if its buffer is full). wmu must be held.
 //
-// The write goes through RawConn.Control, not RawConn.Write: Control
-// keeps the descriptor open while the callback runs (a concurrent Close
-// waits), which is all a write that never waits for the socket needs,
-// while Write also takes the descriptor's write lock and re-arms its
-// poller for a wait that never happens. The system call is a RawSyscall:
-// write(2) on a non-blocking socket does not block, so the scheduler's
-// syscall bookkeeping (entersyscall/exitsyscall) is pure cost, and every
-// entersyscall wakes the runtime's sysmon thread from its idle sleep into
-// a 20 µs polling loop. Both measured with fanoutd bench (README,
-// Performance).
+// It goes through RawConn.Control, which keeps the descriptor open while
+// the callback runs (all a write that never waits needs), and makes a
+// RawSyscall, since write(2) on a non-blocking socket does not block; why
+// not RawConn.Write or Syscall is in docs/design-notes.md.
 func (s *session) rawWrite(b []byte) (int, error) {
 	s.rawBuf = b
 	err := s.raw.Control(s.rawFn)
@@ -651,6 +661,7 @@ func (s *session) readLoop() {
 		n, err := io.ReadFull(rd, buf)
 		switch {
 		case err == io.EOF || err == io.ErrUnexpectedEOF:
+			s.handle(buf[:n])
 		case err != nil:
 			s.end(readReason(err))
 			return
@@ -659,10 +670,15 @@ func (s *session) readLoop() {
 				s.end(readReason(err))
 				return
 			}
-			s.refuse("", api.CodeMessageTooLarge, "message longer than limits.max_message_bytes")
-			continue
+			if !s.allow() {
+				s.refuse("", api.CodeRateLimited, "message rate above limits.commands_per_second")
+			} else {
+				s.refuse("", api.CodeMessageTooLarge, "message longer than limits.max_message_bytes")
+			}
 		}
-		s.handle(buf[:n])
+		if isClosed(s.stop) { // the replies overflowed, or the writer ended
+			return
+		}
 	}
 }
 
@@ -677,17 +693,22 @@ func readReason(err error) CloseReason {
 	return ClientClosed
 }
 
-// reply queues a reply on the notice queue: replies are never dropped,
-// and the command rate limit bounds them.
-func (s *session) reply(b []byte) { s.q.Notify(&subscriber.Message{Data: b}) }
+// reply queues a reply. Replies share the notice queue, to keep their
+// order with notices and go ahead of data, but are bounded: a client that
+// leaves limits.max_reply_bytes of them unread is closed.
+func (s *session) reply(b []byte) {
+	if s.q.Reply(&subscriber.Message{Data: b}, s.srv.o.Limits.MaxReplyBytes) == subscriber.Full {
+		s.end(UnreadReplies)
+	}
+}
 
 func (s *session) refuse(id string, code api.Code, msg string) {
 	s.srv.o.Metrics.refused(code)
 	s.reply(appendError(nil, id, code, msg))
 }
 
-// allow takes one command token: CommandsPerSecond sustained, CommandBurst
-// at once.
+// allow takes one token for a client message, a command or not:
+// CommandsPerSecond sustained, CommandBurst at once.
 func (s *session) allow() bool {
 	l := &s.srv.o.Limits
 	now := time.Now()
@@ -727,12 +748,16 @@ func (s *session) check(id string, st venue.Stream) bool {
 // handle answers one client message.
 func (s *session) handle(b []byte) {
 	cmd, cerr := ParseCommand(b)
-	if cerr != nil {
-		s.refuse(cerr.ID, cerr.Code, cerr.Message)
+	if !s.allow() {
+		id := cmd.ID
+		if cerr != nil {
+			id = cerr.ID
+		}
+		s.refuse(id, api.CodeRateLimited, "message rate above limits.commands_per_second")
 		return
 	}
-	if !s.allow() {
-		s.refuse(cmd.ID, api.CodeRateLimited, "command rate above limits.commands_per_second")
+	if cerr != nil {
+		s.refuse(cerr.ID, cerr.Code, cerr.Message)
 		return
 	}
 	hub := s.srv.o.Hub
