@@ -114,19 +114,23 @@ func (a *Adapter) Subscribe(symbols ...string) error {
 			return fmt.Errorf("coinbase: bad symbol %q", s)
 		}
 	}
-	a.addSymbols(symbols)
-	if len(symbols) > 0 {
-		a.link.Do(func() { a.send(a.requests(symbols, false)...) })
-	}
+	// Under the decode lock, so a connection opening meanwhile subscribes
+	// each symbol once: here or in connected.
+	a.link.Do(func() {
+		a.addSymbols(symbols)
+		if len(symbols) > 0 {
+			a.send(a.requests(symbols, false)...)
+		}
+	})
 	return nil
 }
 
 // Unsubscribe removes symbols; their books are dropped.
 func (a *Adapter) Unsubscribe(symbols ...string) error {
-	a.mu.Lock()
-	a.symbols = slices.DeleteFunc(a.symbols, func(s string) bool { return slices.Contains(symbols, s) })
-	a.mu.Unlock()
 	a.link.Do(func() {
+		a.mu.Lock()
+		a.symbols = slices.DeleteFunc(a.symbols, func(s string) bool { return slices.Contains(symbols, s) })
+		a.mu.Unlock()
 		now := time.Now()
 		for _, s := range symbols {
 			a.dec.forget(s, now)

@@ -135,35 +135,35 @@ func (a *Adapter) Subscribe(symbols ...string) error {
 			return err
 		}
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, s := range symbols {
-		if slices.Contains(a.symbols, s) {
-			continue
+	// Under the decode lock, so a connection opening meanwhile subscribes
+	// each symbol once: here or in connected.
+	a.link.Do(func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		for _, s := range symbols {
+			if slices.Contains(a.symbols, s) {
+				continue
+			}
+			a.symbols = append(a.symbols, s)
+			a.link.Send(request("subscribe", a.cfg.Channels, s))
 		}
-		a.symbols = append(a.symbols, s)
-		a.link.Send(request("subscribe", a.cfg.Channels, s))
-	}
+	})
 	return nil
 }
 
 // Unsubscribe removes symbols; their streams leave coverage at once.
 func (a *Adapter) Unsubscribe(symbols ...string) error {
-	var gone []string
-	a.mu.Lock()
-	for _, s := range symbols {
-		i := slices.Index(a.symbols, s)
-		if i < 0 {
-			continue
-		}
-		a.symbols = slices.Delete(a.symbols, i, i+1)
-		a.link.Send(request("unsubscribe", a.cfg.Channels, s))
-		gone = append(gone, s)
-	}
-	a.mu.Unlock()
 	a.link.Do(func() {
 		now := time.Now()
-		for _, s := range gone {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		for _, s := range symbols {
+			i := slices.Index(a.symbols, s)
+			if i < 0 {
+				continue
+			}
+			a.symbols = slices.Delete(a.symbols, i, i+1)
+			a.link.Send(request("unsubscribe", a.cfg.Channels, s))
 			a.dec.forget(s, now)
 		}
 	})
