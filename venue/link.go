@@ -152,8 +152,10 @@ func (l *Link) Run(ctx context.Context) {
 			if wait := l.cfg.DialSpacing - time.Since(lastDial); delay < wait {
 				delay = wait
 			}
+			l.mu.Lock()
 			l.notify(notice.LinkReconnecting, time.Now(), fmt.Sprintf("reconnecting in %v", delay.Round(time.Millisecond)),
 				map[string]any{"attempt": bo.Attempt(), "delay_ms": delay.Milliseconds()})
+			l.mu.Unlock()
 			if !sleep(ctx, delay) {
 				return
 			}
