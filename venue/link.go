@@ -180,11 +180,8 @@ func (l *Link) Do(f func()) {
 
 // Frame records and decodes a frame that did not come from the socket (a
 // REST response a book depends on), in order with the socket's frames.
-func (l *Link) Frame(recv time.Time, frame []byte) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.frame(recv, frame)
-}
+// The decode lock must be held (call it inside Do).
+func (l *Link) Frame(recv time.Time, frame []byte) { l.frame(recv, frame) }
 
 func (l *Link) frame(recv time.Time, frame []byte) {
 	if l.cfg.Recorder != nil {
