@@ -85,6 +85,9 @@ func (s *Sink) Notice(n notice.Notice) {
 	defer s.mu.Unlock()
 	defer s.signal()
 	s.notices = append(s.notices, n)
+	if err := notice.CheckDetails(n); err != nil {
+		s.problem("%v (details %v)", err, n.Details)
+	}
 	switch n.Kind {
 	case notice.LinkDown:
 		for st := range s.books {

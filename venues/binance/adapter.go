@@ -330,7 +330,7 @@ func (a *Adapter) reconcile(ctx context.Context) error {
 			var ae *APIError
 			if errors.As(err, &ae) && ae.RateLimited() {
 				a.notice(notice.RateLimited, "", "binance: exchangeInfo rate limited",
-					map[string]any{"status": ae.Status, "retry_after_s": int(ae.RetryAfter / time.Second)})
+					map[string]any{"message": "exchangeInfo rate limited", "status": ae.Status, "retry_after_s": int(ae.RetryAfter / time.Second)})
 			}
 			return fmt.Errorf("exchangeInfo: %w", err)
 		}
@@ -585,7 +585,7 @@ func (a *Adapter) fetch(ctx context.Context, lower string, epoch uint64) {
 		case errors.As(err, &ae) && ae.RateLimited():
 			wait := max(ae.RetryAfter, time.Second)
 			a.notice(notice.RateLimited, string(venue.NewStream(Name, venue.Level2, sym)), "binance: depth snapshot rate limited",
-				map[string]any{"status": ae.Status, "retry_after_s": int(wait / time.Second)})
+				map[string]any{"message": "depth snapshot rate limited", "status": ae.Status, "retry_after_s": int(wait / time.Second)})
 			a.retryFetch(ctx, lower, epoch, wait)
 		default:
 			a.log.Warn("binance: depth snapshot", "symbol", sym, "err", err)

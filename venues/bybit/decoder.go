@@ -642,7 +642,7 @@ func (d *Decoder) badFrame(recv time.Time, t *topic, why string, frame []byte) {
 		d.log.Warn("bad frame", "reason", why, "stream", stream, "bad_frames", d.bad)
 		d.sink.Notice(notice.Must(notice.DataQuality, Name, stream, recv,
 			"bybit: "+why+" (further bad frames in this burst are only counted)",
-			map[string]any{"reason": why, "bad_frames_total": d.bad, "sample": string(sample)}))
+			map[string]any{"reason": why, "bad_frames": d.bad, "sample": string(sample)}))
 	}
 	if t != nil && t.kind == topicBook && t.valid {
 		d.resyncBook(recv, t, "bad_frame", map[string]any{"topic": t.name, "last_u": t.lastU, "cause": why})

@@ -295,8 +295,7 @@ func (d *Decoder) bad(recv time.Time, why string, frame []byte, p *product) {
 			prefix = prefix[:80]
 		}
 		d.sink.Notice(notice.Must(notice.DataQuality, Name, "", recv, "coinbase: bad frame: "+why,
-			map[string]any{"reason": why, "bad_frames": d.badFrames, "suppressed_in_last_burst": d.badInBurst,
-				"frame_prefix": string(prefix)}))
+			map[string]any{"reason": why, "bad_frames": d.badFrames, "sample": string(prefix)}))
 		d.badInBurst = 0
 	}
 	d.lastBad = recv
@@ -779,7 +778,7 @@ func (d *Decoder) errorFrame(recv time.Time, message, reason []byte) {
 	// An error that answers nothing we sent (replay, or a venue-side
 	// problem): report it so an operator sees it.
 	d.sink.Notice(notice.Must(notice.Refusal, Name, "", recv, "coinbase error: "+string(message)+" "+string(reason),
-		map[string]any{"message": string(message), "reason": string(reason)}))
+		map[string]any{"message": refusalText(string(message), string(reason))}))
 }
 
 // namesProduct reports whether text names product id as a whole word:
@@ -820,7 +819,7 @@ func (d *Decoder) refuse(recv time.Time, id, channel, message, reason string) {
 	}
 	d.sink.Forget(recv, p.l2, p.trades, p.ticker)
 	d.sink.Notice(notice.Must(notice.Refusal, Name, st, recv, "coinbase refused "+id+" on "+channel+": "+message,
-		map[string]any{"symbol": id, "channel": channel, "message": message, "reason": reason}))
+		map[string]any{"symbol": id, "channel": channel, "message": refusalText(message, reason)}))
 	if d.onRefuse != nil {
 		d.onRefuse(id)
 	}
@@ -858,4 +857,12 @@ func (d *Decoder) setResync(reason string) {
 	if d.onResync != nil {
 		d.onResync(reason)
 	}
+}
+
+// refusalText is Coinbase's message and its reason, in one line.
+func refusalText(message, reason string) string {
+	if reason == "" {
+		return message
+	}
+	return message + " (" + reason + ")"
 }

@@ -612,7 +612,7 @@ func (d *Decoder) badFrame(recv time.Time, reason string, st *symState) {
 			stream = string(st.l2)
 		}
 		d.sink.Notice(notice.Must(notice.DataQuality, Name, stream, recv, "kraken: "+reason,
-			map[string]any{"reason": reason, "bad_frames": d.badFrames, "bad_frames_since_last_notice": d.badSince}))
+			map[string]any{"reason": reason, "bad_frames": d.badFrames}))
 		d.lastQuality, d.badSince = recv, 0
 	}
 	d.log.Debug("bad frame", "reason", reason)
@@ -877,7 +877,7 @@ func (d *Decoder) method(recv time.Time, h *frameHead) {
 			// harmless: we are getting what we asked for
 		case bytes.Contains(low, []byte("rate")):
 			d.sink.Notice(notice.Must(notice.RateLimited, Name, "", recv, "kraken: "+a.err,
-				map[string]any{"error": a.err, "symbol": a.symbol, "channel": a.channel}))
+				map[string]any{"message": a.err, "symbol": a.symbol, "channel": a.channel}))
 		default:
 			stream := ""
 			if ch := channelOf(a.channel); ch != "" && a.symbol != "" && venue.ValidSymbol(a.symbol) {
@@ -885,7 +885,7 @@ func (d *Decoder) method(recv time.Time, h *frameHead) {
 			}
 			d.sink.Notice(notice.Must(notice.Refusal, Name, stream, recv,
 				"kraken refused "+a.channel+" "+a.symbol+": "+a.err,
-				map[string]any{"error": a.err, "symbol": a.symbol, "channel": a.channel, "req_id": a.reqID}))
+				map[string]any{"message": a.err, "symbol": a.symbol, "channel": a.channel}))
 		}
 	}
 	if d.onAck != nil {
@@ -897,7 +897,7 @@ func (d *Decoder) method(recv time.Time, h *frameHead) {
 func (d *Decoder) venueError(recv time.Time, method string, errText, sym []byte) {
 	e := string(errText)
 	if bytes.Contains(bytes.ToLower(errText), []byte("rate")) {
-		d.sink.Notice(notice.Must(notice.RateLimited, Name, "", recv, "kraken: "+e, map[string]any{"error": e, "method": method}))
+		d.sink.Notice(notice.Must(notice.RateLimited, Name, "", recv, "kraken: "+e, map[string]any{"message": e}))
 		return
 	}
 	d.log.Warn("venue error", "method", method, "error", e, "symbol", string(sym))

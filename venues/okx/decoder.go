@@ -731,7 +731,7 @@ func (d *Decoder) badFrame(recv time.Time, why string, b []byte) bool {
 			sample = sample[:96]
 		}
 		d.sink.Notice(notice.Must(notice.DataQuality, Name, "", recv, "bad frame: "+why,
-			map[string]any{"bad_frames": d.dqPending, "total_bad_frames": d.badFrames, "sample": string(sample)}))
+			map[string]any{"reason": why, "bad_frames": d.badFrames, "sample": string(sample)}))
 		d.lastDQ, d.dqPending = recv, 0
 	}
 	return false
