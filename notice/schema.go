@@ -53,7 +53,7 @@ type Schema struct {
 	Evidence bool
 }
 
-var schemas = [numKinds]Schema{
+var schemas = map[Kind]Schema{
 	LinkUp: {Fields: []Field{
 		{"url", String, true, "the endpoint connected to"},
 	}},
@@ -118,9 +118,6 @@ var schemas = [numKinds]Schema{
 
 // SchemaOf returns the details contract of kind k.
 func SchemaOf(k Kind) Schema {
-	if !k.Valid() {
-		return Schema{Kind: k}
-	}
 	s := schemas[k]
 	s.Kind = k
 	return s
@@ -132,7 +129,10 @@ func CheckDetails(n Notice) error {
 	if !n.Kind.Valid() {
 		return fmt.Errorf("%w: %d", ErrUnknownKind, n.Kind)
 	}
-	s := schemas[n.Kind]
+	s, ok := schemas[n.Kind]
+	if !ok {
+		return fmt.Errorf("notice: %s: no details schema", n.Kind)
+	}
 	for _, f := range s.Fields {
 		v, ok := n.Details[f.Key]
 		if !ok {
