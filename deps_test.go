@@ -21,9 +21,10 @@ var policy = map[string][]string{
 	"internal/scan":  {},
 	"notice":         {"internal/jsonw"},
 	"venue":          {"notice", "internal/jsonw"},
+	"venue/wsconn":   {"venue"},
 
 	// The adapters: the contract and the scanner, nothing of who receives.
-	"venues/*":        {"venue", "notice", "internal/scan"},
+	"venues/*":        {"venue", "venue/wsconn", "notice", "internal/scan"},
 	"venue/venuetest": {"venue", "notice"},
 	"venues/*/*test":  {"venue", "venue/venuetest", "venues/*"},
 	"venues":          {"venue", "venues/*"},
@@ -50,8 +51,9 @@ var policy = map[string][]string{
 }
 
 // websockets names the packages that may import a websocket library: the
-// venue links, the websocket API, and the tools that are clients.
-var websockets = []string{"venue", "venues/*", "venue/venuetest", "venues/*/*test", "internal/wsapi", "internal/bench", "cmd/fanoutd"}
+// venue links' transport, the mock venues, the websocket API, and the tools
+// that are clients.
+var websockets = []string{"venue/wsconn", "venue/venuetest", "venues/*/*test", "internal/wsapi", "internal/bench", "cmd/fanoutd"}
 
 const module = "github.com/fanoutd/fanoutd"
 

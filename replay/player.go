@@ -181,7 +181,7 @@ func Play(ctx context.Context, o PlayerOptions, srcs []Source) (Stats, error) {
 		}
 		if c.rec.Disconnect {
 			st.Disconnects++
-			c.sink.Notice(notice.Must(notice.LinkDown, c.venue, "", at, "replayed capture: link dropped here", map[string]any{"capture": c.src.Name, "line": c.rec.Line}))
+			c.sink.Notice(notice.Must(notice.LinkDown, c.venue, "", at, "replayed capture: link dropped here", map[string]any{"reason": "recorded", "capture": c.src.Name, "line": c.rec.Line}))
 			c.dec.LinkDown(at)
 		} else {
 			st.Frames++

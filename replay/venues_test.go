@@ -210,6 +210,11 @@ func TestRoundTrip(t *testing.T) {
 					t.Fatalf("event %d differs:\nlive   %s\nreplay %s", i, live[i], replayed[i])
 				}
 			}
+			// Coverage is the decoder's: live and replay announce the same.
+			liveCov, replayCov := coverageOnly(t, r.live), coverageOnly(t, out.Bytes())
+			if len(liveCov) == 0 || fmt.Sprint(liveCov) != fmt.Sprint(replayCov) {
+				t.Fatalf("coverage_change live %v, replay %v", liveCov, replayCov)
+			}
 		})
 	}
 }
@@ -309,4 +314,21 @@ func BenchmarkExport(b *testing.B) {
 			b.ReportMetric(float64(frames)/b.Elapsed().Seconds(), "frames/s")
 		})
 	}
+}
+
+// coverageOnly returns the coverage_change notices of an export, as
+// "stream live" lines.
+func coverageOnly(t *testing.T, b []byte) []string {
+	var out []string
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if !bytes.Contains(line, []byte(`"kind":"coverage_change"`)) {
+			continue
+		}
+		var n notice.Notice
+		if err := json.Unmarshal(line, &n); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		out = append(out, fmt.Sprint(n.Details["stream"], " ", n.Details["live"]))
+	}
+	return out
 }

@@ -2,7 +2,9 @@ package venue
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/fanoutd/fanoutd/notice"
@@ -62,6 +64,30 @@ type Config struct {
 	// PingInterval is how often the adapter sends the venue's keepalive.
 	// 0 means the venue's own rule.
 	PingInterval time.Duration
+}
+
+// Validate checks what every adapter needs of c, with one wording for all
+// venues ("<venue>: config: <field>: <what is wrong>"): a Sink, known
+// channels, valid symbols, and a Depth of 0 (the adapter's default) or, when
+// depths are given, one of them.
+func (c *Config) Validate(venueName string, depths ...int) error {
+	if c.Sink == nil {
+		return fmt.Errorf("%s: config: sink: required", venueName)
+	}
+	for _, ch := range c.Channels {
+		if !ch.Valid() {
+			return fmt.Errorf("%s: config: channels: unknown channel %q", venueName, ch)
+		}
+	}
+	for _, s := range c.Symbols {
+		if !ValidSymbol(s) {
+			return fmt.Errorf("%s: config: symbols: bad symbol %q", venueName, s)
+		}
+	}
+	if c.Depth < 0 || c.Depth > 0 && len(depths) > 0 && !slices.Contains(depths, c.Depth) {
+		return fmt.Errorf("%s: config: depth: %d is not one of %v", venueName, c.Depth, depths)
+	}
+	return nil
 }
 
 // ChannelsOrAll returns c.Channels, or all three channels when none is set.

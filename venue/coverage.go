@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/fanoutd/fanoutd/notice"
 )
 
 // LinkState is the state of a venue link.
@@ -81,10 +83,13 @@ func (c *CoverageTracker) Observe(stream Stream, t time.Time) bool {
 }
 
 // Forget drops stream from coverage (after an unsubscribe or a refusal).
-func (c *CoverageTracker) Forget(stream Stream) {
+// It reports whether the stream was covered.
+func (c *CoverageTracker) Forget(stream Stream) bool {
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.streams[stream]
 	delete(c.streams, stream)
-	c.mu.Unlock()
+	return ok
 }
 
 // SetLink records a link state change at t. Any state other than LinkUp
@@ -134,4 +139,59 @@ func (c *CoverageTracker) Snapshot() Coverage {
 		return 0
 	})
 	return out
+}
+
+// CoverageSink is the Sink every decoder emits through, so that live and
+// replay report coverage alike: the first event of a stream since the link
+// came up (or since the stream was forgotten) is preceded by a
+// coverage_change notice {"stream":…,"live":true}; a book_resync counts a
+// resync. Not safe for concurrent use (as the decoder it serves).
+type CoverageSink struct {
+	Sink    Sink // downstream
+	Tracker *CoverageTracker
+}
+
+// NewCoverageSink returns a CoverageSink for venueName in front of s, with
+// a new tracker.
+func NewCoverageSink(venueName string, s Sink) *CoverageSink {
+	return &CoverageSink{Sink: s, Tracker: NewCoverageTracker(venueName)}
+}
+
+// Event records ev's stream as observed and hands ev on.
+func (c *CoverageSink) Event(ev *Event) {
+	if c.Tracker.Observe(ev.Stream, ev.RecvTime) {
+		c.coverage(ev.Stream, ev.RecvTime, true)
+	}
+	c.Sink.Event(ev)
+}
+
+// Notice hands n on, counting a book_resync.
+func (c *CoverageSink) Notice(n notice.Notice) {
+	if n.Kind == notice.BookResync {
+		c.Tracker.Resync()
+	}
+	c.Sink.Notice(n)
+}
+
+// Forget drops streams from coverage (an unsubscribe, a refusal), with a
+// coverage_change {"live":false} for each that was live.
+func (c *CoverageSink) Forget(t time.Time, streams ...Stream) {
+	for _, st := range streams {
+		if c.Tracker.Forget(st) {
+			c.coverage(st, t, false)
+		}
+	}
+}
+
+// LinkDown clears coverage: no stream is live on a link that dropped. The
+// link_down notice says so; no coverage_change is sent per stream.
+func (c *CoverageSink) LinkDown(t time.Time) { c.Tracker.SetLink(LinkDown, t) }
+
+func (c *CoverageSink) coverage(st Stream, t time.Time, live bool) {
+	msg := string(st) + " is live"
+	if !live {
+		msg = string(st) + " is no longer live"
+	}
+	c.Sink.Notice(notice.Must(notice.CoverageChange, c.Tracker.venue, string(st), t, msg,
+		map[string]any{"stream": string(st), "live": live}))
 }

@@ -4,8 +4,11 @@
 // trade, a ticker) with exact decimal prices and sizes, the stream naming
 // scheme (venue:channel:symbol), the order book every level2 consumer keeps,
 // the Adapter interface each exchange implements under venues/<name>, and
-// the small pieces every adapter shares (coverage tracking, reconnect
-// backoff).
+// what every adapter shares: the one link lifecycle (Link: dial, backoff,
+// watchdog, keepalive, write queue, the link notices; the transport behind
+// the Conn interface, venue/wsconn for websockets), coverage (CoverageSink,
+// which decoders emit through, so live and replay agree) and config
+// validation (Config.Validate).
 //
 // Import rules (checked by deps_test.go at the module root): venue imports
 // only notice among fanoutd's packages; venues/* import venue and notice,

@@ -2,6 +2,7 @@ package venuetest
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -84,6 +85,9 @@ func (s *Sink) Notice(n notice.Notice) {
 	defer s.mu.Unlock()
 	defer s.signal()
 	s.notices = append(s.notices, n)
+	if err := notice.CheckDetails(n); err != nil {
+		s.problem("%v (details %v)", err, n.Details)
+	}
 	switch n.Kind {
 	case notice.LinkDown:
 		for st := range s.books {
@@ -132,6 +136,20 @@ func (s *Sink) Notices() []notice.Notice {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]notice.Notice(nil), s.notices...)
+}
+
+// NoticesExcept returns the notices recorded so far other than those of
+// the kinds named (decoder tests leave out coverage_change).
+func (s *Sink) NoticesExcept(kinds ...notice.Kind) []notice.Notice {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []notice.Notice
+	for _, n := range s.notices {
+		if !slices.Contains(kinds, n.Kind) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // Book returns a copy of the book a consumer of the events holds for stream

@@ -53,7 +53,7 @@ func TestSinkInvariants(t *testing.T) {
 	one := decimal.New(1, 0)
 	s := NewSink()
 	s.Event(&venue.Event{Kind: venue.KindBook, Stream: st, Bids: []venue.Level{{Price: one, Size: one}}})
-	s.Notice(notice.Must(notice.LinkDown, "x", "", time.Now(), "down", nil))
+	s.Notice(notice.Must(notice.LinkDown, "x", "", time.Now(), "down", map[string]any{"reason": "test"}))
 	s.Event(&venue.Event{Kind: venue.KindBook, Stream: st})
 	s.Event(&venue.Event{Kind: venue.KindTrade, Stream: st, Seq: 3})
 	s.mu.Lock()

@@ -15,8 +15,12 @@ import (
 // discard is a sink that drops what it gets, as cheaply as a sink can.
 type discard struct{ events, notices int }
 
-func (d *discard) Event(*venue.Event)   { d.events++ }
-func (d *discard) Notice(notice.Notice) { d.notices++ }
+func (d *discard) Event(*venue.Event) { d.events++ }
+func (d *discard) Notice(n notice.Notice) {
+	if n.Kind != notice.CoverageChange {
+		d.notices++
+	}
+}
 
 // depthStream is a generated BTCUSDT depth@100ms stream in Binance's exact
 // format (combined-stream wrapper, eight-digit decimals as strings), over a

@@ -80,7 +80,7 @@ type hooks struct {
 //
 // A Decoder is not safe for concurrent use (venue.Decoder).
 type Decoder struct {
-	sink  venue.Sink
+	sink  *venue.CoverageSink
 	log   *slog.Logger
 	hooks hooks
 
@@ -102,7 +102,7 @@ var _ venue.Decoder = (*Decoder)(nil)
 // spelled as the frames spell them (upper case).
 func NewDecoder(cfg venue.Config) *Decoder {
 	d := &Decoder{
-		sink:  cfg.Sink,
+		sink:  venue.NewCoverageSink(Name, cfg.Sink),
 		log:   cfg.Logger,
 		names: map[string]string{},
 		syms:  map[string]*symbol{},
@@ -148,6 +148,9 @@ func (d *Decoder) symbolFor(lower []byte, name []byte) *symbol {
 // Forget drops the state of a symbol (after an unsubscribe).
 func (d *Decoder) Forget(symbol string) { delete(d.syms, strings.ToLower(symbol)) }
 
+// Coverage returns the tracker the decoder records observed streams in.
+func (d *Decoder) Coverage() *venue.CoverageTracker { return d.sink.Tracker }
+
 // Want marks a symbol's book as wanted: if it has no valid book and no
 // snapshot is on its way, the decoder asks for one (through the fetch hook).
 // The adapter calls it once a depth subscription is acknowledged.
@@ -169,7 +172,8 @@ func (d *Decoder) request(lower string, s *symbol) {
 
 // LinkDown implements venue.Decoder: every book waits for a new snapshot,
 // and nothing buffered survives (the new link's events start afresh).
-func (d *Decoder) LinkDown(time.Time) {
+func (d *Decoder) LinkDown(t time.Time) {
+	d.sink.LinkDown(t)
 	for _, s := range d.syms {
 		s.reset()
 		s.requested = false

@@ -40,7 +40,7 @@ func TestGapResyncNamesSequences(t *testing.T) {
 	d.Frame(now, depthFrame(100, 102, `[]`, `[]`)) // stale: ignored
 	d.Frame(now, depthFrame(105, 106, `[]`, `[]`)) // gap: 103 expected
 	var resync *notice.Notice
-	for _, n := range sink.Notices() {
+	for _, n := range sink.NoticesExcept(notice.CoverageChange) {
 		if n.Kind == notice.BookResync {
 			resync = &n
 		}
@@ -80,7 +80,7 @@ func TestFirstEventMustStraddle(t *testing.T) {
 	now := time.Now()
 	d.Frame(now, snapFrame(100))
 	d.Frame(now, depthFrame(103, 104, `[]`, `[]`)) // 101 and 102 missing
-	if n := sink.Notices(); len(n) != 1 || n[0].Kind != notice.BookResync || n[0].Details["straddle"] != true {
+	if n := sink.NoticesExcept(notice.CoverageChange); len(n) != 1 || n[0].Kind != notice.BookResync || n[0].Details["straddle"] != true {
 		t.Fatalf("notices = %+v, want one book_resync (straddle)", n)
 	}
 	if len(*fetched) != 1 {
@@ -102,7 +102,7 @@ func TestImpossibleUpdatesResync(t *testing.T) {
 			d.Frame(now, snapFrame(100))
 			d.Frame(now, frame)
 			kinds := map[notice.Kind]int{}
-			for _, n := range sink.Notices() {
+			for _, n := range sink.NoticesExcept(notice.CoverageChange) {
 				kinds[n.Kind]++
 			}
 			if kinds[notice.DataQuality] != 1 || kinds[notice.BookResync] != 1 {
@@ -127,7 +127,7 @@ func TestDataQualityOncePerBurst(t *testing.T) {
 	}
 	d.Frame(t0.Add(time.Minute), []byte("{"))
 	n := 0
-	for _, x := range sink.Notices() {
+	for _, x := range sink.NoticesExcept(notice.CoverageChange) {
 		if x.Kind == notice.DataQuality {
 			n++
 		}

@@ -118,7 +118,7 @@ func TestGoldenBridge(t *testing.T) {
 			if updates != applied || (applied > 0 && lastSeq != last) {
 				t.Errorf("%d updates ending at u=%d, want %d ending at %d", updates, lastSeq, applied, last)
 			}
-			for _, n := range sink.Notices() {
+			for _, n := range sink.NoticesExcept(notice.CoverageChange) {
 				t.Errorf("unexpected notice %s: %s", n.Kind, n.Message)
 			}
 			if d.BadFrames() != 0 {
@@ -168,7 +168,7 @@ func TestGoldenLevels(t *testing.T) {
 	}
 	// The first events of each symbol arrived after its snapshot here and
 	// are older than it: ignored, not gaps.
-	for _, n := range sink.Notices() {
+	for _, n := range sink.NoticesExcept(notice.CoverageChange) {
 		t.Errorf("unexpected notice %s: %s", n.Kind, n.Message)
 	}
 }
@@ -208,7 +208,7 @@ func TestGoldenTradeAndTicker(t *testing.T) {
 	if d.BadFrames() != 0 {
 		t.Errorf("%d bad frames", d.BadFrames())
 	}
-	for _, n := range sink.Notices() {
+	for _, n := range sink.NoticesExcept(notice.CoverageChange) {
 		if n.Kind == notice.DataQuality {
 			t.Errorf("data_quality: %s", n.Message)
 		}

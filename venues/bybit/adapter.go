@@ -2,11 +2,8 @@ package bybit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,10 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/venue"
+	"github.com/fanoutd/fanoutd/venue/wsconn"
 )
 
 // Defaults for Config fields left zero.
@@ -34,10 +30,7 @@ const (
 )
 
 const (
-	readLimit   = 32 << 20         // orderbook.1000 snapshots are ~70 KB; leave room
-	dialTimeout = 10 * time.Second // connect and upgrade
-	// writeTimeout bounds one request write.
-	writeTimeout = 5 * time.Second
+	readLimit = 32 << 20 // orderbook.1000 snapshots are ~70 KB; leave room
 	// stableAfter is how long a link must stay up for the next drop to
 	// retry at once again (the backoff restarts).
 	stableAfter = 30 * time.Second
@@ -56,24 +49,16 @@ var spotDepths = []int{1, 50, 200, 1000}
 type Adapter struct {
 	cfg  venue.Config
 	log  *slog.Logger
-	cov  *venue.CoverageTracker
-	dec  *Decoder
-	ping time.Duration
-	read time.Duration
+	link *venue.Link
+	dec  *Decoder // under the link's decode lock
+	life venue.Lifecycle
+	ping atomic.Uint64 // keepalives sent
 
-	kick chan struct{} // has a value when ops has work for the writer
-
-	mu      sync.Mutex // protects the fields below
-	symbols []string   // wanted, in the order asked
-	ops     []request
+	mu      sync.Mutex         // protects the fields below; taken after the decode lock
+	symbols []string           // wanted, in the order asked
 	pending map[string]request // requests sent, by req_id, awaiting their answer
 	nextReq uint64
-	initial int // initial subscribe requests of this session not yet answered
-
-	life     venue.Lifecycle
-	lastRead atomic.Int64    // unix nanos of the newest frame on the current link
-	linkUp   bool            // run goroutine only
-	conn     *websocket.Conn // the current link; run goroutine only
+	initial int // initial subscribe requests of this connection not yet answered
 }
 
 var _ venue.Adapter = (*Adapter)(nil)
@@ -83,15 +68,15 @@ type request struct {
 	op      string // "subscribe" or "unsubscribe"
 	symbol  string
 	args    []string
-	initial bool // part of a session's first subscriptions
+	initial bool // part of a connection's first subscriptions
 	resync  bool // part of a book resync
 }
 
 // New returns an adapter for cfg. Zero fields take the defaults above;
 // Depth must be one of Bybit spot's depths (1, 50, 200, 1000).
 func New(cfg venue.Config) (*Adapter, error) {
-	if cfg.Sink == nil {
-		return nil, errors.New("bybit: config has no Sink")
+	if err := cfg.Validate(Name, spotDepths...); err != nil {
+		return nil, err
 	}
 	if cfg.WSURL == "" {
 		cfg.WSURL = DefaultWSURL
@@ -99,70 +84,53 @@ func New(cfg venue.Config) (*Adapter, error) {
 	if cfg.Depth == 0 {
 		cfg.Depth = DefaultDepth
 	}
-	if !slices.Contains(spotDepths, cfg.Depth) {
-		return nil, fmt.Errorf("bybit: depth %d is not one of Bybit spot's depths %v", cfg.Depth, spotDepths)
-	}
-	for _, ch := range cfg.Channels {
-		if !ch.Valid() {
-			return nil, fmt.Errorf("bybit: unknown channel %q", ch)
-		}
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	a := &Adapter{
-		cfg:     cfg,
-		log:     cfg.Logger.With("venue", Name),
-		cov:     venue.NewCoverageTracker(Name),
-		ping:    cfg.PingInterval,
-		read:    cfg.ReadTimeout,
-		kick:    make(chan struct{}, 1),
-		pending: make(map[string]request),
+	if cfg.PingInterval <= 0 {
+		cfg.PingInterval = DefaultPingInterval
 	}
-	if a.ping <= 0 {
-		a.ping = DefaultPingInterval
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = DefaultReadTimeout
 	}
-	if a.read <= 0 {
-		a.read = DefaultReadTimeout
-	}
-	if a.ping*2 > a.read {
+	if cfg.PingInterval*2 > cfg.ReadTimeout {
 		// A quiet link (trades of an idle symbol) lives on pongs alone: at
 		// least two pings must fit in the read timeout.
-		a.ping = a.read / 3
+		cfg.PingInterval = cfg.ReadTimeout / 3
 	}
+	a := &Adapter{cfg: cfg, log: cfg.Logger.With("venue", Name), pending: make(map[string]request)}
 	for _, s := range cfg.Symbols {
-		if err := checkSymbol(s); err != nil {
-			return nil, err
-		}
 		if !slices.Contains(a.symbols, s) {
 			a.symbols = append(a.symbols, s)
 		}
 	}
-	dcfg := cfg
-	dcfg.Sink = coverageSink{a}
-	a.dec = NewDecoder(dcfg)
+	a.dec = NewDecoder(cfg)
 	a.dec.resync = a.resync
 	a.dec.control = a.answer
-	return a, nil
-}
-
-func checkSymbol(s string) error {
-	if !venue.ValidSymbol(s) {
-		return fmt.Errorf("bybit: symbol %q is not 1 to 64 printable ASCII characters without space, '\"' or '\\'", s)
+	var err error
+	a.link, err = venue.NewLink(venue.LinkConfig{
+		Venue: Name, URL: cfg.WSURL, Dial: wsconn.Dialer(readLimit),
+		ReadTimeout: cfg.ReadTimeout, PingInterval: cfg.PingInterval, Ping: a.pingFrame,
+		StableAfter: stableAfter,
+		Decoder:     a.dec, Sink: cfg.Sink, Recorder: cfg.Recorder, Coverage: a.dec.Coverage(), Logger: a.log,
+		Connected: a.connected,
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	return a, nil
 }
 
 // Venue returns "bybit".
 func (a *Adapter) Venue() string { return Name }
 
 // Coverage reports the streams observed arriving on the current link.
-func (a *Adapter) Coverage() venue.Coverage { return a.cov.Snapshot() }
+func (a *Adapter) Coverage() venue.Coverage { return a.dec.Coverage().Snapshot() }
 
 // Start launches the adapter's goroutines and returns at once; they run
 // until ctx is done or Stop is called (venue.Lifecycle).
 func (a *Adapter) Start(ctx context.Context) error {
-	return a.life.Start(ctx, Name, a.run)
+	return a.life.Start(ctx, Name, a.link.Run)
 }
 
 // Stop closes the link and waits for the adapter's goroutines, or until
@@ -175,45 +143,43 @@ func (a *Adapter) Stop(ctx context.Context) error { return a.life.Stop(ctx) }
 // and dropped. Subscribe returns an error only for a malformed symbol.
 func (a *Adapter) Subscribe(symbols ...string) error {
 	for _, s := range symbols {
-		if err := checkSymbol(s); err != nil {
-			return err
+		if !venue.ValidSymbol(s) {
+			return fmt.Errorf("bybit: bad symbol %q", s)
 		}
 	}
-	a.mu.Lock()
-	for _, s := range symbols {
-		if slices.Contains(a.symbols, s) {
-			continue
+	a.link.Do(func() {
+		for _, s := range symbols {
+			a.mu.Lock()
+			known := slices.Contains(a.symbols, s)
+			if !known {
+				a.symbols = append(a.symbols, s)
+			}
+			a.mu.Unlock()
+			if !known {
+				a.send(request{op: "subscribe", symbol: s, args: a.topics(s)})
+			}
 		}
-		a.symbols = append(a.symbols, s)
-		a.ops = append(a.ops, request{op: "subscribe", symbol: s, args: a.topics(s)})
-	}
-	a.mu.Unlock()
-	a.wake()
+	})
 	return nil
 }
 
 // Unsubscribe removes symbols. Their streams leave coverage when Bybit
 // confirms.
 func (a *Adapter) Unsubscribe(symbols ...string) error {
-	a.mu.Lock()
-	for _, s := range symbols {
-		i := slices.Index(a.symbols, s)
-		if i < 0 {
-			continue
+	a.link.Do(func() {
+		for _, s := range symbols {
+			a.mu.Lock()
+			i := slices.Index(a.symbols, s)
+			if i >= 0 {
+				a.symbols = slices.Delete(a.symbols, i, i+1)
+			}
+			a.mu.Unlock()
+			if i >= 0 {
+				a.send(request{op: "unsubscribe", symbol: s, args: a.topics(s)})
+			}
 		}
-		a.symbols = slices.Delete(a.symbols, i, i+1)
-		a.ops = append(a.ops, request{op: "unsubscribe", symbol: s, args: a.topics(s)})
-	}
-	a.mu.Unlock()
-	a.wake()
+	})
 	return nil
-}
-
-func (a *Adapter) wake() {
-	select {
-	case a.kick <- struct{}{}:
-	default:
-	}
 }
 
 // topics returns the Bybit topics for symbol on the configured channels.
@@ -237,108 +203,10 @@ func (a *Adapter) topics(symbol string) []string {
 	return out
 }
 
-// streams returns the fanoutd streams of symbol on the configured channels.
-func (a *Adapter) streams(symbol string) []venue.Stream {
-	var out []venue.Stream
-	for _, ch := range a.cfg.ChannelsOrAll() {
-		out = append(out, venue.NewStream(Name, ch, symbol))
-	}
-	return out
-}
-
-// coverageSink records observed arrival, then hands events to the sink.
-// It runs on the adapter's goroutine.
-type coverageSink struct{ a *Adapter }
-
-func (c coverageSink) Event(ev *venue.Event) {
-	st, at := ev.Stream, ev.RecvTime // the sink owns ev once handed over
-	first := c.a.cov.Observe(st, at)
-	c.a.cfg.Sink.Event(ev)
-	if first {
-		c.a.cfg.Sink.Notice(notice.Must(notice.CoverageChange, Name, string(st), at,
-			"bybit: "+string(st)+" is live", map[string]any{"state": "live"}))
-	}
-}
-
-func (c coverageSink) Notice(n notice.Notice) {
-	if n.Kind == notice.BookResync {
-		c.a.cov.Resync()
-	}
-	c.a.cfg.Sink.Notice(n)
-}
-
-// run is the adapter's goroutine: connect, serve the link, and reconnect
-// with backoff until ctx is done.
-func (a *Adapter) run(ctx context.Context) {
-	var bo venue.Backoff
-	for ctx.Err() == nil {
-		upFor, err := a.session(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if upFor >= stableAfter {
-			bo.Reset()
-		}
-		delay := bo.Next()
-		now := time.Now()
-		a.cov.SetLink(venue.LinkConnecting, now)
-		a.cfg.Sink.Notice(notice.Must(notice.LinkReconnecting, Name, "", now,
-			"bybit: reconnecting in "+delay.String(),
-			map[string]any{"attempt": bo.Attempt(), "delay_ms": delay.Milliseconds(), "error": errString(err)}))
-		if delay > 0 {
-			t := time.NewTimer(delay)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-		}
-	}
-}
-
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
-
-// session dials, subscribes and reads until the link fails or ctx is done.
-// It returns how long the link was up (zero if it never came up).
-func (a *Adapter) session(ctx context.Context) (time.Duration, error) {
-	a.cov.SetLink(venue.LinkConnecting, time.Now())
-	dctx, dcancel := context.WithTimeout(ctx, dialTimeout)
-	conn, resp, err := websocket.Dial(dctx, a.cfg.WSURL, nil)
-	dcancel()
-	if err != nil {
-		a.log.Warn("dial failed", "url", a.cfg.WSURL, "err", err)
-		if resp != nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusForbidden) {
-			// Bybit limits connections per IP (500 per 5 minutes); the
-			// backoff slows the next attempts.
-			a.cfg.Sink.Notice(notice.Must(notice.RateLimited, Name, "", time.Now(),
-				"bybit refused the connection: "+resp.Status, map[string]any{"status": resp.StatusCode}))
-		}
-		return 0, err
-	}
-	conn.SetReadLimit(readLimit)
-	a.conn = conn
-	connected := time.Now()
-	a.lastRead.Store(connected.UnixNano())
-
-	sctx, scancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer func() {
-		scancel()
-		conn.CloseNow()
-		wg.Wait()
-		a.conn = nil
-	}()
-
-	// The first subscriptions go out before reading starts, so link_up can
-	// wait for exactly their answers.
+// connected sends a new connection's first subscriptions; the link is up
+// once Bybit has answered each of them.
+func (a *Adapter) connected(time.Time) bool {
 	a.mu.Lock()
-	a.ops = a.ops[:0]
 	clear(a.pending)
 	var first []request
 	for _, s := range a.symbols {
@@ -347,127 +215,18 @@ func (a *Adapter) session(ctx context.Context) (time.Duration, error) {
 	a.initial = len(first)
 	a.mu.Unlock()
 	for _, r := range first {
-		if err := a.send(sctx, conn, r); err != nil {
-			a.linkDown(err)
-			return 0, err
-		}
+		a.send(r)
 	}
-	if len(first) == 0 {
-		a.up(time.Now())
-	}
-
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		pprof.Do(sctx, pprof.Labels("venue", Name, "role", "writer"), func(ctx context.Context) {
-			a.writer(ctx, conn)
-		})
-	}()
-
-	err = a.readLoop(sctx, conn)
-	upFor := time.Duration(0)
-	if a.linkUp {
-		upFor = time.Since(connected)
-	}
-	if ctx.Err() != nil {
-		err = context.Cause(ctx)
-	}
-	a.linkDown(err)
-	return upFor, err
+	return len(first) == 0
 }
 
-// up reports the link up once per session.
-func (a *Adapter) up(t time.Time) {
-	if a.linkUp {
-		return
-	}
-	a.linkUp = true
-	a.cov.SetLink(venue.LinkUp, t)
-	a.cfg.Sink.Notice(notice.Must(notice.LinkUp, Name, "", t, "bybit: connected and subscribed",
-		map[string]any{"url": a.cfg.WSURL}))
+func (a *Adapter) pingFrame() []byte {
+	return []byte(`{"req_id":"ping-` + strconv.FormatUint(a.ping.Add(1), 10) + `","op":"ping"}`)
 }
 
-// linkDown reports the end of a session that had connected.
-func (a *Adapter) linkDown(err error) {
-	now := time.Now()
-	a.dec.LinkDown(now)
-	a.cov.SetLink(venue.LinkDown, now)
-	if a.cfg.Recorder != nil {
-		a.cfg.Recorder.Disconnect(Name, now)
-	}
-	a.linkUp = false
-	a.cfg.Sink.Notice(notice.Must(notice.LinkDown, Name, "", now, "bybit: link down: "+errString(err),
-		map[string]any{"error": errString(err)}))
-}
-
-// readLoop reads frames into one reused buffer and decodes them.
-func (a *Adapter) readLoop(ctx context.Context, conn *websocket.Conn) error {
-	buf := make([]byte, 0, 64<<10)
-	for {
-		_, r, err := conn.Reader(ctx)
-		if err != nil {
-			return err
-		}
-		if cap(buf) > 4<<20 {
-			buf = make([]byte, 0, 64<<10) // do not keep a huge snapshot's buffer
-		}
-		if buf, err = venue.ReadFrame(r, buf); err != nil {
-			return err
-		}
-		recv := time.Now()
-		a.lastRead.Store(recv.UnixNano())
-		if a.cfg.Recorder != nil {
-			a.cfg.Recorder.Frame(Name, recv, buf)
-		}
-		a.dec.Frame(recv, buf)
-	}
-}
-
-// writer sends keepalives and queued requests, and closes the link when it
-// has been silent past the read timeout.
-func (a *Adapter) writer(ctx context.Context, conn *websocket.Conn) {
-	ping := time.NewTicker(a.ping)
-	defer ping.Stop()
-	watch := time.NewTicker(max(a.read/4, time.Millisecond))
-	defer watch.Stop()
-	var n uint64
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ping.C:
-			n++
-			msg := `{"req_id":"ping-` + strconv.FormatUint(n, 10) + `","op":"ping"}`
-			if err := a.write(ctx, conn, []byte(msg)); err != nil {
-				a.log.Warn("ping failed", "err", err)
-				conn.CloseNow()
-				return
-			}
-		case <-watch.C:
-			if idle := time.Since(time.Unix(0, a.lastRead.Load())); idle > a.read {
-				a.log.Warn("link silent past its deadline", "idle", idle, "deadline", a.read)
-				conn.CloseNow()
-				return
-			}
-		case <-a.kick:
-			a.mu.Lock()
-			ops := a.ops
-			a.ops = nil
-			a.mu.Unlock()
-			for _, r := range ops {
-				if err := a.send(ctx, conn, r); err != nil {
-					a.log.Warn("request failed", "op", r.op, "err", err)
-					conn.CloseNow()
-					return
-				}
-			}
-		}
-	}
-}
-
-// send writes r in requests of at most maxArgs args, each under its own
+// send queues r in requests of at most maxArgs args, each under its own
 // req_id so its answer can be matched.
-func (a *Adapter) send(ctx context.Context, conn *websocket.Conn, r request) error {
+func (a *Adapter) send(r request) {
 	for args := range slices.Chunk(r.args, maxArgs) {
 		part := r
 		part.args = args
@@ -489,33 +248,20 @@ func (a *Adapter) send(ctx context.Context, conn *websocket.Conn, r request) err
 			msg = strconv.AppendQuote(msg, t)
 		}
 		msg = append(msg, "]}"...)
-		if err := a.write(ctx, conn, msg); err != nil {
-			return err
-		}
+		a.link.Send(msg)
 	}
-	return nil
-}
-
-func (a *Adapter) write(ctx context.Context, conn *websocket.Conn, msg []byte) error {
-	wctx, cancel := context.WithTimeout(ctx, writeTimeout)
-	defer cancel()
-	return conn.Write(wctx, websocket.MessageText, msg)
 }
 
 // resync is the decoder's hook: unsubscribe and subscribe topic again, and
-// Bybit sends a fresh snapshot. It runs on the read goroutine.
+// Bybit sends a fresh snapshot.
 func (a *Adapter) resync(topic string) {
 	sym := topic[strings.LastIndexByte(topic, '.')+1:]
-	a.mu.Lock()
-	a.ops = append(a.ops,
-		request{op: "unsubscribe", symbol: sym, args: []string{topic}, resync: true},
-		request{op: "subscribe", symbol: sym, args: []string{topic}, resync: true})
-	a.mu.Unlock()
-	a.wake()
+	a.send(request{op: "unsubscribe", symbol: sym, args: []string{topic}, resync: true})
+	a.send(request{op: "subscribe", symbol: sym, args: []string{topic}, resync: true})
 }
 
 // answer is the decoder's hook for control frames: pongs, and the acks of
-// subscribe and unsubscribe requests. It runs on the read goroutine.
+// subscribe and unsubscribe requests.
 func (a *Adapter) answer(c *controlMsg) {
 	op := string(c.Op)
 	if op == "pong" || op == "ping" || string(c.RetMsg) == "pong" {
@@ -542,16 +288,13 @@ func (a *Adapter) answer(c *controlMsg) {
 		// The symbol was fine a moment ago; a new link is the sure way to
 		// fresh snapshots.
 		a.log.Warn("resync request refused; reconnecting", "op", r.op, "args", r.args, "ret_msg", string(c.RetMsg))
-		if a.conn != nil {
-			a.conn.CloseNow()
-		}
+		a.link.Drop("resync refused: " + string(c.RetMsg))
 	} else if c.HasSuccess && !c.Success {
 		a.refused(now, r, string(c.RetMsg))
 	} else {
 		a.log.Debug("request confirmed", "op", r.op, "args", r.args)
 		if r.op == "unsubscribe" && !r.resync {
-			a.dec.forget(r.symbol)
-			a.forget(now, r.symbol)
+			a.dec.forget(r.symbol, now)
 		}
 	}
 	if r.initial {
@@ -560,7 +303,7 @@ func (a *Adapter) answer(c *controlMsg) {
 		done := a.initial == 0
 		a.mu.Unlock()
 		if done {
-			a.up(now)
+			a.link.Up(now)
 		}
 	}
 }
@@ -581,19 +324,6 @@ func (a *Adapter) matchFailure(msg string) (request, bool) {
 	return request{}, false
 }
 
-// forget drops symbol's streams from coverage, with a coverage_change
-// notice for each that was live.
-func (a *Adapter) forget(now time.Time, symbol string) {
-	cov := a.cov.Snapshot()
-	for _, st := range a.streams(symbol) {
-		if slices.ContainsFunc(cov.Streams, func(sc venue.StreamCoverage) bool { return sc.Stream == st }) {
-			a.cov.Forget(st)
-			a.cfg.Sink.Notice(notice.Must(notice.CoverageChange, Name, string(st), now,
-				"bybit: "+string(st)+" is no longer live", map[string]any{"state": "gone"}))
-		}
-	}
-}
-
 // refused reports a request Bybit refused. A refused subscribe drops the
 // symbol: it is not retried, on this link or the next.
 func (a *Adapter) refused(now time.Time, r request, msg string) {
@@ -603,10 +333,10 @@ func (a *Adapter) refused(now time.Time, r request, msg string) {
 			a.symbols = slices.Delete(a.symbols, i, i+1)
 		}
 		a.mu.Unlock()
-		a.forget(now, r.symbol)
+		a.dec.forget(r.symbol, now)
 	}
 	a.log.Warn("request refused", "op", r.op, "symbol", r.symbol, "ret_msg", msg)
-	a.cfg.Sink.Notice(notice.Must(notice.Refusal, Name, "", now,
+	a.dec.sink.Notice(notice.Must(notice.Refusal, Name, "", now,
 		"bybit refused "+r.op+" of "+r.symbol+": "+msg,
-		map[string]any{"symbol": r.symbol, "op": r.op, "topics": slices.Clone(r.args), "ret_msg": msg}))
+		map[string]any{"symbol": r.symbol, "message": msg}))
 }

@@ -26,12 +26,13 @@ func TestConformance(t *testing.T) {
 	venuetest.Run(t, bybittest.New())
 }
 
-// waitCoverage waits for the coverage_change notice saying st is state.
+// waitCoverage waits for the coverage_change notice saying st is state
+// ("live" or "gone").
 func waitCoverage(t *testing.T, sink *venuetest.Sink, st venue.Stream, state string) {
 	t.Helper()
 	for i := 0; ; i++ {
 		n, j := sink.WaitNotice(t, venuetest.Wait, i, notice.CoverageChange)
-		if n.Stream == string(st) && n.Details["state"] == state {
+		if n.Stream == string(st) && n.Details["live"] == (state == "live") {
 			return
 		}
 		i = j
@@ -134,7 +135,7 @@ func TestRefusalWithReqID(t *testing.T) {
 	m.ReqIDOnError = true
 	a, sink := venuetest.Start(t, m, venue.Config{Symbols: []string{bybittest.Symbol, "NOPEUSDT"}, Logger: quiet})
 	n, _ := sink.WaitNotice(t, venuetest.Wait, 0, notice.Refusal)
-	if n.Details["symbol"] != "NOPEUSDT" || !strings.Contains(n.Details["ret_msg"].(string), "Invalid symbol") {
+	if n.Details["symbol"] != "NOPEUSDT" || !strings.Contains(n.Details["message"].(string), "Invalid symbol") {
 		t.Errorf("refusal = %+v", n)
 	}
 	// Refused is dropped: the next link does not ask again.

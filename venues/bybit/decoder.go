@@ -35,7 +35,7 @@ const resyncRetry = 10 * time.Second
 // drives one from a capture. The zero Decoder is not usable: call
 // NewDecoder. A Decoder is not safe for concurrent use.
 type Decoder struct {
-	sink  venue.Sink
+	sink  *venue.CoverageSink
 	log   *slog.Logger
 	depth int // the level2 depth; orderbook.1 is also level2 only when depth is 1
 
@@ -114,7 +114,7 @@ func NewDecoder(cfg venue.Config) *Decoder {
 		depth = DefaultDepth
 	}
 	return &Decoder{
-		sink:   cfg.Sink,
+		sink:   venue.NewCoverageSink(Name, cfg.Sink),
 		log:    log.With("venue", Name),
 		depth:  depth,
 		topics: make(map[string]*topic),
@@ -137,7 +137,8 @@ func (d *Decoder) Stats() Stats {
 
 // LinkDown marks every book invalid until the venue sends a new snapshot.
 // It emits nothing: the caller reports the link drop.
-func (d *Decoder) LinkDown(time.Time) {
+func (d *Decoder) LinkDown(t time.Time) {
+	d.sink.LinkDown(t)
 	for _, t := range d.topics {
 		t.valid = false
 		t.resyncAt = time.Time{}
@@ -145,13 +146,18 @@ func (d *Decoder) LinkDown(time.Time) {
 }
 
 // forget drops the state of every topic of symbol (after an unsubscribe).
-func (d *Decoder) forget(symbol string) {
+func (d *Decoder) forget(symbol string, now time.Time) {
 	for k, t := range d.topics {
 		if t.symbol == symbol {
 			delete(d.topics, k)
 		}
 	}
+	d.sink.Forget(now, venue.NewStream(Name, venue.Level2, symbol), venue.NewStream(Name, venue.Trades, symbol),
+		venue.NewStream(Name, venue.Ticker, symbol))
 }
+
+// Coverage returns the tracker the decoder records observed streams in.
+func (d *Decoder) Coverage() *venue.CoverageTracker { return d.sink.Tracker }
 
 // Frame decodes one raw frame received at recv.
 //
@@ -636,7 +642,7 @@ func (d *Decoder) badFrame(recv time.Time, t *topic, why string, frame []byte) {
 		d.log.Warn("bad frame", "reason", why, "stream", stream, "bad_frames", d.bad)
 		d.sink.Notice(notice.Must(notice.DataQuality, Name, stream, recv,
 			"bybit: "+why+" (further bad frames in this burst are only counted)",
-			map[string]any{"reason": why, "bad_frames_total": d.bad, "sample": string(sample)}))
+			map[string]any{"reason": why, "bad_frames": d.bad, "sample": string(sample)}))
 	}
 	if t != nil && t.kind == topicBook && t.valid {
 		d.resyncBook(recv, t, "bad_frame", map[string]any{"topic": t.name, "last_u": t.lastU, "cause": why})

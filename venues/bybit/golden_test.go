@@ -211,7 +211,7 @@ func TestGapOnRealFrames(t *testing.T) {
 	frames = append(frames, frames[0]) // the venue's fresh snapshot
 	sink, _ := decode(50, frames)
 	sink.Check(t)
-	ns := sink.Notices()
+	ns := sink.NoticesExcept(notice.CoverageChange)
 	if len(ns) != 1 || ns[0].Kind != notice.BookResync || ns[0].Stream != "bybit:level2:BTCUSDT" {
 		t.Fatalf("notices = %+v, want one book_resync", ns)
 	}
@@ -232,8 +232,8 @@ func TestResetOnUOne(t *testing.T) {
 	next := []byte(`{"topic":"orderbook.50.BTCUSDT","ts":1680652809020,"type":"delta","data":{"s":"BTCUSDT","b":[["28100.5","3"]],"a":[],"u":2,"seq":4281282301}}`)
 	sink, _ := decode(50, append(frames, reset, next))
 	sink.Check(t)
-	if n := sink.NumNotices(); n != 0 {
-		t.Fatalf("notices = %v, want none", sink.Notices())
+	if n := sink.NoticesExcept(notice.CoverageChange); len(n) != 0 {
+		t.Fatalf("notices = %v, want none", n)
 	}
 	b := sink.Book("bybit:level2:BTCUSDT")
 	want := &venue.Book{}
@@ -259,7 +259,7 @@ func TestBadFramesOneNoticePerBurst(t *testing.T) {
 		}
 	}
 	var dq, rs int
-	for _, x := range sink.Notices() {
+	for _, x := range sink.NoticesExcept(notice.CoverageChange) {
 		switch x.Kind {
 		case notice.DataQuality:
 			dq++
@@ -272,7 +272,7 @@ func TestBadFramesOneNoticePerBurst(t *testing.T) {
 	}
 	// A later burst is reported again.
 	d.Frame(recv0.Add(time.Minute), []byte("{"))
-	if got := len(sink.Notices()); got != dq+rs+1 {
+	if got := len(sink.NoticesExcept(notice.CoverageChange)); got != dq+rs+1 {
 		t.Errorf("a new burst gave %d notices in all, want %d", got, dq+rs+1)
 	}
 	sink.Check(t)

@@ -16,8 +16,12 @@ import (
 // the decoder, not a recording sink.
 type countSink struct{ events, notices int }
 
-func (s *countSink) Event(*venue.Event)   { s.events++ }
-func (s *countSink) Notice(notice.Notice) { s.notices++ }
+func (s *countSink) Event(*venue.Event) { s.events++ }
+func (s *countSink) Notice(n notice.Notice) {
+	if n.Kind != notice.CoverageChange {
+		s.notices++
+	}
+}
 
 // genStream makes a typical Advanced Trade level2 stream: a snapshot of
 // 2×200 levels around 50000 with two-decimal prices, then n update frames

@@ -55,8 +55,7 @@ type update struct {
 // capture. The zero Decoder is not usable; call NewDecoder. A Decoder is
 // not safe for concurrent use.
 type Decoder struct {
-	sink venue.Sink
-	cov  *venue.CoverageTracker
+	sink *venue.CoverageSink
 
 	products map[string]*product
 	seq      int64 // last sequence_num on this link, -1 before the first
@@ -77,6 +76,7 @@ type Decoder struct {
 	pending    []request // the adapter's requests awaiting an ack, oldest first
 	skipAck    bool      // an error frame answered the oldest request; its ack may follow
 	onRefuse   func(symbol string)
+	onResync   func(reason string) // the live link drops and reconnects
 	scratch    []update
 	bidScratch []venue.Level
 	askScratch []venue.Level
@@ -87,8 +87,7 @@ var _ venue.Decoder = (*Decoder)(nil)
 // NewDecoder returns a decoder that writes to cfg.Sink. Only Sink is used.
 func NewDecoder(cfg venue.Config) *Decoder {
 	return &Decoder{
-		sink:     cfg.Sink,
-		cov:      venue.NewCoverageTracker(Name),
+		sink:     venue.NewCoverageSink(Name, cfg.Sink),
 		products: make(map[string]*product),
 		seq:      -1,
 		dec:      newDecimals(),
@@ -124,7 +123,8 @@ func (d *Decoder) product(id []byte) *product {
 // LinkDown marks every book invalid until the venue sends a new snapshot
 // and forgets the link's sequence and pending requests. It emits nothing:
 // the adapter (or replay) emits link_down.
-func (d *Decoder) LinkDown(time.Time) {
+func (d *Decoder) LinkDown(t time.Time) {
+	d.sink.LinkDown(t)
 	for _, p := range d.products {
 		p.valid = false
 		p.l2Pending, p.l2Active = false, false
@@ -246,7 +246,7 @@ func (d *Decoder) events(s *scan.Scanner, recv time.Time, channel, ts []byte, se
 // on the link may have missed an update.
 func (d *Decoder) gap(recv time.Time, want, got int64) {
 	d.resyncAll(recv, "sequence_gap", map[string]any{"expected_sequence_num": want, "sequence_num": got})
-	d.resync = "sequence_gap"
+	d.setResync("sequence_gap")
 }
 
 // resyncAll invalidates every valid book, with a book_resync notice each.
@@ -277,7 +277,6 @@ func (d *Decoder) invalidate(p *product, recv time.Time, reason string, details 
 	if d.seq >= 0 {
 		det["last_sequence_num"] = d.seq
 	}
-	d.cov.Resync()
 	d.sink.Notice(notice.Must(notice.BookResync, Name, string(p.l2), recv,
 		"coinbase "+p.id+" book resync ("+reason+"): reconnecting for a new snapshot", det))
 }
@@ -296,8 +295,7 @@ func (d *Decoder) bad(recv time.Time, why string, frame []byte, p *product) {
 			prefix = prefix[:80]
 		}
 		d.sink.Notice(notice.Must(notice.DataQuality, Name, "", recv, "coinbase: bad frame: "+why,
-			map[string]any{"reason": why, "bad_frames": d.badFrames, "suppressed_in_last_burst": d.badInBurst,
-				"frame_prefix": string(prefix)}))
+			map[string]any{"reason": why, "bad_frames": d.badFrames, "sample": string(prefix)}))
 		d.badInBurst = 0
 	}
 	d.lastBad = recv
@@ -309,7 +307,7 @@ func (d *Decoder) bad(recv time.Time, why string, frame []byte, p *product) {
 	} else {
 		d.resyncAll(recv, "bad_frame", details)
 	}
-	d.resync = "bad_frame"
+	d.setResync("bad_frame")
 }
 
 // l2 decodes the events of an l2_data frame.
@@ -508,10 +506,6 @@ func (d *Decoder) update(p *product, ups []update, recv, vt time.Time, seq int64
 func (d *Decoder) emit(p *product, ev *venue.Event, st venue.Stream, recv time.Time) {
 	if p.gone {
 		return
-	}
-	if d.cov.Observe(st, recv) {
-		d.sink.Notice(notice.Must(notice.CoverageChange, Name, string(st), recv,
-			"coinbase: "+string(st)+" is arriving", map[string]any{"observed": string(st)}))
 	}
 	d.sink.Event(ev)
 }
@@ -784,7 +778,7 @@ func (d *Decoder) errorFrame(recv time.Time, message, reason []byte) {
 	// An error that answers nothing we sent (replay, or a venue-side
 	// problem): report it so an operator sees it.
 	d.sink.Notice(notice.Must(notice.Refusal, Name, "", recv, "coinbase error: "+string(message)+" "+string(reason),
-		map[string]any{"message": string(message), "reason": string(reason)}))
+		map[string]any{"message": refusalText(string(message), string(reason))}))
 }
 
 // namesProduct reports whether text names product id as a whole word:
@@ -823,11 +817,9 @@ func (d *Decoder) refuse(recv time.Time, id, channel, message, reason string) {
 	case "ticker":
 		st = string(p.ticker)
 	}
-	d.cov.Forget(p.l2)
-	d.cov.Forget(p.trades)
-	d.cov.Forget(p.ticker)
+	d.sink.Forget(recv, p.l2, p.trades, p.ticker)
 	d.sink.Notice(notice.Must(notice.Refusal, Name, st, recv, "coinbase refused "+id+" on "+channel+": "+message,
-		map[string]any{"symbol": id, "channel": channel, "message": message, "reason": reason}))
+		map[string]any{"symbol": id, "channel": channel, "message": refusalText(message, reason)}))
 	if d.onRefuse != nil {
 		d.onRefuse(id)
 	}
@@ -849,12 +841,28 @@ func (d *Decoder) expect(r request) {
 
 // forget drops what the decoder holds for product id (after an
 // unsubscribe): its book must come from a new snapshot.
-func (d *Decoder) forget(id string) {
+func (d *Decoder) forget(id string, t time.Time) {
 	if p := d.products[id]; p != nil {
 		p.valid, p.gone = false, true
 		p.book.Reset()
-		d.cov.Forget(p.l2)
-		d.cov.Forget(p.trades)
-		d.cov.Forget(p.ticker)
+		d.sink.Forget(t, p.l2, p.trades, p.ticker)
 	}
+}
+
+// Coverage returns the tracker the decoder records observed streams in.
+func (d *Decoder) Coverage() *venue.CoverageTracker { return d.sink.Tracker }
+
+func (d *Decoder) setResync(reason string) {
+	d.resync = reason
+	if d.onResync != nil {
+		d.onResync(reason)
+	}
+}
+
+// refusalText is Coinbase's message and its reason, in one line.
+func refusalText(message, reason string) string {
+	if reason == "" {
+		return message
+	}
+	return message + " (" + reason + ")"
 }

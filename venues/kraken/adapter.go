@@ -3,20 +3,15 @@ package kraken
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/coder/websocket"
-
-	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/venue"
+	"github.com/fanoutd/fanoutd/venue/wsconn"
 )
 
 // DefaultWSURL is Kraken's public Spot WebSocket v2 endpoint.
@@ -48,23 +43,21 @@ var ErrStarted = venue.ErrStarted
 // to instrument (for precisions), then book, trade and ticker per symbol.
 // See the package doc for the protocol rules it follows.
 type Adapter struct {
-	cfg          venue.Config
-	log          *slog.Logger
-	readTimeout  time.Duration
-	pingInterval time.Duration
-	sink         *serialSink
-	cov          *venue.CoverageTracker
-	dec          *Decoder // used by the reader goroutine, and by run once the reader has exited
+	cfg  venue.Config
+	log  *slog.Logger
+	link *venue.Link
+	dec  *Decoder // under the link's decode lock
+	life venue.Lifecycle
 
-	wake chan struct{} // cap 1: the session has requests to send
+	smu sync.Mutex    // protects ss; taken before mu
+	ss  *sessionState // the current connection's requests
 
-	mu       sync.Mutex // protects the fields below
-	life     venue.Lifecycle
+	mu       sync.Mutex      // protects the fields below
 	symbols  []string        // wanted, in subscription order
 	refused  map[string]bool // channel|symbol the venue refused: not asked again
 	resub    []string        // symbols whose book must be resubscribed (resync)
 	acked    []ack           // acks read since the session last looked
-	instrGot bool            // the instrument snapshot arrived on this session
+	instrGot bool            // the instrument snapshot arrived on this connection
 }
 
 var _ venue.Adapter = (*Adapter)(nil)
@@ -72,11 +65,8 @@ var _ venue.Adapter = (*Adapter)(nil)
 // New returns an adapter for cfg. cfg.Sink is required; cfg.Depth must be
 // 0 or one of Kraken's depths (10, 25, 100, 500, 1000).
 func New(cfg venue.Config) (*Adapter, error) {
-	if cfg.Sink == nil {
-		return nil, errors.New("kraken: config has no sink")
-	}
-	if cfg.Depth != 0 && !validDepth(cfg.Depth) {
-		return nil, fmt.Errorf("kraken: depth %d is not one of 10, 25, 100, 500, 1000", cfg.Depth)
+	if err := cfg.Validate(Name, 10, 25, 100, 500, 1000); err != nil {
+		return nil, err
 	}
 	if cfg.Depth == 0 {
 		cfg.Depth = DefaultDepth
@@ -84,67 +74,48 @@ func New(cfg venue.Config) (*Adapter, error) {
 	if cfg.WSURL == "" {
 		cfg.WSURL = DefaultWSURL
 	}
-	for _, c := range cfg.ChannelsOrAll() {
-		if !c.Valid() {
-			return nil, fmt.Errorf("kraken: unknown channel %q", c)
-		}
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	a := &Adapter{
-		cfg:          cfg,
-		log:          cfg.Logger.With("venue", Name),
-		readTimeout:  cmp(cfg.ReadTimeout, DefaultReadTimeout),
-		pingInterval: cmp(cfg.PingInterval, DefaultPingInterval),
-		sink:         &serialSink{s: cfg.Sink},
-		cov:          venue.NewCoverageTracker(Name),
-		wake:         make(chan struct{}, 1),
-		refused:      map[string]bool{},
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = DefaultReadTimeout
 	}
+	if cfg.PingInterval <= 0 {
+		cfg.PingInterval = DefaultPingInterval
+	}
+	a := &Adapter{cfg: cfg, log: cfg.Logger.With("venue", Name), refused: map[string]bool{}}
 	for _, s := range cfg.Symbols {
 		if !slices.Contains(a.symbols, s) {
 			a.symbols = append(a.symbols, s)
 		}
 	}
-	dcfg := cfg
-	dcfg.Sink = a.sink
-	a.dec = NewDecoder(dcfg)
-	a.dec.cov = a.cov
+	a.dec = NewDecoder(cfg)
 	a.dec.onResync = a.queueResync
 	a.dec.onAck = a.queueAck
 	a.dec.onInstrument = a.instrumentArrived
+	var err error
+	a.link, err = venue.NewLink(venue.LinkConfig{
+		Venue: Name, URL: cfg.WSURL, Dial: wsconn.Dialer(readLimit),
+		ReadTimeout: cfg.ReadTimeout, PingInterval: cfg.PingInterval, Ping: a.pingFrame,
+		Decoder: a.dec, Sink: cfg.Sink, Recorder: cfg.Recorder, Coverage: a.dec.Coverage(), Logger: a.log,
+		Connected: a.connected, Tick: a.tick,
+	})
+	if err != nil {
+		return nil, err
+	}
 	return a, nil
 }
-
-func cmp(v, def time.Duration) time.Duration {
-	if v > 0 {
-		return v
-	}
-	return def
-}
-
-// serialSink makes the adapter's output one sequence, whichever goroutine
-// produces it (the Sink contract: never concurrently for one adapter).
-type serialSink struct {
-	mu sync.Mutex // serialises calls to s
-	s  venue.Sink
-}
-
-func (s *serialSink) Event(ev *venue.Event) { s.mu.Lock(); s.s.Event(ev); s.mu.Unlock() }
-
-func (s *serialSink) Notice(n notice.Notice) { s.mu.Lock(); s.s.Notice(n); s.mu.Unlock() }
 
 // Venue returns "kraken".
 func (a *Adapter) Venue() string { return Name }
 
 // Coverage reports the streams observed arriving on the current link.
-func (a *Adapter) Coverage() venue.Coverage { return a.cov.Snapshot() }
+func (a *Adapter) Coverage() venue.Coverage { return a.dec.Coverage().Snapshot() }
 
 // Start launches the adapter's goroutines and returns at once; they run
 // until ctx is done or Stop is called (venue.Lifecycle).
 func (a *Adapter) Start(ctx context.Context) error {
-	return a.life.Start(ctx, Name, a.run)
+	return a.life.Start(ctx, Name, a.link.Run)
 }
 
 // Stop closes the link and waits for the adapter's goroutines, or until
@@ -175,24 +146,29 @@ func (a *Adapter) Unsubscribe(symbols ...string) error {
 	a.mu.Lock()
 	a.symbols = slices.DeleteFunc(a.symbols, func(s string) bool { return slices.Contains(symbols, s) })
 	a.mu.Unlock()
-	for _, s := range symbols {
-		for _, ch := range []venue.Channel{venue.Level2, venue.Trades, venue.Ticker} {
-			a.cov.Forget(venue.NewStream(Name, ch, s))
+	a.link.Do(func() {
+		now := time.Now()
+		for _, s := range symbols {
+			a.dec.forget(s, now)
 		}
-	}
+	})
 	a.poke()
 	return nil
 }
 
+// poke brings the connection's subscriptions up to date at once.
 func (a *Adapter) poke() {
-	select {
-	case a.wake <- struct{}{}:
-	default:
+	a.smu.Lock()
+	defer a.smu.Unlock()
+	if a.ss == nil {
+		return
+	}
+	if reason := a.ss.flush(time.Now()); reason != "" {
+		a.link.Drop(reason)
 	}
 }
 
-// Decoder hooks. They run on the reader goroutine and only queue work for
-// the session goroutine, which owns the socket's writes.
+// Decoder hooks. They run under the link's decode lock.
 
 func (a *Adapter) queueResync(sym string) {
 	a.mu.Lock()
@@ -217,144 +193,54 @@ func (a *Adapter) instrumentArrived() {
 	a.poke()
 }
 
-// run connects and reconnects until ctx is done.
-func (a *Adapter) run(ctx context.Context) {
-	var bo venue.Backoff
-	for {
-		healthy := a.session(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if healthy {
-			bo.Reset()
-		}
-		delay := bo.Next()
-		a.sink.Notice(notice.Must(notice.LinkReconnecting, Name, "", time.Now(),
-			fmt.Sprintf("kraken: reconnecting in %v", delay.Round(time.Millisecond)),
-			map[string]any{"attempt": bo.Attempt(), "delay_ms": delay.Milliseconds()}))
-		if delay > 0 {
-			t := time.NewTimer(delay)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-		}
-	}
-}
+// Link hooks.
 
-// session is one connection's life: dial, subscribe, read until the link
-// fails or ctx is done. It reports whether the link delivered market data
-// (a healthy link resets the backoff; one that is accepted and then dies
-// at once does not).
-func (a *Adapter) session(ctx context.Context) bool {
-	dctx, dcancel := context.WithTimeout(ctx, max(a.readTimeout, 5*time.Second))
-	conn, _, err := websocket.Dial(dctx, a.cfg.WSURL, nil)
-	dcancel()
-	if err != nil {
-		if ctx.Err() == nil {
-			a.log.Warn("dial failed", "url", a.cfg.WSURL, "err", err)
-		}
-		return false
-	}
-	conn.SetReadLimit(readLimit)
-	up := time.Now()
-	a.cov.SetLink(venue.LinkUp, up)
-	a.sink.Notice(notice.Must(notice.LinkUp, Name, "", up, "kraken: connected to "+a.cfg.WSURL, map[string]any{"url": a.cfg.WSURL}))
-
+// connected starts a connection's requests with the instrument channel
+// (for precisions); books follow once it answered.
+func (a *Adapter) connected(now time.Time) bool {
 	a.mu.Lock()
 	a.resub, a.acked, a.instrGot = nil, nil, false
 	a.mu.Unlock()
-	ss := &sessionState{a: a, conn: conn, ctx: ctx, subscribed: map[string]bool{}, pending: map[string]time.Time{}, reqChan: map[int64]string{}}
-	startData := a.dec.dataFrames
-
-	rctx, rcancel := context.WithCancel(ctx)
-	var lastRead atomic.Int64
-	lastRead.Store(up.UnixNano())
-	readErr := make(chan error, 1)
-	go pprof.Do(rctx, pprof.Labels("venue", Name, "role", "reader"), func(rctx context.Context) {
-		readErr <- a.read(rctx, conn, &lastRead)
-	})
-
-	tick := max(min(a.pingInterval, a.readTimeout/4), 10*time.Millisecond)
-	ticker := time.NewTicker(tick)
-	reason := ""
+	a.smu.Lock()
+	defer a.smu.Unlock()
+	ss := &sessionState{a: a, subscribed: map[string]bool{}, pending: map[string]time.Time{}, reqChan: map[int64]string{}}
+	a.ss = ss
 	ss.send(ss.request("subscribe", "instrument", nil))
-	ss.instrSent = up
-	ss.pending["instrument|"] = up.Add(a.readTimeout)
-	ss.flush(up)
-	lastPing := up
-loop:
-	for reason == "" {
-		select {
-		case <-ctx.Done():
-			reason = "stopped"
-		case err := <-readErr:
-			readErr <- err // for the wait below
-			reason = "read: " + err.Error()
-		case <-a.wake:
-			reason = ss.flush(time.Now())
-		case now := <-ticker.C:
-			if idle := now.Sub(time.Unix(0, lastRead.Load())); idle > a.readTimeout {
-				reason = fmt.Sprintf("nothing received for %v", idle.Round(time.Millisecond))
-				break loop
-			}
-			if now.Sub(lastPing) >= a.pingInterval {
-				ss.reqID++
-				ss.send(fmt.Appendf(nil, `{"method":"ping","req_id":%d}`, ss.reqID))
-				lastPing = now
-			}
-			if reason = ss.flush(now); reason == "" {
-				reason = ss.expired(now)
-			}
-		}
-	}
-	ticker.Stop()
-	rcancel()
-	conn.CloseNow()
-	<-readErr
-	down := time.Now()
-	a.cov.SetLink(venue.LinkDown, down)
-	if a.cfg.Recorder != nil {
-		a.cfg.Recorder.Disconnect(Name, down)
-	}
-	a.dec.LinkDown(down)
-	a.sink.Notice(notice.Must(notice.LinkDown, Name, "", down, "kraken: link down: "+reason, map[string]any{"reason": reason}))
-	return a.dec.dataFrames > startData
+	ss.instrSent = now
+	ss.pending["instrument|"] = now.Add(a.cfg.ReadTimeout)
+	ss.flush(now)
+	return true
 }
 
-// read reads frames until the connection fails, handing each to the
-// recorder and the decoder. It reuses one buffer: frames are only valid
-// during those calls.
-func (a *Adapter) read(ctx context.Context, conn *websocket.Conn, lastRead *atomic.Int64) error {
-	buf := make([]byte, 0, 64<<10)
-	for {
-		_, r, err := conn.Reader(ctx)
-		if err != nil {
-			return err
-		}
-		if buf, err = venue.ReadFrame(r, buf); err != nil {
-			return err
-		}
-		recv := time.Now()
-		lastRead.Store(recv.UnixNano())
-		if a.cfg.Recorder != nil {
-			a.cfg.Recorder.Frame(Name, recv, buf)
-		}
-		a.dec.Frame(recv, buf)
-		if cap(buf) > 4<<20 { // do not keep a huge snapshot's buffer forever
-			buf = make([]byte, 0, 64<<10)
-		}
+// tick retries what is due and drops a link whose requests went unanswered.
+func (a *Adapter) tick(now time.Time) string {
+	a.smu.Lock()
+	defer a.smu.Unlock()
+	if a.ss == nil {
+		return ""
 	}
+	reason := a.ss.flush(now)
+	if reason == "" {
+		reason = a.ss.expired(now)
+	}
+	return reason
 }
 
-// sessionState is what one connection has asked for; only the session
-// goroutine touches it.
+func (a *Adapter) pingFrame() []byte {
+	a.smu.Lock()
+	defer a.smu.Unlock()
+	id := int64(0)
+	if a.ss != nil {
+		a.ss.reqID++
+		id = a.ss.reqID
+	}
+	return fmt.Appendf(nil, `{"method":"ping","req_id":%d}`, id)
+}
+
+// sessionState is what one connection has asked for; guarded by
+// Adapter.smu.
 type sessionState struct {
 	a          *Adapter
-	conn       *websocket.Conn
-	ctx        context.Context
 	reqID      int64
 	subscribed map[string]bool      // channel|symbol requested on this link
 	pending    map[string]time.Time // channel|symbol (or "instrument|") → ack deadline
@@ -368,10 +254,8 @@ func (ss *sessionState) send(msg []byte) {
 	if ss.failed != "" {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ss.ctx, 5*time.Second)
-	defer cancel()
-	if err := ss.conn.Write(ctx, websocket.MessageText, msg); err != nil {
-		ss.failed = "write: " + err.Error()
+	if !ss.a.link.Send(msg) {
+		ss.failed = "request queue full or link closed"
 	}
 }
 
@@ -453,7 +337,7 @@ func (ss *sessionState) flush(now time.Time) string {
 	}
 	a.mu.Unlock()
 
-	if !ss.booksOK && now.Sub(ss.instrSent) > a.readTimeout {
+	if !ss.booksOK && now.Sub(ss.instrSent) > a.cfg.ReadTimeout {
 		ss.booksOK = true
 	}
 	// Resyncs: unsubscribe and subscribe the book again, for a fresh snapshot.
@@ -464,7 +348,7 @@ func (ss *sessionState) flush(now time.Time) string {
 		}
 		ss.send(ss.request("unsubscribe", "book", []string{sym}))
 		ss.send(ss.request("subscribe", "book", []string{sym}))
-		ss.pending[key] = now.Add(a.readTimeout)
+		ss.pending[key] = now.Add(a.cfg.ReadTimeout)
 	}
 	for _, ch := range a.cfg.ChannelsOrAll() {
 		kch := kchannels[ch]
@@ -487,7 +371,7 @@ func (ss *sessionState) flush(now time.Time) string {
 			ss.send(ss.request("subscribe", kch, c))
 			for _, sym := range c {
 				ss.subscribed[kch+"|"+sym] = true
-				ss.pending[kch+"|"+sym] = now.Add(a.readTimeout)
+				ss.pending[kch+"|"+sym] = now.Add(a.cfg.ReadTimeout)
 			}
 		}
 		slices.Sort(drop)

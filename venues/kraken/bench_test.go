@@ -14,8 +14,12 @@ import (
 // countSink counts what it is given and keeps nothing.
 type countSink struct{ events, notices int }
 
-func (s *countSink) Event(*venue.Event)   { s.events++ }
-func (s *countSink) Notice(notice.Notice) { s.notices++ }
+func (s *countSink) Event(*venue.Event) { s.events++ }
+func (s *countSink) Notice(n notice.Notice) {
+	if n.Kind != notice.CoverageChange {
+		s.notices++
+	}
+}
 
 // BenchmarkDecodeLevel2 measures decode + book apply + depth truncation +
 // checksum per level2 update frame, on a generated BTC/USD stream of the

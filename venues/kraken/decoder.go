@@ -39,7 +39,7 @@ const qualityWindow = 10 * time.Second
 // live Adapter drives one from its socket; replay drives one from a capture.
 // A Decoder is not safe for concurrent use.
 type Decoder struct {
-	sink  venue.Sink
+	sink  *venue.CoverageSink
 	log   *slog.Logger
 	depth int
 
@@ -59,7 +59,6 @@ type Decoder struct {
 	instrumentGot bool      // an instrument snapshot has arrived
 
 	// Hooks the live adapter sets; nil when replaying.
-	cov          *venue.CoverageTracker
 	onResync     func(symbol string)
 	onAck        func(a ack)
 	onInstrument func()
@@ -116,7 +115,7 @@ func NewDecoder(cfg venue.Config) *Decoder {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Decoder{sink: cfg.Sink, log: log.With("venue", Name), depth: depth, syms: make(map[string]*symState)}
+	return &Decoder{sink: venue.NewCoverageSink(Name, cfg.Sink), log: log.With("venue", Name), depth: depth, syms: make(map[string]*symState)}
 }
 
 var _ venue.Decoder = (*Decoder)(nil)
@@ -137,6 +136,7 @@ func (d *Decoder) BadFrames() uint64 { return d.badFrames }
 // LinkDown marks every book invalid: after a reconnect Kraken sends a new
 // snapshot, and nothing is published for a book until it has.
 func (d *Decoder) LinkDown(t time.Time) {
+	d.sink.LinkDown(t)
 	for _, s := range d.syms {
 		if s.book != nil {
 			s.book.valid = false
@@ -594,9 +594,6 @@ func (d *Decoder) resync(recv time.Time, st *symState, reason, during string, wa
 	}
 	d.sink.Notice(notice.Must(notice.BookResync, Name, string(st.l2), recv,
 		"kraken "+st.sym+" book "+reason+" mismatch on "+during+"; resubscribing for a fresh snapshot", details))
-	if d.cov != nil {
-		d.cov.Resync()
-	}
 	if d.onResync != nil {
 		d.onResync(st.sym)
 	}
@@ -615,7 +612,7 @@ func (d *Decoder) badFrame(recv time.Time, reason string, st *symState) {
 			stream = string(st.l2)
 		}
 		d.sink.Notice(notice.Must(notice.DataQuality, Name, stream, recv, "kraken: "+reason,
-			map[string]any{"reason": reason, "bad_frames": d.badFrames, "bad_frames_since_last_notice": d.badSince}))
+			map[string]any{"reason": reason, "bad_frames": d.badFrames}))
 		d.lastQuality, d.badSince = recv, 0
 	}
 	d.log.Debug("bad frame", "reason", reason)
@@ -638,20 +635,22 @@ func (d *Decoder) resyncBad(recv time.Time, st *symState, reason string) {
 	d.sink.Notice(notice.Must(notice.BookResync, Name, string(st.l2), recv,
 		"kraken "+st.sym+" book resync after a bad frame: "+reason,
 		map[string]any{"reason": "bad_frame", "detail": reason, "symbol": st.sym}))
-	if d.cov != nil {
-		d.cov.Resync()
-	}
 	if d.onResync != nil {
 		d.onResync(st.sym)
 	}
 }
 
 func (d *Decoder) emit(ev *venue.Event) {
-	if d.cov != nil && d.cov.Observe(ev.Stream, ev.RecvTime) {
-		d.sink.Notice(notice.Must(notice.CoverageChange, Name, string(ev.Stream), ev.RecvTime,
-			"kraken "+string(ev.Stream)+" is live", map[string]any{"stream": string(ev.Stream), "live": true}))
-	}
 	d.sink.Event(ev)
+}
+
+// Coverage returns the tracker the decoder records observed streams in.
+func (d *Decoder) Coverage() *venue.CoverageTracker { return d.sink.Tracker }
+
+// forget drops symbol's streams from coverage (after an unsubscribe).
+func (d *Decoder) forget(symbol string, t time.Time) {
+	d.sink.Forget(t, venue.NewStream(Name, venue.Level2, symbol), venue.NewStream(Name, venue.Trades, symbol),
+		venue.NewStream(Name, venue.Ticker, symbol))
 }
 
 // tradeData decodes an array of trades, one event each.
@@ -878,7 +877,7 @@ func (d *Decoder) method(recv time.Time, h *frameHead) {
 			// harmless: we are getting what we asked for
 		case bytes.Contains(low, []byte("rate")):
 			d.sink.Notice(notice.Must(notice.RateLimited, Name, "", recv, "kraken: "+a.err,
-				map[string]any{"error": a.err, "symbol": a.symbol, "channel": a.channel}))
+				map[string]any{"message": a.err, "symbol": a.symbol, "channel": a.channel}))
 		default:
 			stream := ""
 			if ch := channelOf(a.channel); ch != "" && a.symbol != "" && venue.ValidSymbol(a.symbol) {
@@ -886,7 +885,7 @@ func (d *Decoder) method(recv time.Time, h *frameHead) {
 			}
 			d.sink.Notice(notice.Must(notice.Refusal, Name, stream, recv,
 				"kraken refused "+a.channel+" "+a.symbol+": "+a.err,
-				map[string]any{"error": a.err, "symbol": a.symbol, "channel": a.channel, "req_id": a.reqID}))
+				map[string]any{"message": a.err, "symbol": a.symbol, "channel": a.channel}))
 		}
 	}
 	if d.onAck != nil {
@@ -898,7 +897,7 @@ func (d *Decoder) method(recv time.Time, h *frameHead) {
 func (d *Decoder) venueError(recv time.Time, method string, errText, sym []byte) {
 	e := string(errText)
 	if bytes.Contains(bytes.ToLower(errText), []byte("rate")) {
-		d.sink.Notice(notice.Must(notice.RateLimited, Name, "", recv, "kraken: "+e, map[string]any{"error": e, "method": method}))
+		d.sink.Notice(notice.Must(notice.RateLimited, Name, "", recv, "kraken: "+e, map[string]any{"message": e}))
 		return
 	}
 	d.log.Warn("venue error", "method", method, "error", e, "symbol", string(sym))

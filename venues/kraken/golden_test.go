@@ -233,7 +233,7 @@ func TestGoldenControlFrames(t *testing.T) {
 func TestGoldenRefusal(t *testing.T) {
 	sink, _ := decode(t, 10, testdata.Frames(t, "error.jsonl")[0])
 	n := noticesOf(sink, notice.Refusal)
-	if len(n) != 1 || n[0].Details["symbol"] != "XBT/USD" || n[0].Details["error"] != "Currency pair not supported XBT/USD" {
+	if len(n) != 1 || n[0].Details["symbol"] != "XBT/USD" || n[0].Details["message"] != "Currency pair not supported XBT/USD" {
 		t.Fatalf("notices = %+v", sink.Notices())
 	}
 }

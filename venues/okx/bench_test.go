@@ -17,8 +17,12 @@ import (
 // discard counts what a decoder emits.
 type discard struct{ events, notices int }
 
-func (d *discard) Event(*venue.Event)   { d.events++ }
-func (d *discard) Notice(notice.Notice) { d.notices++ }
+func (d *discard) Event(*venue.Event) { d.events++ }
+func (d *discard) Notice(n notice.Notice) {
+	if n.Kind != notice.CoverageChange {
+		d.notices++
+	}
+}
 
 // genStream makes a books snapshot of depth levels per side and n updates
 // of 1..maxLevels levels each, chained by seqId, with valid checksums when

@@ -40,7 +40,7 @@ const (
 // its websocket; replay drives one from a capture. Not safe for concurrent
 // use. The zero Decoder is not usable; call NewDecoder.
 type Decoder struct {
-	sink venue.Sink
+	sink *venue.CoverageSink
 	log  *slog.Logger
 
 	insts map[string]*inst
@@ -58,7 +58,6 @@ type Decoder struct {
 	keepalives uint64 // no-change updates (seqId == prevSeqId) skipped
 
 	// Set by the Adapter; nil when a capture drives the decoder.
-	cov   *venue.CoverageTracker
 	hooks hooks
 }
 
@@ -102,7 +101,7 @@ func NewDecoder(cfg venue.Config) *Decoder {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Decoder{sink: cfg.Sink, log: log.With("venue", Name), insts: make(map[string]*inst), cache: new(decCache)}
+	return &Decoder{sink: venue.NewCoverageSink(Name, cfg.Sink), log: log.With("venue", Name), insts: make(map[string]*inst), cache: new(decCache)}
 }
 
 var _ venue.Decoder = (*Decoder)(nil)
@@ -138,7 +137,8 @@ func (d *Decoder) inst(id []byte) *inst {
 
 // LinkDown marks every book invalid: the link that fed them is gone, and
 // only a new snapshot makes them whole again.
-func (d *Decoder) LinkDown(time.Time) {
+func (d *Decoder) LinkDown(t time.Time) {
+	d.sink.LinkDown(t)
 	for _, in := range d.insts {
 		in.valid, in.resyncing, in.haveSeq = false, false, false
 	}
@@ -661,10 +661,15 @@ func msTime(ms int64) time.Time {
 
 func (d *Decoder) emit(ev *venue.Event, recv time.Time) {
 	d.sink.Event(ev)
-	if d.cov != nil && d.cov.Observe(ev.Stream, recv) {
-		d.sink.Notice(notice.Must(notice.CoverageChange, Name, string(ev.Stream), recv,
-			"stream observed live", map[string]any{"added": string(ev.Stream)}))
-	}
+}
+
+// Coverage returns the tracker the decoder records observed streams in.
+func (d *Decoder) Coverage() *venue.CoverageTracker { return d.sink.Tracker }
+
+// forget drops instID's streams from coverage (after an unsubscribe).
+func (d *Decoder) forget(instID string, t time.Time) {
+	d.sink.Forget(t, venue.NewStream(Name, venue.Level2, instID), venue.NewStream(Name, venue.Trades, instID),
+		venue.NewStream(Name, venue.Ticker, instID))
 }
 
 // invalidate marks in's book wrong, tells the sink, and asks the link for
@@ -681,9 +686,6 @@ func (d *Decoder) invalidate(recv time.Time, in *inst, reason string, det map[st
 	det["reason"] = reason
 	d.sink.Notice(notice.Must(notice.BookResync, Name, string(in.l2), recv,
 		"book "+in.id+" is invalid ("+reason+"); resubscribing for a new snapshot", det))
-	if d.cov != nil {
-		d.cov.Resync()
-	}
 	// After a snapshot that itself failed, the next request waits for the
 	// retry path (doubling from resyncRetry), so a venue that keeps sending
 	// bad snapshots does not get a resubscribe loop (OKX allows 480
@@ -729,7 +731,7 @@ func (d *Decoder) badFrame(recv time.Time, why string, b []byte) bool {
 			sample = sample[:96]
 		}
 		d.sink.Notice(notice.Must(notice.DataQuality, Name, "", recv, "bad frame: "+why,
-			map[string]any{"bad_frames": d.dqPending, "total_bad_frames": d.badFrames, "sample": string(sample)}))
+			map[string]any{"reason": why, "bad_frames": d.badFrames, "sample": string(sample)}))
 		d.lastDQ, d.dqPending = recv, 0
 	}
 	return false

@@ -175,12 +175,12 @@ func (d *Decoder) venueError(recv time.Time, f *frame) {
 	if c, ok := ourChannel(ch); ok && venue.ValidSymbol(inst) {
 		stream = string(venue.NewStream(Name, c, string(inst)))
 	}
-	det := map[string]any{"code": string(f.code), "msg": string(f.msg)}
+	det := map[string]any{"code": string(f.code), "message": string(f.msg)}
 	if len(ch) > 0 {
 		det["channel"] = string(ch)
 	}
 	if len(inst) > 0 {
-		det["inst_id"] = string(inst)
+		det["symbol"] = string(inst)
 	}
 	kind := notice.Refusal
 	switch string(f.code) {

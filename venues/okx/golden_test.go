@@ -61,7 +61,7 @@ func TestChecksumDocVectors(t *testing.T) {
 		f := fmt.Sprintf(`{"arg":{"channel":"books","instId":"ETH-USDT"},"action":"snapshot","data":[{"asks":%s,"bids":%s,"ts":"1","checksum":%d}]}`,
 			levels(v.Asks), levels(v.Bids), v.Checksum)
 		d, sink := decode(t, []byte(f))
-		if n := sink.Notices(); len(n) != 0 || d.Stats().Checksums != 1 {
+		if n := sink.NoticesExcept(notice.CoverageChange); len(n) != 0 || d.Stats().Checksums != 1 {
 			t.Errorf("vector %d: notices %v, %d checksums verified; want none and 1", i, kinds(n), d.Stats().Checksums)
 		}
 	}
@@ -87,7 +87,7 @@ func levels(ls [][]string) string {
 func TestRecorded2022(t *testing.T) {
 	frames := testdata.Frames(t, "books_sequence_BTC-USDT_2022.jsonl")
 	d, sink := decode(t, frames...)
-	if n := sink.Notices(); len(n) != 0 {
+	if n := sink.NoticesExcept(notice.CoverageChange); len(n) != 0 {
 		t.Fatalf("notices %v, want none", kinds(n))
 	}
 	st := d.Stats()
@@ -141,7 +141,7 @@ func TestTradesTickersGolden(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			frames := testdata.Frames(t, name+".jsonl")
 			_, sink := decode(t, frames...)
-			if n := sink.Notices(); len(n) != 0 {
+			if n := sink.NoticesExcept(notice.CoverageChange); len(n) != 0 {
 				t.Fatalf("notices %v, want none", kinds(n))
 			}
 			testdata.Golden(t, name+".events.golden.jsonl", sink.AppendJSONLines(nil), *update)
@@ -151,7 +151,7 @@ func TestTradesTickersGolden(t *testing.T) {
 
 func TestErrorFramesAreRefusals(t *testing.T) {
 	_, sink := decode(t, testdata.Frames(t, "error.jsonl")...)
-	ns := sink.Notices()
+	ns := sink.NoticesExcept(notice.CoverageChange)
 	want := []string{"okx:ticker:ETH-USD-SWAP", "okx:ticker:FOO-USDT-SWAP"}
 	if len(ns) != len(want) {
 		t.Fatalf("notices %v, want 2 refusals", kinds(ns))
@@ -165,11 +165,11 @@ func TestErrorFramesAreRefusals(t *testing.T) {
 
 func TestPingPong(t *testing.T) {
 	_, sink := decode(t, []byte("pong"), []byte("pong\n"))
-	if n := sink.Notices(); len(n) != 0 {
+	if n := sink.NoticesExcept(notice.CoverageChange); len(n) != 0 {
 		t.Fatalf("pong gave notices %v", kinds(n))
 	}
 	_, sink = decode(t, []byte("ping"))
-	if n := sink.Notices(); len(n) != 1 || n[0].Kind != notice.DataQuality {
+	if n := sink.NoticesExcept(notice.CoverageChange); len(n) != 1 || n[0].Kind != notice.DataQuality {
 		t.Fatalf("a text frame other than pong gave %v, want data_quality", kinds(n))
 	}
 }
@@ -191,7 +191,7 @@ func TestSequenceDocExample(t *testing.T) {
 		bookFrame("update", `[["8476.98","0","0","0"]]`, `[]`, 0, 3, 5),
 	}
 	d, sink := decode(t, frames...)
-	if n := sink.Notices(); len(n) != 0 {
+	if n := sink.NoticesExcept(notice.CoverageChange); len(n) != 0 {
 		t.Fatalf("notices %v, want none", kinds(n))
 	}
 	var seqs []int64
@@ -207,7 +207,7 @@ func TestSequenceDocExample(t *testing.T) {
 	}
 
 	d.Frame(recv, bookFrame("update", `[["8478","1","0","1"]]`, `[]`, 0, 7, 9))
-	ns := sink.Notices()
+	ns := sink.NoticesExcept(notice.CoverageChange)
 	if len(ns) != 1 || ns[0].Kind != notice.BookResync || ns[0].Details["reason"] != "gap" ||
 		ns[0].Details["last_seq_id"] != int64(5) || ns[0].Details["prev_seq_id"] != int64(7) || ns[0].Details["seq_id"] != int64(9) {
 		t.Fatalf("after a gap: %+v, want one book_resync naming reason gap, 5, 7 and 9", ns)
@@ -230,15 +230,15 @@ func TestSequenceDocExample(t *testing.T) {
 func TestDocExampleChecksumIllustrative(t *testing.T) {
 	frames := testdata.Frames(t, "books_doc_example_seqid.jsonl")
 	_, sink := decode(t, frames[0])
-	ns := sink.Notices()
+	ns := sink.NoticesExcept(notice.CoverageChange)
 	if len(ns) != 1 || ns[0].Kind != notice.BookResync || ns[0].Details["computed"] != int64(-2102840145) {
 		t.Fatalf("doc example: %+v, want a checksum book_resync computing -2102840145", ns)
 	}
 	zeroed := bytes.Replace(frames[0], []byte(`"checksum":-855196043`), []byte(`"checksum":0`), 1)
 	_, sink = decode(t, zeroed, frames[1])
 	evs := sink.Events()
-	if len(sink.Notices()) != 0 || len(evs) != 2 || !evs[0].Snapshot || evs[0].VenueSeq != 123456 || len(evs[0].Bids) != 8 {
-		t.Fatalf("zeroed doc example: notices %v, events %d", kinds(sink.Notices()), len(evs))
+	if len(sink.NoticesExcept(notice.CoverageChange)) != 0 || len(evs) != 2 || !evs[0].Snapshot || evs[0].VenueSeq != 123456 || len(evs[0].Bids) != 8 {
+		t.Fatalf("zeroed doc example: notices %v, events %d", kinds(sink.NoticesExcept(notice.CoverageChange)), len(evs))
 	}
 	if evs[1].Kind != venue.KindTicker || evs[1].Stream != "okx:ticker:BCH-USDT-SWAP" || evs[1].Bid.String() != "111.05" {
 		t.Fatalf("bbo-tbt event = %+v, want a ticker with bid 111.05", evs[1])
@@ -255,7 +255,7 @@ func TestChecksumUsesOriginalStrings(t *testing.T) {
 	bids[0][1] = "0.25000"
 	upd := bookFrame("update", `[]`, `[["100.10","0.25000","0","1"]]`, okxtest.ChecksumOf(bids, asks), 1, 2)
 	d, sink := decode(t, snap, upd)
-	if n := sink.Notices(); len(n) != 0 || d.Stats().Checksums != 2 {
+	if n := sink.NoticesExcept(notice.CoverageChange); len(n) != 0 || d.Stats().Checksums != 2 {
 		t.Fatalf("notices %v, %d checksums; want none and 2", kinds(n), d.Stats().Checksums)
 	}
 }
@@ -291,7 +291,7 @@ func TestImpossibleFrames(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			d, sink := decode(t, snap, f, f)
-			got := kinds(sink.Notices())
+			got := kinds(sink.NoticesExcept(notice.CoverageChange))
 			if fmt.Sprint(got) != "[data_quality book_resync]" || d.Stats().BadFrames < 1 {
 				t.Fatalf("notices %v, bad frames %d; want one data_quality and one book_resync", got, d.Stats().BadFrames)
 			}
@@ -310,11 +310,11 @@ func TestChecksumWithoutKeptText(t *testing.T) {
 	upd := bookFrame("update", `[["100.3","2.25","0","1"]]`, `[]`, okxtest.ChecksumOf(bids, asks), 1, 2)
 	bad := bookFrame("update", `[["100.4","1","0","1"]]`, `[]`, 12345, 2, 3)
 	d, sink := decode(t, snap, upd)
-	if n := sink.Notices(); len(n) != 0 || d.Stats().Checksums != 1 {
+	if n := sink.NoticesExcept(notice.CoverageChange); len(n) != 0 || d.Stats().Checksums != 1 {
 		t.Fatalf("notices %v, %d checksums; want none and 1", kinds(n), d.Stats().Checksums)
 	}
 	d.Frame(recv, bad)
-	if n := sink.Notices(); len(n) != 1 || n[0].Details["reason"] != "checksum" {
+	if n := sink.NoticesExcept(notice.CoverageChange); len(n) != 1 || n[0].Details["reason"] != "checksum" {
 		t.Fatalf("a wrong checksum gave %v", kinds(n))
 	}
 }
@@ -326,8 +326,8 @@ func TestFieldOrder(t *testing.T) {
 	two := []byte(`{"arg":{"channel":"books","instId":"BTC-USDT"},"action":"update","data":[{"asks":[["102","1","0","1"]],"bids":[],"prevSeqId":1,"seqId":2},{"asks":[],"bids":[["99","1","0","1"]],"prevSeqId":2,"seqId":3}]}`)
 	_, sink := decode(t, f, two)
 	evs := sink.Events()
-	if len(sink.Notices()) != 0 || len(evs) != 3 || !evs[0].Snapshot || evs[2].VenueSeq != 3 {
-		t.Fatalf("notices %v, %d events", kinds(sink.Notices()), len(evs))
+	if len(sink.NoticesExcept(notice.CoverageChange)) != 0 || len(evs) != 3 || !evs[0].Snapshot || evs[2].VenueSeq != 3 {
+		t.Fatalf("notices %v, %d events", kinds(sink.NoticesExcept(notice.CoverageChange)), len(evs))
 	}
 }
 
@@ -341,7 +341,7 @@ func TestBadFrameResyncsAllBooksInOrder(t *testing.T) {
 	}
 	_, sink := decode(t, append(fs, []byte(`{"arg":{"channel":"books","instId":`))...)
 	var got []string
-	for _, n := range sink.Notices() {
+	for _, n := range sink.NoticesExcept(notice.CoverageChange) {
 		if n.Kind == notice.BookResync {
 			got = append(got, n.Stream)
 		}

@@ -1,0 +1,198 @@
+package notice
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+)
+
+// Type is the JSON type of a details value.
+type Type uint8
+
+// Details value types.
+const (
+	String  Type = iota + 1
+	Int          // an integer (any Go integer type, or a json.Number without fraction)
+	Bool         // true or false
+	Object       // a JSON object (map[string]any)
+	Strings      // an array of strings
+)
+
+func (t Type) String() string {
+	switch t {
+	case String:
+		return "string"
+	case Int:
+		return "integer"
+	case Bool:
+		return "boolean"
+	case Object:
+		return "object"
+	case Strings:
+		return "array of strings"
+	}
+	return "unknown"
+}
+
+// Field is one key of a kind's details.
+type Field struct {
+	Key      string
+	Type     Type
+	Required bool   // always present
+	Doc      string // what it says, for the README table
+}
+
+// Schema is the details contract of one kind: the keys a notice of the kind
+// may carry and which are always present. No other key is allowed, except
+// in a kind whose Evidence is set: there further scalar keys carry the
+// venue's own evidence (sequence numbers, checksums), which clients may
+// show but must not rely on.
+type Schema struct {
+	Kind     Kind
+	Fields   []Field
+	Evidence bool
+}
+
+var schemas = map[Kind]Schema{
+	LinkUp: {Fields: []Field{
+		{"url", String, true, "the endpoint connected to"},
+	}},
+	LinkDown: {Fields: []Field{
+		{"reason", String, true, "why the link dropped (`stopped` on shutdown; `recorded` in a replay)"},
+		{"up_ms", Int, false, "how long the link was up (live links)"},
+		{"capture", String, false, "the capture replayed (replay)"},
+		{"line", Int, false, "the capture line of the disconnect (replay)"},
+	}},
+	LinkReconnecting: {Fields: []Field{
+		{"attempt", Int, true, "attempts since the last stable link, from 1"},
+		{"delay_ms", Int, true, "the wait before the attempt"},
+	}},
+	BookResync: {Evidence: true, Fields: []Field{
+		{"reason", String, true, "`gap`, `checksum`, `bad_frame`, … what was found wrong"},
+		{"claim", Object, false, "claim check of the newest stored snapshot (added by the daemon)"},
+	}},
+	Dropping: {Fields: []Field{
+		{"bound", Int, true, "the queue bound in messages"},
+		{"queue_len", Int, true, "messages queued"},
+		{"max_queue_bytes", Int, true, "the byte bound (0: none)"},
+		{"queue_bytes", Int, true, "bytes queued"},
+	}},
+	Resumed: {Fields: []Field{
+		{"reason", String, true, "`drained` or `reattached`"},
+		{"bound", Int, true, "the queue bound in messages"},
+		{"queue_len", Int, true, "messages queued"},
+		{"max_queue_bytes", Int, true, "the byte bound (0: none)"},
+		{"dropped", Int, true, "events lost"},
+		{"gaps", Object, true, "by stream, `[first, last]` seq lost"},
+		{"claims", Object, false, "by level2 stream resent, the claim check of its newest stored snapshot"},
+	}},
+	CoverageChange: {Fields: []Field{
+		{"stream", String, true, "the stream (also the notice's `stream`)"},
+		{"live", Bool, true, "true: its events arrive; false: they stopped (unsubscribed, refused). A `link_down` ends every stream's coverage without a notice each"},
+	}},
+	Refusal: {Fields: []Field{
+		{"message", String, true, "the venue's words"},
+		{"symbol", String, false, "the symbol refused, where known"},
+		{"channel", String, false, "the venue's channel, where known"},
+		{"code", String, false, "the venue's error code, where it sends one"},
+	}},
+	DataQuality: {Fields: []Field{
+		{"reason", String, true, "what was wrong with the frame"},
+		{"bad_frames", Int, true, "bad frames from this venue so far"},
+		{"sample", String, false, "the start of the bad frame"},
+	}},
+	RateLimited: {Fields: []Field{
+		{"message", String, true, "what was limited"},
+		{"status", Int, false, "the HTTP status, for an HTTP request"},
+		{"retry_after_s", Int, false, "the wait the venue asked for"},
+		{"symbol", String, false, "the symbol concerned, where known"},
+		{"channel", String, false, "the venue's channel, where known"},
+		{"code", String, false, "the venue's error code, where it sends one"},
+		{"attempts", Int, false, "connection attempts in the window (fanoutd's own limit)"},
+		{"window_s", Int, false, "the window of that limit"},
+	}},
+	Shutdown:        {},
+	ReplayEnd:       {Fields: []Field{{"capture", String, true, "the capture that ended"}}},
+	RecordingFailed: {},
+}
+
+// SchemaOf returns the details contract of kind k.
+func SchemaOf(k Kind) Schema {
+	s := schemas[k]
+	s.Kind = k
+	return s
+}
+
+// CheckDetails reports whether n's details follow its kind's schema. The
+// error names the kind and the key.
+func CheckDetails(n Notice) error {
+	if !n.Kind.Valid() {
+		return fmt.Errorf("%w: %d", ErrUnknownKind, n.Kind)
+	}
+	s, ok := schemas[n.Kind]
+	if !ok {
+		return fmt.Errorf("notice: %s: no details schema", n.Kind)
+	}
+	for _, f := range s.Fields {
+		v, ok := n.Details[f.Key]
+		if !ok {
+			if f.Required {
+				return fmt.Errorf("notice: %s: details key %q is required", n.Kind, f.Key)
+			}
+			continue
+		}
+		if !hasType(v, f.Type) {
+			return fmt.Errorf("notice: %s: details key %q is %T, want %s", n.Kind, f.Key, v, f.Type)
+		}
+	}
+	for k, v := range n.Details {
+		if slices.ContainsFunc(s.Fields, func(f Field) bool { return f.Key == k }) {
+			continue
+		}
+		if !s.Evidence {
+			return fmt.Errorf("notice: %s: details key %q is not in the schema", n.Kind, k)
+		}
+		if !hasType(v, String) && !hasType(v, Int) && !hasType(v, Bool) {
+			return fmt.Errorf("notice: %s: evidence key %q is %T, want a string, integer or boolean", n.Kind, k, v)
+		}
+	}
+	return nil
+}
+
+func hasType(v any, t Type) bool {
+	switch t {
+	case String:
+		_, ok := v.(string)
+		return ok
+	case Bool:
+		_, ok := v.(bool)
+		return ok
+	case Object:
+		_, ok := v.(map[string]any)
+		return ok
+	case Strings:
+		switch x := v.(type) {
+		case []string:
+			return true
+		case []any:
+			for _, e := range x {
+				if _, ok := e.(string); !ok {
+					return false
+				}
+			}
+			return true
+		}
+		return false
+	case Int:
+		switch x := v.(type) {
+		case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+			return true
+		case json.Number:
+			_, err := x.Int64()
+			return err == nil
+		case float64: // encoding/json without UseNumber
+			return x == float64(int64(x))
+		}
+	}
+	return false
+}
