@@ -81,6 +81,8 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"tokens:\n  - {name: a, token: s, streams: [\"coinbase:level2\"]}\n", `tokens[0].streams[0]: "coinbase:level2" is not a stream`},
 		{"http:\n  idle_timeout: 0s\n", `http.idle_timeout: "0s"`},
 		{"http:\n  max_anonymous_connections: -1\n", "http.max_anonymous_connections: -1"},
+		{"websocket:\n  named_ttl: forever\n", `websocket.named_ttl: "forever" is not a duration from 1s to 8760h, or never`},
+		{"limits:\n  max_reply_bytes: 10\n", "limits.max_reply_bytes: 10 is not an integer from 1024"},
 		{"shutdown_timeout: 1000h\n", `shutdown_timeout: "1000h" is not a duration between 0 and 24h`},
 	} {
 		p := writeConfig(t, tc.yaml)

@@ -67,6 +67,7 @@ type websocketConfig struct {
 	WriteTimeout     string `yaml:"write_timeout"`
 	PingInterval     string `yaml:"ping_interval"`
 	WriteDelay       string `yaml:"write_delay"`
+	NamedTTL         string `yaml:"named_ttl"`
 	IOUring          *bool  `yaml:"io_uring"`
 	SendBufferBytes  any    `yaml:"send_buffer_bytes"`
 	MaxBatchBytes    any    `yaml:"max_batch_bytes"`
@@ -79,6 +80,7 @@ type limitsConfig struct {
 	MaxConnectionsPerToken  any `yaml:"max_connections_per_token"`
 	CommandsPerSecond       any `yaml:"commands_per_second"`
 	CommandBurst            any `yaml:"command_burst"`
+	MaxReplyBytes           any `yaml:"max_reply_bytes"`
 }
 
 type venueConfig struct {
@@ -151,16 +153,6 @@ const (
 	defaultListen                  = "127.0.0.1:8080"
 	defaultShutdownTimeout         = 5 * time.Second
 	defaultMaxQueueBytes           = 8 << 20
-	// defaultWriteDelay: on this machine's reference load (200 subscribers
-	// × 2,000 events/s), with the write pool, 3ms measured 1.44–1.50 µs of
-	// server CPU per delivered message at p99 6.1–8.2 ms, against
-	// 1.79–1.93 µs (p99 7.5–10 ms) at 2ms, and 2.04–2.12 µs (p99
-	// 7.7–9.7 ms) for the goroutine-per-connection writers at 2ms, run
-	// back to back (README, Performance). 4ms measured 1.05 and 1.38 µs
-	// (p99 6.4, 7.7 ms): too unsteady to be the default yet. Longer delays
-	// mean fewer, larger writes, and the write system call is most of what
-	// a delivery costs.
-	defaultWriteDelay = 3 * time.Millisecond
 )
 
 // Error is a configuration value that is not accepted: the key (a
@@ -389,9 +381,18 @@ func resolve(fc *fileConfig, getenv func(string) string) (*Config, error) {
 			return nil, cfgErr("websocket.write_delay", "%q is not a duration between 0 and 1s", fc.Websocket.WriteDelay)
 		}
 	} else {
-		w.WriteDelay = defaultWriteDelay
+		w.WriteDelay = wsapi.DefaultWriteDelay
 	}
 	w.Uring = fc.Websocket.IOUring == nil || *fc.Websocket.IOUring
+	switch v := fc.Websocket.NamedTTL; v {
+	case "":
+	case "never":
+		w.NamedTTL = -1
+	default:
+		if w.NamedTTL, err = time.ParseDuration(v); err != nil || w.NamedTTL < time.Second || w.NamedTTL > 8760*time.Hour {
+			return nil, cfgErr("websocket.named_ttl", "%q is not a duration from 1s to 8760h, or never", v)
+		}
+	}
 	if v := fc.Websocket.SendBufferBytes; v != nil {
 		n, err := intIn("websocket.send_buffer_bytes", v, 0, 0, 64<<20)
 		if err != nil {
@@ -416,6 +417,7 @@ func resolve(fc *fileConfig, getenv func(string) string) (*Config, error) {
 		{"limits.max_message_bytes", fc.Limits.MaxMessageBytes, 64, 1 << 20, &w.Limits.MaxMessageBytes},
 		{"limits.max_connections_per_token", fc.Limits.MaxConnectionsPerToken, 1, 1 << 24, &w.Limits.MaxConnsPerToken},
 		{"limits.command_burst", fc.Limits.CommandBurst, 1, 1 << 20, &w.Limits.CommandBurst},
+		{"limits.max_reply_bytes", fc.Limits.MaxReplyBytes, 1 << 10, 1 << 30, &w.Limits.MaxReplyBytes},
 	} {
 		n, err := intIn(p.key, p.v, 0, p.lo, p.hi)
 		if err != nil {

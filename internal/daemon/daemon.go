@@ -443,9 +443,10 @@ type SubscriberView struct {
 	Dropped    uint64         `json:"dropped_total"`
 }
 
-func (d *Daemon) subscribers(w http.ResponseWriter, _ *http.Request, _ *api.Token) {
+// subscribers lists the subscribers tok created (every one without tokens).
+func (d *Daemon) subscribers(w http.ResponseWriter, _ *http.Request, tok *api.Token) {
 	out := []SubscriberView{}
-	for _, s := range d.hub.Registry().All() {
+	for _, s := range d.ws.Subscribers(tok) {
 		v := SubscriberView{ID: s.ID(), Kind: s.Kind().String(), Streams: s.Streams(), Bounds: map[string]any{}}
 		if c := s.Resolve(); c != nil {
 			v.Attached, v.QueueLen, v.QueueBytes = true, c.Len(), c.Bytes()
