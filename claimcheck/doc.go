@@ -15,6 +15,12 @@
 // after the whole pack is written. Store errors are *StoreError with an
 // ErrorKind: throttled, unavailable, forbidden, missing, other.
 //
+// The index entry of a claim records its stream, so the Gateway checks a
+// claim's stream (IndexEntry.Scope) against the request's token
+// (Gateway.AuthorizeStream) after reading the index and before writing a
+// header or byte of the claim: packs mix streams and claim ids are
+// enumerable, so the tenant check alone would not confine a token.
+//
 // # Reader guarantees
 //
 // Every gateway read goes through Reader.Fetch (Locate, Bytes and Range
