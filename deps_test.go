@@ -31,6 +31,8 @@ var policy = map[string][]string{
 
 	// Delivery: who receives, and the core that delivers to them.
 	"subscriber": {"venue"},
+	// Derived streams: computed from a source stream's events and book.
+	"derive": {"internal/jsonw", "venue"},
 	"fanout":     {"notice", "subscriber", "venue"},
 
 	// Captures and the claim check.
