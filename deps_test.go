@@ -33,7 +33,7 @@ var policy = map[string][]string{
 	"subscriber": {"venue"},
 	// Derived streams: computed from a source stream's events and book.
 	"derive": {"internal/jsonw", "venue"},
-	"fanout": {"notice", "subscriber", "venue"},
+	"fanout": {"derive", "notice", "subscriber", "venue"},
 
 	// Captures and the claim check.
 	"replay":                    {"notice", "venue"},
