@@ -100,6 +100,7 @@ type entry struct {
 	dropping bool
 	dropped  uint64 // events lost since the last resumed notice
 	total    uint64 // events lost, ever (for operators)
+	replaced uint64 // conflated messages replaced unsent, ever (for operators)
 	gaps     []gap  // per stream, the seqs lost since the last resumed notice
 }
 
@@ -319,6 +320,7 @@ func (f *Feed) deliverConflated(st *stream, m *subscriber.Message) {
 		case subscriber.Replaced:
 			delivered++
 			replaced++
+			e.replaced++
 		case subscriber.Closed:
 			missed++
 		}
@@ -705,6 +707,9 @@ type SubscriberState struct {
 	Dropping     bool   // over its bound now
 	Dropped      uint64 // events lost since the last resumed notice
 	DroppedTotal uint64 // events lost on this feed, ever (dropped and missed)
+	// ReplacedTotal counts the conflated messages (book_snapshot_*, quote)
+	// a newer one replaced before they were written, ever.
+	ReplacedTotal uint64
 }
 
 // State returns s's state in the feed, or false if s holds no stream of it.
@@ -715,5 +720,5 @@ func (f *Feed) State(s *subscriber.Subscriber) (SubscriberState, bool) {
 	if e == nil {
 		return SubscriberState{}, false
 	}
-	return SubscriberState{Dropping: e.dropping, Dropped: e.dropped, DroppedTotal: e.total}, true
+	return SubscriberState{Dropping: e.dropping, Dropped: e.dropped, DroppedTotal: e.total, ReplacedTotal: e.replaced}, true
 }
