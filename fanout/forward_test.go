@@ -61,7 +61,10 @@ func TestForwardKeepsSeqBytesAndBook(t *testing.T) {
 	var seqs []uint64
 	in := NewHub(subscriber.NewRegistry())
 	src, _ := in.AddFeed(Options{Venue: "coinbase", Now: func() time.Time { return t0 },
-		Tap: func(_ venue.Stream, seq uint64, data []byte) { wire = append(wire, bytes.Clone(data)); seqs = append(seqs, seq) }})
+		Tap: func(_ venue.Stream, seq uint64, data []byte) {
+			wire = append(wire, bytes.Clone(data))
+			seqs = append(seqs, seq)
+		}})
 	src.Publish(bookSnap(l2))
 	for i := range 6 {
 		src.Publish(bookUpd(l2, i))
