@@ -261,7 +261,9 @@ func (s *source) adapter() venues.Venue {
 	}}
 }
 
-func lv(p, q int64) venue.Level { return venue.Level{Price: decimal.New(p, 0), Size: decimal.New(q, 0)} }
+func lv(p, q int64) venue.Level {
+	return venue.Level{Price: decimal.New(p, 0), Size: decimal.New(q, 0)}
+}
 
 func (s *source) step() {
 	s.mu.Lock()

@@ -138,7 +138,7 @@ func New(o Options) (*Daemon, error) {
 			return nil, err
 		}
 		var a venue.Adapter
-		if d.bus.edge != nil {
+		if d.bus != nil && d.bus.edge != nil {
 			a = d.bus.edge.Venue(f) // no venue link: the bus is the link
 		} else if a, err = o.Venues[i].New(venue.Config{WSURL: vc.WSURL, RESTURL: vc.RESTURL, Symbols: vc.Symbols, Channels: vc.Channels,
 			Depth: vc.Depth, Sink: d.bus.sink(vc.Name, d.claims.sink(f)), Logger: log, Recorder: d.recorder()}); err != nil {
