@@ -32,6 +32,20 @@ type Options struct {
 	// It is called with the feed's lock held: it must not block or call
 	// back into the feed.
 	SnapshotClaim func(st venue.Stream) (map[string]any, bool)
+	// Tap, if set, is handed every event Publish encodes: its stream, the
+	// seq Publish assigned and its wire form. It is called with the feed's
+	// lock held, in seq order per stream; data is the feed's encoding
+	// buffer, valid only during the call (copy it to keep it). It must not
+	// block or call back into the feed. An ingest node's bus publisher is
+	// one (package cluster).
+	Tap func(st venue.Stream, seq uint64, data []byte)
+	// OnWanted, if set, is called when a raw stream gains its first
+	// subscriber or derived stream (wanted true) and when it loses its last
+	// (false); a named subscriber with no connection still holds its
+	// streams. A derived stream is never reported: its source is. It is called with the
+	// feed's lock held: it must not block or call back into the feed. An
+	// edge node subscribes the stream's bus subject with it.
+	OnWanted func(st venue.Stream, wanted bool)
 }
 
 // Counters are a feed's running totals, for metrics. All fields are read
@@ -54,6 +68,8 @@ type Feed struct {
 	maxBytes int
 	now      func() time.Time
 	claim    func(venue.Stream) (map[string]any, bool) // Options.SnapshotClaim
+	tap      func(venue.Stream, uint64, []byte)        // Options.Tap
+	onWanted func(venue.Stream, bool)                  // Options.OnWanted
 	counters Counters
 
 	mu      sync.Mutex // protects the fields below; see the package doc for lock order
@@ -117,6 +133,7 @@ func newFeed(o Options) *Feed {
 		o.Now = time.Now
 	}
 	return &Feed{venue: o.Venue, maxLen: o.MaxQueueLen, maxBytes: o.MaxQueueBytes, now: o.Now, claim: o.SnapshotClaim,
+		tap: o.Tap, onWanted: o.OnWanted,
 		streams: map[venue.Stream]*stream{}, entries: map[*subscriber.Subscriber]*entry{}}
 }
 
@@ -162,7 +179,7 @@ func (f *Feed) Forget(symbol string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for id, st := range f.streams {
-		if len(st.subs) == 0 && id.Symbol() == symbol {
+		if !st.wanted() && id.Symbol() == symbol {
 			delete(f.streams, id)
 		}
 	}
@@ -191,9 +208,20 @@ func (f *Feed) Publish(ev *venue.Event) bool {
 	st.seq++
 	ev.Seq = st.seq
 	f.scratch = ev.AppendJSON(f.scratch[:0])
-	m := &subscriber.Message{Stream: string(ev.Stream), Seq: ev.Seq, Data: slices.Clone(f.scratch), Published: now}
+	if f.tap != nil {
+		f.tap(st.id, st.seq, f.scratch)
+	}
 	f.counters.Published.Add(1)
-	f.deliver(st, m)
+	if len(st.subs) > 0 {
+		f.deliver(st, &subscriber.Message{Stream: string(ev.Stream), Seq: ev.Seq, Data: slices.Clone(f.scratch), Published: now})
+	}
+	f.applyBook(st, ev)
+	return true
+}
+
+// applyBook records ev, just delivered at st.seq, in st: its times and,
+// for a level2 book event, its levels. f.mu must be held.
+func (f *Feed) applyBook(st *stream, ev *venue.Event) {
 	st.recv, st.vtime = ev.RecvTime, ev.VenueTime
 	if st.level2 && ev.Kind == venue.KindBook {
 		// The book is applied after delivery: a snapshot sent during
@@ -209,7 +237,23 @@ func (f *Feed) Publish(ev *venue.Event) bool {
 			f.arm(d)
 		}
 	}
-	return true
+}
+
+// wanted reports whether st has subscribers or derived streams fed from
+// it. f.mu must be held.
+func (st *stream) wanted() bool { return len(st.subs) > 0 || len(st.derived) > 0 }
+
+// noteWanted tells Options.OnWanted that the raw stream st became wanted
+// or stopped being wanted (was is what wanted answered before the change).
+// A derived stream is computed here, never fetched: its source is what is
+// wanted. f.mu must be held.
+func (f *Feed) noteWanted(st *stream, was bool) {
+	if f.onWanted == nil || st.deriver != nil {
+		return
+	}
+	if now := st.wanted(); now != was {
+		f.onWanted(st.id, now)
+	}
 }
 
 // startDerived makes st, a derived stream getting its first subscriber, a
@@ -223,7 +267,9 @@ func (f *Feed) startDerived(st *stream) bool {
 	src := f.stream(d.Source())
 	st.deriver, st.source, st.conflate = d, src, d.Conflated()
 	st.emit = func(o derive.Out) { f.publishDerived(st, o) }
+	was := src.wanted()
 	src.derived = append(src.derived, st)
+	f.noteWanted(src, was)
 	if src.level2 && src.hasBook {
 		d.Seed(src.book, src.recv, st.emit)
 	}
@@ -239,7 +285,9 @@ func (f *Feed) stopDerived(st *stream) {
 		return
 	}
 	src := st.source
+	was := src.wanted()
 	src.derived = slices.DeleteFunc(src.derived, func(x *stream) bool { return x == st })
+	f.noteWanted(src, was)
 	if st.timer != nil {
 		st.timer.Stop()
 	}
@@ -328,6 +376,76 @@ func (f *Feed) deliverConflated(st *stream, m *subscriber.Message) {
 	f.counters.Delivered.Add(delivered)
 	f.counters.Replaced.Add(replaced)
 	f.counters.Missed.Add(missed)
+}
+
+// Forward delivers an event another node encoded and numbered: data is
+// its wire form at seq, delivered as is (not decoded, not re-encoded) to
+// every subscriber of id, and seq becomes the stream's seq. ev is the
+// decoded event for a level2 stream (nil otherwise): a snapshot replaces
+// the book, an update is applied to it only if the book is whole (after a
+// snapshot, and not invalidated since). The feed takes ownership of data
+// and ev. Seq order and gaps are the caller's to check: Forward trusts
+// seq. It reports false for a stream of another venue.
+func (f *Feed) Forward(id venue.Stream, seq uint64, data []byte, ev *venue.Event) bool {
+	if id.Venue() != f.venue {
+		return false
+	}
+	now := f.now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.stream(id)
+	if len(st.derived) > 0 && ev != nil {
+		for _, d := range st.derived {
+			d.deriver.Advance(ev.RecvTime, st.book, d.emit)
+		}
+	}
+	st.seq = seq
+	f.counters.Published.Add(1)
+	snapshot := ev != nil && ev.Kind == venue.KindBook && ev.Snapshot
+	if len(st.subs) > 0 {
+		f.deliver(st, &subscriber.Message{Stream: string(id), Seq: seq, Data: data, Snapshot: snapshot, Published: now})
+	}
+	if ev == nil {
+		return true
+	}
+	if st.level2 && ev.Kind == venue.KindBook && !snapshot && !st.hasBook {
+		return true // never apply an update to a book known wrong
+	}
+	f.applyBook(st, ev)
+	return true
+}
+
+// Invalidate marks the book of the level2 stream id as wrong (a gap was
+// found upstream): until the next snapshot is forwarded, no update is
+// applied to it, and no subscriber is sent it (new subscribers wait for
+// the snapshot; GET /v1/books answers no book).
+func (f *Feed) Invalidate(id venue.Stream) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st := f.streams[id]; st != nil && st.level2 {
+		st.book, st.hasBook, st.snap = &venue.Book{}, false, nil
+	}
+}
+
+// Reset deletes the state (seq, book) of stream id if no subscriber holds
+// it: an edge that stopped following the stream on the bus must not
+// serve its stale book.
+func (f *Feed) Reset(id venue.Stream) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st := f.streams[id]; st != nil && len(st.subs) == 0 {
+		delete(f.streams, id)
+	}
+}
+
+// Seqs appends each stream's last seq to dst and returns it (an ingest's
+// heartbeat).
+func (f *Feed) Seqs(dst map[venue.Stream]uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id, st := range f.streams {
+		dst[id] = st.seq
+	}
 }
 
 // deliver offers m to every subscriber of st. f.mu must be held.
@@ -576,8 +694,10 @@ func (f *Feed) subscribe(s *subscriber.Subscriber, id venue.Stream) {
 	if c != nil && c != e.conn {
 		f.reattached(e, c)
 	}
+	was := st.wanted()
 	st.subs = append(st.subs, e)
 	e.streams = append(e.streams, st)
+	f.noteWanted(st, was)
 	if c != nil {
 		f.sendSnapshot(c, st)
 	}
@@ -592,7 +712,9 @@ func (f *Feed) unsubscribe(s *subscriber.Subscriber, id venue.Stream) {
 	if e == nil || st == nil {
 		return
 	}
+	was := st.wanted()
 	st.subs = slices.DeleteFunc(st.subs, func(x *entry) bool { return x == e })
+	f.noteWanted(st, was)
 	e.streams = slices.DeleteFunc(e.streams, func(x *stream) bool { return x == st })
 	e.gaps = slices.DeleteFunc(e.gaps, func(g gap) bool { return g.st == st })
 	f.stopDerived(st)
@@ -610,7 +732,9 @@ func (f *Feed) remove(s *subscriber.Subscriber) {
 		return
 	}
 	for _, st := range e.streams {
+		was := st.wanted()
 		st.subs = slices.DeleteFunc(st.subs, func(x *entry) bool { return x == e })
+		f.noteWanted(st, was)
 		f.stopDerived(st)
 	}
 	f.forget(e)

@@ -32,6 +32,7 @@ const (
 	Shutdown                         // the daemon is shutting down
 	ReplayEnd                        // a replayed capture reached its end for this stream
 	RecordingFailed                  // recording a venue's frames failed (write error, frames dropped); recording resumes by itself
+	StreamGap                        // events of a trades or ticker stream were lost between nodes (an edge's bus gap)
 
 	numKinds = iota + 1 // one past the last kind
 )
@@ -43,7 +44,7 @@ const NumKinds = int(numKinds)
 var kindNames = [numKinds]string{
 	"", "link_up", "link_down", "link_reconnecting", "book_resync", "dropping", "resumed",
 	"coverage_change", "refusal", "data_quality", "rate_limited", "shutdown", "replay_end",
-	"recording_failed",
+	"recording_failed", "stream_gap",
 }
 
 // String returns the wire name of k, or "" for the zero or an unknown Kind.
@@ -116,7 +117,7 @@ func ParseSeverity(s string) (Severity, error) {
 // creator says otherwise.
 func (k Kind) DefaultSeverity() Severity {
 	switch k {
-	case LinkDown, BookResync, Dropping, Refusal, DataQuality, RateLimited, LinkReconnecting, RecordingFailed:
+	case LinkDown, BookResync, Dropping, Refusal, DataQuality, RateLimited, LinkReconnecting, RecordingFailed, StreamGap:
 		return Warning
 	}
 	return Info

@@ -68,7 +68,7 @@ var schemas = map[Kind]Schema{
 		{"delay_ms", Int, true, "the wait before the attempt"},
 	}},
 	BookResync: {Evidence: true, Fields: []Field{
-		{"reason", String, true, "`gap`, `checksum`, `bad_frame`, … what was found wrong"},
+		{"reason", String, true, "`gap`, `checksum`, `bad_frame`, … what was found wrong; on an edge node `bus_gap` or `epoch_change` (evidence `first`, `last`: the seq range lost, `epoch`: the ingest's new epoch)"},
 		{"claim", Object, false, "claim check of the newest stored snapshot (added by the daemon)"},
 	}},
 	Dropping: {Fields: []Field{
@@ -114,6 +114,12 @@ var schemas = map[Kind]Schema{
 	Shutdown:        {},
 	ReplayEnd:       {Fields: []Field{{"capture", String, true, "the capture that ended"}}},
 	RecordingFailed: {},
+	StreamGap: {Fields: []Field{
+		{"reason", String, true, "`bus_gap` (a hole in seq between the ingest and this edge) or `epoch_change` (the ingest restarted: seq starts again)"},
+		{"first", Int, false, "the first seq lost"},
+		{"last", Int, false, "the last seq lost, where known"},
+		{"epoch", String, false, "the ingest's new epoch (epoch_change)"},
+	}},
 }
 
 // SchemaOf returns the details contract of kind k.

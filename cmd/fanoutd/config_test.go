@@ -84,6 +84,18 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"websocket:\n  named_ttl: forever\n", `websocket.named_ttl: "forever" is not a duration from 1s to 8760h, or never`},
 		{"limits:\n  max_reply_bytes: 10\n", "limits.max_reply_bytes: 10 is not an integer from 1024"},
 		{"shutdown_timeout: 1000h\n", `shutdown_timeout: "1000h" is not a duration between 0 and 24h`},
+		// cluster: (issue 12); secrets are never echoed.
+		{"cluster:\n  role: relay\n", `cluster.role: "relay" is not all, ingest or edge`},
+		{"cluster:\n  nats_url: http://x:1\n", `cluster.nats_url: "http://x:1" is not nats://host:port`},
+		{"cluster:\n  nats_url: nats://bob:hunter2@x:4222\n", "cluster.nats_url: carries credentials"},
+		{"cluster:\n  nats_url: nats://x\n", `cluster.nats_url: "nats://x" has no port`},
+		{"cluster:\n  subject_prefix: a.*\n", `cluster.subject_prefix: "a.*" is not dot-separated tokens`},
+		{"cluster:\n  user: bob\n", "cluster.user: user and password go together"},
+		{"cluster:\n  token: hunter2\n  creds: /x.creds\n", "cluster: set one of user+password, token or creds"},
+		{"cluster:\n  tls: {cert: /c.pem}\n", "cluster.tls: cert and key go together"},
+		{"cluster:\n  role: edge\n  embedded_nats: true\n", "cluster.embedded_nats: only an ingest node runs the embedded NATS server (role is edge)"},
+		{"cluster:\n  node: a b\n", `cluster.node: "a b" is not a name`},
+		{"cluster:\n  colour: red\n", "cluster.colour: unknown key"},
 	} {
 		p := writeConfig(t, tc.yaml)
 		var out, errb bytes.Buffer
@@ -91,6 +103,39 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		if code != 2 || !strings.HasPrefix(errb.String(), "fanoutd: config: ") || !strings.Contains(errb.String(), tc.want) || strings.Count(errb.String(), "\n") != 1 {
 			t.Errorf("%q: exit %d, stderr %q, want %q", tc.yaml, code, errb.String(), "fanoutd: config: "+tc.want)
 		}
+	}
+}
+
+func TestClusterDefaultsAndEnv(t *testing.T) {
+	cfg, err := config.Parse(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	if c := cfg.Cluster; c.Role != "all" || c.NATSURL != "nats://127.0.0.1:4222" || c.SubjectPrefix != "fanoutd" || c.Node != host || c.EmbeddedNATS || c.Clustered() {
+		t.Fatalf("defaults: %+v", c)
+	}
+	env := map[string]string{"FANOUTD_NATS_URL": "tls://n1:4443", "FANOUTD_NATS_TOKEN": "hunter2"}
+	cfg, err = config.Parse([]byte("cluster:\n  role: ingest\n  embedded_nats: true\n  node: in-1\n  subject_prefix: acme.md\n"), func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cfg.Cluster
+	if c.Role != "ingest" || !c.EmbeddedNATS || c.Node != "in-1" || c.SubjectPrefix != "acme.md" || c.NATSURL != "tls://n1:4443" || c.Token != "hunter2" {
+		t.Fatalf("%+v", c)
+	}
+	if s := c.String(); strings.Contains(s, "hunter2") || !strings.Contains(s, "auth=token") {
+		t.Fatalf("String leaks or misses: %s", s)
+	}
+	_, err = config.Parse([]byte("cluster:\n  user: bob\n"), func(k string) string {
+		return map[string]string{"FANOUTD_NATS_PASSWORD": "hunter2"}[k]
+	})
+	if err != nil {
+		t.Fatalf("user from file, password from env: %v", err)
+	}
+	_, err = config.Parse([]byte("cluster:\n  password: hunter2\n"), nil)
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("password without user: %v", err)
 	}
 }
 

@@ -84,6 +84,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, o daemo
 	cfgPath := fs.String("config", "", "configuration file (default fanoutd.yaml if present, else built-in defaults)")
 	listen := fs.String("listen", "", "address to listen on; overrides the config's listen and FANOUTD_LISTEN (default 127.0.0.1:8080)")
 	insecure := fs.Bool("insecure", false, "allow a non-loopback listen address without tokens")
+	cf := clusterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -94,6 +95,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, o daemo
 	}
 	if *listen != "" {
 		cfg.Listen = *listen
+	}
+	if err := cf.apply(fs, cfg); err != nil {
+		fmt.Fprintf(stderr, "fanoutd: %v\n", err)
+		return 2
 	}
 	if !config.Loopback(cfg.Listen) && len(cfg.Tokens) == 0 && !*insecure {
 		fmt.Fprintf(stderr, "fanoutd: listen: %q is not a loopback address and no tokens are configured (configure tokens, or pass --insecure)\n", cfg.Listen)

@@ -43,6 +43,7 @@ type fileConfig struct {
 	HTTP            httpConfig             `yaml:"http"`
 	ClaimCheck      *claimCheckFile        `yaml:"claim_check"` // pre-filled with claimcheck's defaults
 	Record          recordConfig           `yaml:"record"`
+	Cluster         clusterConfig          `yaml:"cluster"`
 }
 
 // Numbers are kept raw (any) so that 1.5 or 1e20 is refused with its key
@@ -107,7 +108,8 @@ type Config struct {
 	Tokens          []api.Token
 	Venues          []Venue // enabled venues only, in venueNames order
 	ClaimCheck      ClaimCheck
-	Record          Record // record.go
+	Record          Record  // record.go
+	Cluster         Cluster // cluster.go
 }
 
 // Serves reports whether the venue serves channel ch to subscribers: a raw
@@ -467,6 +469,12 @@ func resolve(fc *fileConfig, getenv func(string) string) (*Config, error) {
 		return nil, err
 	}
 	if c.Record, err = resolveRecord(&fc.Record); err != nil {
+		return nil, err
+	}
+	if c.Cluster, err = resolveCluster(&fc.Cluster, getenv); err != nil {
+		return nil, err
+	}
+	if err := c.CheckCluster(); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -77,6 +77,8 @@ type Daemon struct {
 	shutdownErr  error
 
 	rec *replay.Recorder // set by Run when record.enabled (record.go)
+
+	bus *busWire // cluster.role ingest or edge (cluster.go); nil for all
 }
 
 // venueRun is one enabled venue: its config, feed and adapter.
@@ -121,20 +123,25 @@ func New(o Options) (*Daemon, error) {
 			d.claims.close(context.Background())
 		}
 	}()
+	d.bus = newBusWire(cfg.Cluster, log)
 	for _, vc := range cfg.Venues {
 		i := slices.IndexFunc(o.Venues, func(v venues.Venue) bool { return v.Name == vc.Name })
 		if i < 0 {
 			log.Warn("venue not built into this binary; skipped", "venue", vc.Name)
 			continue
 		}
-		f, err := d.hub.AddFeed(fanout.Options{Venue: vc.Name, MaxQueueLen: vc.MaxQueueLen, MaxQueueBytes: vc.MaxQueueBytes,
-			SnapshotClaim: d.claims.snapshotClaim})
+		fo := fanout.Options{Venue: vc.Name, MaxQueueLen: vc.MaxQueueLen, MaxQueueBytes: vc.MaxQueueBytes,
+			SnapshotClaim: d.claims.snapshotClaim}
+		d.bus.feedOptions(&fo)
+		f, err := d.hub.AddFeed(fo)
 		if err != nil {
 			return nil, err
 		}
-		a, err := o.Venues[i].New(venue.Config{WSURL: vc.WSURL, RESTURL: vc.RESTURL, Symbols: vc.Symbols, Channels: vc.Channels,
-			Depth: vc.Depth, Sink: d.claims.sink(f), Logger: log, Recorder: d.recorder()})
-		if err != nil {
+		var a venue.Adapter
+		if d.bus != nil && d.bus.edge != nil {
+			a = d.bus.edge.Venue(f) // no venue link: the bus is the link
+		} else if a, err = o.Venues[i].New(venue.Config{WSURL: vc.WSURL, RESTURL: vc.RESTURL, Symbols: vc.Symbols, Channels: vc.Channels,
+			Depth: vc.Depth, Sink: d.bus.sink(vc.Name, d.claims.sink(f)), Logger: log, Recorder: d.recorder()}); err != nil {
 			return nil, fmt.Errorf("venues.%s: %w", vc.Name, err)
 		}
 		vr := &venueRun{cfg: vc, feed: f, adapter: a, symbols: map[string]*symbolUse{}}
@@ -288,7 +295,12 @@ func (d *Daemon) Hub() *fanout.Hub { return d.hub }
 // shuts down (see Shutdown) with the configured shutdown_timeout and
 // returns nil, or the error that stopped the HTTP server.
 func (d *Daemon) Run(ctx context.Context, ln net.Listener) error {
+	if err := d.bus.start(d.hub.Feeds()); err != nil {
+		d.claims.close(ctx)
+		return err
+	}
 	if err := d.startRecording(); err != nil {
+		d.bus.stop()
 		return fmt.Errorf("record: %w", err)
 	}
 	for _, vr := range d.venues {
@@ -358,6 +370,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 				d.log.Warn("shutdown: venue stop", "venue", vr.cfg.Name, "err", e)
 			}
 		}
+		d.bus.stop()                             // after the venues: their last events are published
 		d.stopRecording()                        // after the venues: everything they read is written
 		if e := d.claims.close(sctx); e != nil { // after the venues: their last books are flushed
 			d.log.Warn("shutdown: claim check", "err", e)
@@ -374,7 +387,13 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", d.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{Registry: d.reg}))
-	mux.Handle("GET /v1/stream", d.ws)
+	if d.cfg.Cluster.Role == config.RoleIngest {
+		mux.HandleFunc("GET /v1/stream", func(w http.ResponseWriter, _ *http.Request) {
+			api.WriteError(w, http.StatusNotFound, api.CodeUnknownStream, "this node is an ingest (cluster.role): subscribe on an edge")
+		})
+	} else {
+		mux.Handle("GET /v1/stream", d.ws)
+	}
 	mux.HandleFunc("GET /v1/coverage", d.authed(d.coverage))
 	mux.HandleFunc("GET /v1/subscribers", d.authed(d.subscribers))
 	mux.HandleFunc("GET /v1/books/{venue}/{symbol...}", d.authed(d.book))

@@ -1,0 +1,138 @@
+package cluster
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/fanoutd/fanoutd/internal/config"
+)
+
+// Reconnection backoff: 100 ms doubling to 5 s, with up to 20% jitter.
+const (
+	minReconnectDelay = 100 * time.Millisecond
+	maxReconnectDelay = 5 * time.Second
+)
+
+// Handlers are called on the connection's state changes, from nats.go's
+// callback goroutine.
+type Handlers struct {
+	Down func(err error) // the connection dropped
+	Up   func()          // connected again (also after a first connect that had to retry)
+}
+
+// Connect dials c.NATSURL with c's credentials and TLS, as client name
+// "fanoutd-<role>-<node>". It does not fail when the server is not up yet:
+// it keeps retrying with backoff (Handlers.Up tells when it connects), so
+// an edge can start before NATS. Credentials are never logged.
+func Connect(c config.Cluster, log *slog.Logger, h Handlers) (*nats.Conn, error) {
+	opts := []nats.Option{
+		nats.Name("fanoutd-" + c.Role + "-" + c.Node),
+		nats.MaxReconnects(-1),
+		nats.RetryOnFailedConnect(true),
+		nats.CustomReconnectDelay(reconnectDelay),
+		nats.PingInterval(2 * time.Second),
+		nats.MaxPingsOutstanding(2),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warn("nats: disconnected", "err", err)
+			if h.Down != nil {
+				h.Down(err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("nats: reconnected", "url", nc.ConnectedUrlRedacted())
+			if h.Up != nil {
+				h.Up()
+			}
+		}),
+		nats.ConnectHandler(func(nc *nats.Conn) { // after RetryOnFailedConnect
+			log.Info("nats: connected", "url", nc.ConnectedUrlRedacted())
+			if h.Up != nil {
+				h.Up()
+			}
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, s *nats.Subscription, err error) {
+			subj := ""
+			if s != nil {
+				subj = s.Subject
+			}
+			log.Warn("nats: async error", "subject", subj, "err", err)
+		}),
+	}
+	switch {
+	case c.Creds != "":
+		opts = append(opts, nats.UserCredentials(c.Creds))
+	case c.Token != "":
+		opts = append(opts, nats.Token(c.Token))
+	case c.User != "":
+		opts = append(opts, nats.UserInfo(c.User, c.Password))
+	}
+	if c.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(c.TLSCA))
+	}
+	if c.TLSCert != "" {
+		opts = append(opts, nats.ClientCert(c.TLSCert, c.TLSKey))
+	}
+	nc, err := nats.Connect(c.NATSURL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: nats %s: %w", c.NATSURL, err)
+	}
+	return nc, nil
+}
+
+func reconnectDelay(attempts int) time.Duration {
+	d := minReconnectDelay << min(attempts, 6)
+	d = min(d, maxReconnectDelay)
+	var b [1]byte
+	rand.Read(b[:])
+	return d + d*time.Duration(b[0])/(5*256)
+}
+
+// NewEpoch returns a fresh epoch: 16 random hex digits.
+func NewEpoch() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// StartServer runs the NATS server in this process (cluster.embedded_nats):
+// the real nats-server, JetStream on, storing under c.NATSDir, listening on
+// c.NATSURL's host and port, requiring c's user and password or token if
+// set. It returns once the server accepts connections.
+func StartServer(c config.Cluster) (*server.Server, error) {
+	u, err := url.Parse(c.NATSURL)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: embedded nats: %w", err)
+	}
+	host, port, err := net.SplitHostPort(u.Host)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: embedded nats: %w", err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: embedded nats: port %q", port)
+	}
+	if c.Creds != "" || c.TLSCert != "" || u.Scheme == "tls" {
+		return nil, fmt.Errorf("cluster: embedded nats: creds files and TLS need a standalone nats-server")
+	}
+	o := &server.Options{ServerName: "fanoutd-" + c.Node, Host: host, Port: p, JetStream: true, StoreDir: c.NATSDir,
+		NoSigs: true, NoLog: true, Username: c.User, Password: c.Password, Authorization: c.Token}
+	s, err := server.NewServer(o)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: embedded nats: %w", err)
+	}
+	s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		return nil, fmt.Errorf("cluster: embedded nats: not ready on %s within 10s", u.Host)
+	}
+	return s, nil
+}

@@ -1,0 +1,542 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/fanoutd/fanoutd/fanout"
+	"github.com/fanoutd/fanoutd/notice"
+	"github.com/fanoutd/fanoutd/venue"
+)
+
+// Edge timings.
+const (
+	// IngestSilence: a venue whose heartbeats stopped this long is down.
+	IngestSilence   = 3 * HeartbeatEvery
+	bookTimeout     = 2 * time.Second
+	minBookRetry    = 50 * time.Millisecond
+	maxBookRetry    = 2 * time.Second
+	maxHeldMessages = 100000 // held during a resync; past it the resync starts over
+)
+
+// Edge is an edge node's side of the bus: it subscribes a stream's subject
+// while the stream has subscribers (its feed's Options.OnWanted is
+// Edge.Wanted), forwards each event's bytes at the ingest's seq, keeps
+// level2 books whole across gaps (see the package doc), relays the
+// venues' notices, and reports each venue's link as up while NATS is
+// connected and the ingest's heartbeats arrive. Build one with NewEdge,
+// add venues with Venue, then Start it.
+type Edge struct {
+	subj Subjects
+	log  *slog.Logger
+	nc   *nats.Conn // set by Start
+
+	mu      sync.Mutex // protects the fields below; taken after a feed's lock, never before
+	streams map[venue.Stream]*edgeStream
+	queue   []wanted
+	venues  map[string]*edgeVenue
+	started bool
+
+	wake chan struct{}
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+type wanted struct {
+	st venue.Stream
+	on bool
+}
+
+// NewEdge returns an edge reading under subj.
+func NewEdge(subj Subjects, log *slog.Logger) *Edge {
+	return &Edge{subj: subj, log: log, streams: map[venue.Stream]*edgeStream{}, venues: map[string]*edgeVenue{},
+		wake: make(chan struct{}, 1), stop: make(chan struct{})}
+}
+
+// Wanted is the fanout.Options.OnWanted of every feed of the edge. It
+// queues the change for the edge's goroutine: it does not block.
+func (e *Edge) Wanted(st venue.Stream, on bool) {
+	e.mu.Lock()
+	e.queue = append(e.queue, wanted{st, on})
+	e.mu.Unlock()
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Venue registers feed's venue with the edge and returns its venue.Adapter:
+// it connects to no venue; its Coverage reports the bus link.
+func (e *Edge) Venue(f *fanout.Feed) venue.Adapter {
+	v := &edgeVenue{e: e, name: f.Venue(), feed: f, since: time.Now()}
+	e.mu.Lock()
+	e.venues[v.name] = v
+	e.mu.Unlock()
+	return v
+}
+
+// Start follows the bus on nc: the venues' notices and heartbeats, and
+// the streams wanted.
+func (e *Edge) Start(nc *nats.Conn) error {
+	e.mu.Lock()
+	e.nc, e.started = nc, true
+	vs := make([]*edgeVenue, 0, len(e.venues))
+	for _, v := range e.venues {
+		vs = append(vs, v)
+	}
+	e.mu.Unlock()
+	for _, v := range vs {
+		if _, err := nc.Subscribe(e.subj.Notice(v.name), v.onNotice); err != nil {
+			return err
+		}
+		if _, err := nc.Subscribe(e.subj.Heartbeat(v.name), v.onHeartbeat); err != nil {
+			return err
+		}
+	}
+	e.wg.Add(2)
+	go e.run()
+	go e.watch()
+	return nil
+}
+
+// Stop ends the edge's goroutines; the caller closes the connection.
+func (e *Edge) Stop() {
+	select {
+	case <-e.stop:
+		return
+	default:
+	}
+	close(e.stop)
+	e.wg.Wait()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, es := range e.streams {
+		es.close()
+	}
+}
+
+// Disconnected and Reconnected are the connection's handlers (Handlers).
+func (e *Edge) Disconnected() { e.evaluate() }
+
+// Reconnected re-evaluates the venues' links: each comes up again with the
+// ingest's next heartbeat.
+func (e *Edge) Reconnected() { e.evaluate() }
+
+// run applies the wanted changes in order.
+func (e *Edge) run() {
+	defer e.wg.Done()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-e.wake:
+		}
+		e.mu.Lock()
+		q := e.queue
+		e.queue = nil
+		e.mu.Unlock()
+		for _, w := range q {
+			if w.on {
+				e.follow(w.st)
+			} else {
+				e.unfollow(w.st)
+			}
+		}
+	}
+}
+
+func (e *Edge) follow(st venue.Stream) {
+	e.mu.Lock()
+	v := e.venues[st.Venue()]
+	if v == nil || e.streams[st] != nil {
+		e.mu.Unlock()
+		return
+	}
+	es := &edgeStream{e: e, v: v, id: st, level2: st.Channel() == venue.Level2}
+	e.streams[st] = es
+	e.mu.Unlock()
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	sub, err := e.nc.Subscribe(e.subj.Event(st), es.onMsg)
+	if err != nil {
+		e.log.Warn("nats: subscribe failed", "stream", st, "err", err)
+		return
+	}
+	sub.SetPendingLimits(-1, 256<<20)
+	es.sub = sub
+	if es.level2 {
+		es.resync() // the first book
+	}
+}
+
+func (e *Edge) unfollow(st venue.Stream) {
+	e.mu.Lock()
+	es := e.streams[st]
+	delete(e.streams, st)
+	e.mu.Unlock()
+	if es == nil {
+		return
+	}
+	es.mu.Lock()
+	es.close()
+	es.mu.Unlock()
+	es.v.feed.Reset(st)
+}
+
+// watch re-evaluates the venues' links every heartbeat interval, so that a
+// silent ingest takes its venues down.
+func (e *Edge) watch() {
+	defer e.wg.Done()
+	t := time.NewTicker(HeartbeatEvery / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-t.C:
+			e.evaluate()
+		}
+	}
+}
+
+func (e *Edge) evaluate() {
+	e.mu.Lock()
+	vs := make([]*edgeVenue, 0, len(e.venues))
+	for _, v := range e.venues {
+		vs = append(vs, v)
+	}
+	e.mu.Unlock()
+	for _, v := range vs {
+		v.evaluate()
+	}
+}
+
+// streamsOf returns the streams of venueName the edge follows.
+func (e *Edge) streamsOf(venueName string) []*edgeStream {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []*edgeStream
+	for st, es := range e.streams {
+		if st.Venue() == venueName {
+			out = append(out, es)
+		}
+	}
+	return out
+}
+
+// edgeVenue is one venue as the edge sees it: a venue.Adapter whose link
+// is the bus.
+type edgeVenue struct {
+	e    *Edge
+	name string
+	feed *fanout.Feed
+
+	mu     sync.Mutex // protects the fields below
+	up     bool
+	since  time.Time
+	lastHB time.Time
+}
+
+var _ venue.Adapter = (*edgeVenue)(nil)
+
+func (v *edgeVenue) Venue() string               { return v.name }
+func (v *edgeVenue) Start(context.Context) error { return nil }
+func (v *edgeVenue) Stop(context.Context) error  { return nil }
+func (v *edgeVenue) Subscribe(...string) error   { return nil } // streams follow their subscribers (Edge.Wanted)
+func (v *edgeVenue) Unsubscribe(...string) error { return nil }
+func (v *edgeVenue) Coverage() venue.Coverage {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	link := venue.LinkDown
+	if v.up {
+		link = venue.LinkUp
+	}
+	return venue.Coverage{Venue: v.name, Link: link.String(), Since: v.since, Streams: []venue.StreamCoverage{}}
+}
+
+// evaluate sets the link from the connection and the heartbeats, and
+// tells the venue's subscribers when it changes: link_down, or link_up
+// followed by a fresh book for every level2 stream.
+func (v *edgeVenue) evaluate() {
+	v.e.mu.Lock()
+	nc := v.e.nc
+	v.e.mu.Unlock()
+	now := time.Now()
+	v.mu.Lock()
+	connected := nc != nil && nc.IsConnected()
+	up := connected && !v.lastHB.IsZero() && now.Sub(v.lastHB) < IngestSilence
+	if up == v.up {
+		v.mu.Unlock()
+		return
+	}
+	upFor := now.Sub(v.since)
+	v.up, v.since = up, now
+	v.mu.Unlock()
+	if !up {
+		reason := "bus_disconnected"
+		if connected {
+			reason = "ingest_silent"
+		}
+		v.feed.Notice(notice.Must(notice.LinkDown, v.name, "", now, "the bus link to the ingest dropped", map[string]any{
+			"reason": reason, "up_ms": upFor.Milliseconds()}))
+		return
+	}
+	v.feed.Notice(notice.Must(notice.LinkUp, v.name, "", now, "the bus link to the ingest is up", map[string]any{
+		"url": nc.ConnectedUrlRedacted()}))
+	for _, es := range v.e.streamsOf(v.name) {
+		es.mu.Lock()
+		if es.level2 && es.started && !es.resyncing && !es.closed {
+			es.verify = true
+			es.resync()
+		}
+		es.mu.Unlock()
+	}
+}
+
+func (v *edgeVenue) onNotice(m *nats.Msg) {
+	var n notice.Notice
+	if err := n.UnmarshalJSON(m.Data); err != nil {
+		v.e.log.Warn("nats: bad notice", "venue", v.name, "err", err)
+		return
+	}
+	v.feed.Notice(n)
+}
+
+func (v *edgeVenue) onHeartbeat(m *nats.Msg) {
+	var hb Heartbeat
+	if err := json.Unmarshal(m.Data, &hb); err != nil {
+		v.e.log.Warn("nats: bad heartbeat", "venue", v.name, "err", err)
+		return
+	}
+	v.mu.Lock()
+	v.lastHB = time.Now()
+	v.mu.Unlock()
+	v.evaluate()
+	for _, es := range v.e.streamsOf(v.name) {
+		es.heartbeat(hb.Epoch, hb.Streams[string(es.id)])
+	}
+}
+
+// edgeStream is one stream the edge follows.
+type edgeStream struct {
+	e      *Edge
+	v      *edgeVenue
+	id     venue.Stream
+	level2 bool
+
+	mu        sync.Mutex // protects the fields below; taken before the feed's lock
+	sub       *nats.Subscription
+	closed    bool
+	started   bool   // an event (or a book) was forwarded: epoch and last are known
+	epoch     string // of the last event forwarded
+	last      uint64 // seq of the last event forwarded
+	resyncing bool   // waiting for a book: what arrives is held
+	verify    bool   // the resync checks the book after a link loss (no gap known)
+	gen       int    // the resync in progress (a fetch of another gen gives up)
+	held      []heldMsg
+	hbSeq     uint64 // the last seq the previous heartbeat named (same epoch), 0 if none
+}
+
+type heldMsg struct {
+	epoch string
+	seq   uint64
+	data  []byte
+}
+
+func (es *edgeStream) onMsg(m *nats.Msg) {
+	seq, err := strconv.ParseUint(m.Header.Get(HeaderSeq), 10, 64)
+	if err != nil {
+		es.e.log.Warn("nats: event without seq", "stream", es.id)
+		return
+	}
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	if !es.closed {
+		es.handle(heldMsg{m.Header.Get(HeaderEpoch), seq, m.Data})
+	}
+}
+
+// handle takes one event from the bus. es.mu must be held.
+func (es *edgeStream) handle(h heldMsg) {
+	if es.resyncing {
+		if len(es.held) >= maxHeldMessages {
+			es.held = es.held[:0]
+			es.resync() // the book will be newer than anything dropped
+		}
+		es.held = append(es.held, h)
+		return
+	}
+	if !es.started {
+		if es.level2 {
+			es.held = append(es.held, h)
+			es.resync()
+			return
+		}
+		es.started, es.epoch = true, h.epoch
+		es.forward(h)
+		return
+	}
+	if h.epoch != es.epoch {
+		es.gap("epoch_change", es.last+1, 0, h.epoch)
+		if es.level2 {
+			es.held = append(es.held, h)
+			return
+		}
+		es.epoch = h.epoch
+		es.forward(h)
+		return
+	}
+	if h.seq <= es.last {
+		return // already forwarded (or in the book)
+	}
+	if h.seq > es.last+1 {
+		es.gap("bus_gap", es.last+1, h.seq-1, "")
+		if es.level2 {
+			es.held = append(es.held, h)
+			return
+		}
+	}
+	es.forward(h)
+}
+
+// forward delivers h through the feed. es.mu must be held.
+func (es *edgeStream) forward(h heldMsg) {
+	var ev *venue.Event
+	if es.level2 {
+		ev = new(venue.Event)
+		if err := ev.UnmarshalJSON(h.data); err != nil {
+			es.e.log.Warn("nats: bad event", "stream", es.id, "seq", h.seq, "err", err)
+			ev = nil
+		}
+	}
+	es.v.feed.Forward(es.id, h.seq, h.data, ev)
+	es.last = h.seq
+}
+
+// gap announces a loss, from first to last (0: unknown), and for a level2
+// stream invalidates the book and starts a resync. es.mu must be held.
+func (es *edgeStream) gap(reason string, first, last uint64, epoch string) {
+	d := map[string]any{"reason": reason, "first": first}
+	if last > 0 {
+		d["last"] = last
+	}
+	if epoch != "" {
+		d["epoch"] = epoch
+	}
+	now := time.Now()
+	if !es.level2 {
+		es.v.feed.Notice(notice.Must(notice.StreamGap, es.id.Venue(), string(es.id), now,
+			"events were lost between the ingest and this edge", d))
+		return
+	}
+	es.v.feed.Notice(notice.Must(notice.BookResync, es.id.Venue(), string(es.id), now,
+		"events were lost between the ingest and this edge: the book is rebuilt from the ingest's", d))
+	es.v.feed.Invalidate(es.id)
+	es.resync()
+}
+
+// resync holds what arrives from now on and fetches the book. es.mu must
+// be held.
+func (es *edgeStream) resync() {
+	es.resyncing = true
+	es.gen++
+	go es.fetch(es.gen)
+}
+
+// fetch asks the ingest's responder for the book until it answers, then
+// forwards it and what was held.
+func (es *edgeStream) fetch(gen int) {
+	subj := es.e.subj.Book(es.id.Venue(), es.id.Symbol())
+	wait := minBookRetry
+	for {
+		es.mu.Lock()
+		stale := es.closed || es.gen != gen
+		es.mu.Unlock()
+		if stale {
+			return
+		}
+		r, err := es.e.nc.RequestMsg(&nats.Msg{Subject: subj}, bookTimeout)
+		if err == nil && r.Header.Get(HeaderError) == "" {
+			if seq, perr := strconv.ParseUint(r.Header.Get(HeaderSeq), 10, 64); perr == nil {
+				es.mu.Lock()
+				if !es.closed && es.gen == gen {
+					es.book(heldMsg{r.Header.Get(HeaderEpoch), seq, r.Data})
+				}
+				es.mu.Unlock()
+				return
+			}
+		}
+		select {
+		case <-es.e.stop:
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, maxBookRetry)
+	}
+}
+
+// book forwards the book h (a snapshot:true event) and then what was held
+// past its seq. es.mu must be held.
+func (es *edgeStream) book(h heldMsg) {
+	if es.verify && es.started {
+		switch {
+		case h.epoch != es.epoch:
+			es.gap("epoch_change", es.last+1, 0, h.epoch)
+		case h.seq > es.last:
+			es.gap("bus_gap", es.last+1, h.seq, "")
+		}
+		// gap restarted the resync only if the book was wrong; this book
+		// is the answer either way.
+	}
+	es.verify, es.resyncing = false, false
+	es.gen++ // any fetch still running gives up
+	es.epoch, es.started = h.epoch, true
+	es.forward(h)
+	held := es.held
+	es.held = nil
+	es.hbSeq = 0
+	for _, m := range held {
+		if m.epoch != es.epoch {
+			continue // older than the book's epoch
+		}
+		es.handle(m)
+	}
+}
+
+// heartbeat checks the tail: the seq the previous heartbeat named must
+// have arrived by now. es.mu must not be held.
+func (es *edgeStream) heartbeat(epoch string, seq uint64) {
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	if es.closed || !es.started || es.resyncing || epoch != es.epoch {
+		es.hbSeq = 0
+		return
+	}
+	if es.hbSeq > es.last {
+		first, last := es.last+1, es.hbSeq
+		es.gap("bus_gap", first, last, "")
+		if !es.level2 {
+			es.last = last // the stream goes on after the loss
+		}
+	}
+	es.hbSeq = seq
+}
+
+// close stops following the stream. es.mu must be held (or the edge
+// stopped).
+func (es *edgeStream) close() {
+	if es.closed {
+		return
+	}
+	es.closed = true
+	es.gen++
+	if es.sub != nil {
+		es.sub.Unsubscribe()
+	}
+}

@@ -1,0 +1,201 @@
+package cluster
+
+import (
+	"encoding/json"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/fanoutd/fanoutd/fanout"
+	"github.com/fanoutd/fanoutd/notice"
+	"github.com/fanoutd/fanoutd/venue"
+)
+
+// Ingest is an ingest node's side of the bus: it publishes its feeds'
+// events (through each feed's Tap), their venues' notices, a heartbeat per
+// venue every second, and answers book requests. Build one with NewIngest
+// before the feeds (their Options.Tap is Ingest.Tap), then Start it with
+// the connection before the venues start.
+type Ingest struct {
+	subj  Subjects
+	node  string
+	epoch string
+	log   *slog.Logger
+
+	nc    *nats.Conn              // set by Start
+	feeds map[string]*fanout.Feed // by venue, set by Start
+	pubs  map[string]*publisher   // by venue, set by Tap before Start
+	resp  *nats.Subscription      // the book responder
+	stop  chan struct{}           // closes to stop the heartbeat
+	done  sync.WaitGroup          // the heartbeat goroutine
+	hbBuf map[venue.Stream]uint64 // the heartbeat's scratch, its goroutine's only
+}
+
+// NewIngest returns an ingest publishing under subj as node, with a fresh
+// epoch.
+func NewIngest(subj Subjects, node string, log *slog.Logger) *Ingest {
+	return &Ingest{subj: subj, node: node, epoch: NewEpoch(), log: log, pubs: map[string]*publisher{},
+		stop: make(chan struct{}), hbBuf: map[venue.Stream]uint64{}}
+}
+
+// Epoch returns the ingest's epoch.
+func (in *Ingest) Epoch() string { return in.epoch }
+
+// publisher publishes one venue's events. Its fields are guarded by the
+// feed's lock: Tap is only ever called under it.
+type publisher struct {
+	in       *Ingest
+	subjects map[venue.Stream]string // subject per stream, built once
+	msg      nats.Msg                // reused: one message at a time
+	seqBuf   []byte
+	failed   uint64 // publishes nats refused (reconnect buffer full)
+}
+
+// Tap returns the fanout.Options.Tap of venueName's feed. It publishes
+// the event's bytes on its stream's subject with the epoch and seq
+// headers. NATS copies the bytes into its outbound buffer before it
+// returns (and buffers them while reconnecting, up to its limit), so the
+// feed's buffer is not retained.
+func (in *Ingest) Tap(venueName string) func(venue.Stream, uint64, []byte) {
+	p := &publisher{in: in, subjects: map[venue.Stream]string{}}
+	p.msg.Header = nats.Header{HeaderEpoch: {in.epoch}, HeaderSeq: {""}}
+	in.pubs[venueName] = p
+	return p.publish
+}
+
+func (p *publisher) publish(st venue.Stream, seq uint64, data []byte) {
+	nc := p.in.nc
+	if nc == nil {
+		return
+	}
+	subj, ok := p.subjects[st]
+	if !ok {
+		subj = p.in.subj.Event(st)
+		p.subjects[st] = subj
+	}
+	p.seqBuf = strconv.AppendUint(p.seqBuf[:0], seq, 10)
+	p.msg.Subject, p.msg.Data = subj, data
+	p.msg.Header[HeaderSeq][0] = string(p.seqBuf)
+	if err := nc.PublishMsg(&p.msg); err != nil {
+		p.failed++
+		if p.failed == 1 || p.failed%10000 == 0 {
+			p.in.log.Warn("nats: publish failed", "stream", st, "seq", seq, "failed", p.failed, "err", err)
+		}
+	}
+	p.msg.Data = nil
+}
+
+// Sink wraps a venue's sink so that its notices are also published on
+// the venue's notice subject.
+func (in *Ingest) Sink(venueName string, inner venue.Sink) venue.Sink {
+	return &noticeSink{Sink: inner, in: in, subject: in.subj.Notice(venueName)}
+}
+
+type noticeSink struct {
+	venue.Sink
+	in      *Ingest
+	subject string
+}
+
+func (s *noticeSink) Notice(n notice.Notice) {
+	s.Sink.Notice(n)
+	if nc := s.in.nc; nc != nil {
+		m := &nats.Msg{Subject: s.subject, Data: n.AppendJSON(nil), Header: nats.Header{HeaderEpoch: {s.in.epoch}}}
+		if err := nc.PublishMsg(m); err != nil {
+			s.in.log.Warn("nats: notice publish failed", "kind", n.Kind.String(), "err", err)
+		}
+	}
+}
+
+// Start begins publishing on nc: events (from now on, through the taps),
+// heartbeats, and the book responder for feeds.
+func (in *Ingest) Start(nc *nats.Conn, feeds []*fanout.Feed) error {
+	in.feeds = map[string]*fanout.Feed{}
+	for _, f := range feeds {
+		in.feeds[f.Venue()] = f
+	}
+	sub, err := nc.Subscribe(in.subj.Prefix+".book.*.*", in.answerBook)
+	if err != nil {
+		return err
+	}
+	in.resp = sub
+	in.nc = nc // after the feeds map: the taps may run from here on
+	in.done.Add(1)
+	go in.heartbeats()
+	return nil
+}
+
+// Stop stops the heartbeat and the responder. Events published after it
+// still go out while the connection is open.
+func (in *Ingest) Stop() {
+	select {
+	case <-in.stop:
+		return
+	default:
+	}
+	close(in.stop)
+	in.done.Wait()
+	if in.resp != nil {
+		in.resp.Unsubscribe()
+	}
+}
+
+// Heartbeat is the body of a heartbeat message.
+type Heartbeat struct {
+	Node    string            `json:"node"`
+	Epoch   string            `json:"epoch"`
+	Streams map[string]uint64 `json:"streams"` // stream → its last seq
+}
+
+func (in *Ingest) heartbeats() {
+	defer in.done.Done()
+	t := time.NewTicker(HeartbeatEvery)
+	defer t.Stop()
+	for {
+		in.heartbeat()
+		select {
+		case <-in.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (in *Ingest) heartbeat() {
+	for name, f := range in.feeds {
+		clear(in.hbBuf)
+		f.Seqs(in.hbBuf)
+		hb := Heartbeat{Node: in.node, Epoch: in.epoch, Streams: make(map[string]uint64, len(in.hbBuf))}
+		for st, seq := range in.hbBuf {
+			hb.Streams[string(st)] = seq
+		}
+		b, _ := json.Marshal(hb)
+		in.nc.PublishMsg(&nats.Msg{Subject: in.subj.Heartbeat(name), Data: b, Header: nats.Header{HeaderEpoch: {in.epoch}}})
+	}
+}
+
+// answerBook answers a request on P.book.<venue>.<symbol>.
+func (in *Ingest) answerBook(m *nats.Msg) {
+	reply := &nats.Msg{Header: nats.Header{HeaderEpoch: {in.epoch}}}
+	rest := strings.TrimPrefix(m.Subject, in.subj.Prefix+".book.")
+	v, tok, _ := strings.Cut(rest, ".")
+	sym, ok := UnescapeToken(tok)
+	f := in.feeds[v]
+	var ev *venue.Event
+	if ok && f != nil {
+		if st, err := venue.ParseStream(v + ":level2:" + sym); err == nil {
+			ev, ok = f.Book(st)
+		}
+	}
+	if ev == nil || !ok {
+		reply.Header.Set(HeaderError, "no book")
+	} else {
+		reply.Header.Set(HeaderSeq, strconv.FormatUint(ev.Seq, 10))
+		reply.Data = ev.AppendJSON(nil)
+	}
+	m.RespondMsg(reply)
+}

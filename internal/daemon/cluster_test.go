@@ -1,0 +1,512 @@
+package daemon_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/shopspring/decimal"
+
+	"github.com/fanoutd/fanoutd/internal/daemon"
+	"github.com/fanoutd/fanoutd/internal/daemon/daemontest"
+	"github.com/fanoutd/fanoutd/internal/testsource"
+	"github.com/fanoutd/fanoutd/venue"
+	"github.com/fanoutd/fanoutd/venues"
+)
+
+// startNATS runs the real NATS server, JetStream on, on 127.0.0.1:port
+// (0: any free port).
+func startNATS(t *testing.T, port int, dir string) *server.Server {
+	t.Helper()
+	if port == 0 {
+		port = -1
+	}
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	return s
+}
+
+// natsProxy sits on the TCP connection between an edge and NATS. While
+// drop is set it discards the messages (MSG and HMSG, whole) the server
+// sends whose subject contains ".ev.": the edge loses events exactly as
+// an at-most-once bus loses them, and the connection stays healthy.
+type natsProxy struct {
+	ln     net.Listener
+	target string
+	drop   atomic.Bool
+	wg     sync.WaitGroup
+}
+
+func newNATSProxy(t *testing.T, target string) *natsProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &natsProxy{ln: ln, target: target}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
+	return p
+}
+
+func (p *natsProxy) URL() string { return "nats://" + p.ln.Addr().String() }
+
+func (p *natsProxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.wg.Add(2)
+		go func() { defer p.wg.Done(); io.Copy(s, c); s.Close() }()
+		go func() { defer p.wg.Done(); p.filter(c, s); c.Close() }()
+	}
+}
+
+// filter copies the server's protocol to the client, message by message.
+func (p *natsProxy) filter(dst io.Writer, src io.Reader) {
+	r := bufio.NewReaderSize(src, 1<<16)
+	w := bufio.NewWriterSize(dst, 1<<16)
+	for {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			return
+		}
+		var payload []byte
+		f := strings.Fields(string(line))
+		if len(f) >= 4 && (f[0] == "MSG" || f[0] == "HMSG") {
+			n, _ := strconv.Atoi(f[len(f)-1])
+			payload = make([]byte, n+2)
+			if _, err := io.ReadFull(r, payload); err != nil {
+				return
+			}
+			if p.drop.Load() && strings.Contains(f[1], ".ev.") {
+				continue
+			}
+		}
+		w.Write(line)
+		w.Write(payload)
+		if r.Buffered() == 0 {
+			if w.Flush() != nil {
+				return
+			}
+		}
+	}
+}
+
+// wsClient reads every message of one websocket subscriber.
+type wsClient struct {
+	t    *testing.T
+	ws   *websocket.Conn
+	mu   sync.Mutex
+	msgs [][]byte // one JSON object each
+	done chan struct{}
+}
+
+func dialSub(t *testing.T, url string, streams ...string) *wsClient {
+	t.Helper()
+	ws, _, err := websocket.DefaultDialer.Dial(url+"/v1/stream", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &wsClient{t: t, ws: ws, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		for {
+			_, b, err := ws.ReadMessage()
+			if err != nil {
+				return
+			}
+			c.mu.Lock()
+			for _, l := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+				c.msgs = append(c.msgs, bytes.Clone(l))
+			}
+			c.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { ws.Close(); <-c.done })
+	if err := ws.WriteJSON(map[string]any{"op": "subscribe", "id": "1", "streams": streams}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+type wireMsg struct {
+	Type     string         `json:"type"`
+	Kind     string         `json:"kind"`
+	Stream   string         `json:"stream"`
+	Seq      uint64         `json:"seq"`
+	Snapshot bool           `json:"snapshot"`
+	Details  map[string]any `json:"details"`
+	raw      []byte
+}
+
+func (c *wsClient) all() []wireMsg {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]wireMsg, len(c.msgs))
+	for i, b := range c.msgs {
+		json.Unmarshal(b, &out[i])
+		out[i].raw = b
+	}
+	return out
+}
+
+// waitFor polls cond until it holds, or fails the test after d.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// bookOf replays a subscriber's level2 events of st into a book, checking
+// seq order: every update follows the event before it, or a snapshot.
+func bookOf(t *testing.T, ms []wireMsg, st string) (*venue.Book, uint64) {
+	t.Helper()
+	var b venue.Book
+	var last uint64
+	for _, m := range ms {
+		if m.Type != "book" || m.Stream != st {
+			continue
+		}
+		var ev venue.Event
+		if err := ev.UnmarshalJSON(m.raw); err != nil {
+			t.Fatal(err)
+		}
+		if !ev.Snapshot && last != 0 && ev.Seq != last+1 {
+			t.Fatalf("%s: update at seq %d after %d without a snapshot", st, ev.Seq, last)
+		}
+		b.Apply(&ev)
+		last = ev.Seq
+	}
+	return &b, last
+}
+
+type httpBook struct {
+	Seq        uint64
+	Bids, Asks [][2]string
+}
+
+func getBook(t *testing.T, base, venueName, symbol string) (httpBook, bool) {
+	t.Helper()
+	r, err := http.Get(base + "/v1/books/" + venueName + "/" + symbol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	var b httpBook
+	if r.StatusCode != 200 {
+		return b, false
+	}
+	json.NewDecoder(r.Body).Decode(&b)
+	return b, true
+}
+
+func levelsOf(ls []venue.Level) [][2]string {
+	out := make([][2]string, len(ls))
+	for i, l := range ls {
+		out[i] = [2]string{l.Price.String(), l.Size.String()}
+	}
+	return out
+}
+
+func sameBook(b *venue.Book, h httpBook) bool {
+	ev := b.Snapshot("x:level2:y")
+	return fmt.Sprint(levelsOf(ev.Bids)) == fmt.Sprint(h.Bids) && fmt.Sprint(levelsOf(ev.Asks)) == fmt.Sprint(h.Asks)
+}
+
+// source publishes a level2 snapshot and then updates and trades on a
+// testsource venue until stopped.
+type source struct {
+	mu  sync.Mutex
+	src *testsource.Source
+	n   int
+}
+
+func (s *source) adapter() venues.Venue {
+	return venues.Venue{Name: "coinbase", New: func(c venue.Config) (venue.Adapter, error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.src = testsource.New("coinbase", c)
+		return s.src, nil
+	}}
+}
+
+func lv(p, q int64) venue.Level {
+	return venue.Level{Price: decimal.New(p, 0), Size: decimal.New(q, 0)}
+}
+
+func (s *source) step() {
+	s.mu.Lock()
+	src := s.src
+	s.n++
+	i := s.n
+	s.mu.Unlock()
+	const l2, tr = venue.Stream("coinbase:level2:BTC-USD"), venue.Stream("coinbase:trades:BTC-USD")
+	if i == 1 {
+		src.Publish(&venue.Event{Kind: venue.KindBook, Stream: l2, Snapshot: true,
+			Bids: []venue.Level{lv(100, 1), lv(99, 2)}, Asks: []venue.Level{lv(101, 1), lv(102, 2)}})
+		return
+	}
+	src.Publish(&venue.Event{Kind: venue.KindBook, Stream: l2,
+		Bids: []venue.Level{lv(90+int64(i%10), int64(i%4))}, Asks: []venue.Level{lv(101+int64(i%7), int64((i+1)%3))}})
+	if i%3 == 0 {
+		src.Publish(&venue.Event{Kind: venue.KindTrade, Stream: tr, TradeID: strconv.Itoa(i), Price: decimal.New(100, 0), Size: decimal.New(1, 0), Side: venue.SideBuy})
+	}
+}
+
+// run publishes one step every 2 ms until stop closes.
+func (s *source) run(stop <-chan struct{}) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(2 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				s.step()
+			}
+		}
+	}()
+	return done
+}
+
+const (
+	l2BTC = "coinbase:level2:BTC-USD"
+	trBTC = "coinbase:trades:BTC-USD"
+)
+
+// startCluster runs NATS, an ingest fed by a testsource venue and two
+// edges, the second behind a proxy that can drop events.
+func startCluster(t *testing.T) (ns *server.Server, src *source, ingest, edgeA, edgeB *daemontest.Running, proxy *natsProxy) {
+	t.Cleanup(http.DefaultClient.CloseIdleConnections) // runs last
+	ns = startNATS(t, 0, t.TempDir())
+	t.Cleanup(func() { ns.Shutdown() })
+	url := ns.ClientURL()
+	src = &source{}
+	ingest = daemontest.Start(t, "cluster:\n  role: ingest\n  node: in-1\n  nats_url: "+url+"\nvenues:\n  coinbase:\n    symbols: [BTC-USD]\n",
+		daemon.Options{Venues: []venues.Venue{src.adapter()}})
+	edgeYAML := "cluster:\n  role: edge\n  nats_url: %s\nvenues:\n  coinbase:\n    symbols: []\n"
+	edgeA = daemontest.Start(t, fmt.Sprintf(edgeYAML, url), daemon.Options{})
+	proxy = newNATSProxy(t, strings.TrimPrefix(url, "nats://"))
+	edgeB = daemontest.Start(t, fmt.Sprintf(edgeYAML, proxy.URL()), daemon.Options{})
+	for _, e := range []*daemontest.Running{edgeA, edgeB} {
+		waitFor(t, 10*time.Second, "edge ready", func() bool {
+			r, err := http.Get(e.URL("http") + "/readyz")
+			if err != nil {
+				return false
+			}
+			r.Body.Close()
+			return r.StatusCode == 200
+		})
+	}
+	return
+}
+
+// settle waits until c has received the ingest's latest level2 seq, then
+// checks c's book (built from what it received) against the ingest's
+// GET /v1/books.
+func settle(t *testing.T, c *wsClient, ingest *daemontest.Running, who string) {
+	t.Helper()
+	var want httpBook
+	waitFor(t, 10*time.Second, who+" to catch up", func() bool {
+		var ok bool
+		if want, ok = getBook(t, ingest.URL("http"), "coinbase", "BTC-USD"); !ok {
+			return false
+		}
+		_, last := bookOf(t, c.all(), l2BTC)
+		return last == want.Seq
+	})
+	got, _ := bookOf(t, c.all(), l2BTC)
+	if !sameBook(got, want) {
+		t.Fatalf("%s's book differs from the ingest's at seq %d:\n got %v\nwant %v / %v", who, want.Seq, levelsOf(got.Snapshot("x:level2:y").Bids), want.Bids, want.Asks)
+	}
+}
+
+func kindsOf(ms []wireMsg, kind string) []wireMsg {
+	var out []wireMsg
+	for _, m := range ms {
+		if m.Type == "notice" && m.Kind == kind {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestClusterTwoEdgesIdenticalBytes: subscribers of one stream on two
+// edges receive byte-identical events with the ingest's seq; the ingest
+// serves no subscribers.
+func TestClusterTwoEdgesIdenticalBytes(t *testing.T) {
+	_, src, ingest, edgeA, edgeB, _ := startCluster(t)
+	r, err := http.Get(ingest.URL("http") + "/v1/stream")
+	if err != nil || r.StatusCode != 404 {
+		t.Fatalf("ingest /v1/stream: %v %v", r, err)
+	}
+	r.Body.Close()
+	src.step() // the snapshot
+	a := dialSub(t, edgeA.URL("ws"), l2BTC, trBTC)
+	b := dialSub(t, edgeB.URL("ws"), l2BTC, trBTC)
+	stop := make(chan struct{})
+	done := src.run(stop)
+	time.Sleep(800 * time.Millisecond)
+	close(stop)
+	<-done
+	settle(t, a, ingest, "edge A")
+	settle(t, b, ingest, "edge B")
+	bySeq := map[string]map[uint64][]byte{}
+	for _, m := range a.all() {
+		if m.Type == "book" || m.Type == "trade" {
+			if bySeq[m.Stream] == nil {
+				bySeq[m.Stream] = map[uint64][]byte{}
+			}
+			bySeq[m.Stream][m.Seq] = m.raw
+		}
+	}
+	same := 0
+	for _, m := range b.all() {
+		if m.Snapshot || (m.Type != "book" && m.Type != "trade") {
+			continue
+		}
+		if other, ok := bySeq[m.Stream][m.Seq]; ok {
+			if !bytes.Equal(other, m.raw) {
+				t.Fatalf("%s seq %d differs between edges:\n%s\n%s", m.Stream, m.Seq, other, m.raw)
+			}
+			same++
+		}
+	}
+	if same < 50 {
+		t.Fatalf("only %d events compared", same)
+	}
+	for _, c := range []*wsClient{a, b} {
+		if n := kindsOf(c.all(), "book_resync"); len(n) != 0 {
+			t.Fatalf("resync without loss: %s", n[0].raw)
+		}
+	}
+}
+
+// TestClusterBusGapResyncs: events dropped between NATS and an edge are a
+// gap: book_resync (bus_gap, with the range), a snapshot, an exact book;
+// a trades stream announces its lost range.
+func TestClusterBusGapResyncs(t *testing.T) {
+	_, src, ingest, _, edgeB, proxy := startCluster(t)
+	src.step()
+	b := dialSub(t, edgeB.URL("ws"), l2BTC, trBTC)
+	stop := make(chan struct{})
+	done := src.run(stop)
+	time.Sleep(300 * time.Millisecond)
+	proxy.drop.Store(true)
+	time.Sleep(200 * time.Millisecond)
+	proxy.drop.Store(false)
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	<-done
+	settle(t, b, ingest, "edge B")
+	ms := b.all()
+	rs := kindsOf(ms, "book_resync")
+	if len(rs) == 0 || rs[0].Details["reason"] != "bus_gap" || rs[0].Stream != l2BTC {
+		t.Fatalf("no bus_gap book_resync: %v", rs)
+	}
+	first, last := rs[0].Details["first"].(float64), rs[0].Details["last"].(float64)
+	if first < 2 || last < first {
+		t.Fatalf("book_resync range [%v, %v]", first, last)
+	}
+	snaps := 0
+	for _, m := range ms {
+		if m.Stream == l2BTC && m.Snapshot {
+			snaps++
+		}
+	}
+	if snaps < 2 {
+		t.Fatalf("%d snapshots, want the first and one after the gap", snaps)
+	}
+	gs := kindsOf(ms, "stream_gap")
+	if len(gs) == 0 || gs[0].Stream != trBTC || gs[0].Details["reason"] != "bus_gap" {
+		t.Fatalf("no stream_gap on trades: %v", gs)
+	}
+	// The edge's own book is the ingest's.
+	eb, ok1 := getBook(t, edgeB.URL("http"), "coinbase", "BTC-USD")
+	ib, ok2 := getBook(t, ingest.URL("http"), "coinbase", "BTC-USD")
+	if !ok1 || !ok2 || fmt.Sprint(eb) != fmt.Sprint(ib) {
+		t.Fatalf("edge book %v, ingest book %v", eb, ib)
+	}
+}
+
+// TestClusterNATSRestart: NATS restarted mid-stream: link_down, /readyz not
+// ready, reconnection, link_up, a snapshot, an exact book.
+func TestClusterNATSRestart(t *testing.T) {
+	ns, src, ingest, edgeA, _, _ := startCluster(t)
+	src.step()
+	a := dialSub(t, edgeA.URL("ws"), l2BTC, trBTC)
+	stop := make(chan struct{})
+	done := src.run(stop)
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		<-done
+	}()
+	time.Sleep(300 * time.Millisecond)
+	port := ns.Addr().(*net.TCPAddr).Port
+	dir := ns.JetStreamConfig().StoreDir
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	waitFor(t, 10*time.Second, "link_down", func() bool { return len(kindsOf(a.all(), "link_down")) > 0 })
+	r, err := http.Get(edgeA.URL("http") + "/readyz")
+	if err != nil || r.StatusCode != 503 {
+		t.Fatalf("readyz with NATS down: %v %v", r.StatusCode, err)
+	}
+	r.Body.Close()
+	time.Sleep(300 * time.Millisecond) // the ingest goes on; these events are lost to the edge
+	ns2 := startNATS(t, port, dir)
+	t.Cleanup(func() { ns2.Shutdown() })
+	waitFor(t, 15*time.Second, "link_up", func() bool { return len(kindsOf(a.all(), "link_up")) > 0 })
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	<-done
+	settle(t, a, ingest, "edge A")
+	ms := a.all()
+	up := -1
+	for i, m := range ms {
+		if m.Type == "notice" && m.Kind == "link_up" {
+			up = i
+		}
+		if up >= 0 && m.Stream == l2BTC && m.Snapshot {
+			return // a snapshot after link_up
+		}
+	}
+	t.Fatal("no snapshot after link_up")
+}
