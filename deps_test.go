@@ -50,13 +50,14 @@ var policy = map[string][]string{
 	"internal/daemon":            {"internal/cluster", "claimcheck", "claimcheck/s3store", "derive", "fanout", "internal/api", "internal/config", "internal/wsapi", "notice", "replay", "subscriber", "venue", "venues"},
 	"internal/daemon/daemontest": {"internal/config", "internal/daemon"},
 	"internal/bench":             {"fanout", "internal/config", "internal/daemon", "internal/testsource", "venue", "venues"},
-	"cmd/fanoutd":                {"claimcheck", "internal/bench", "internal/config", "internal/daemon", "notice", "replay", "venue", "venues"},
+	"internal/tail":              {},
+	"cmd/fanoutd":                {"claimcheck", "internal/bench", "internal/tail", "internal/config", "internal/daemon", "notice", "replay", "venue", "venues"},
 }
 
 // websockets names the packages that may import a websocket library: the
 // venue links' transport, the mock venues, the websocket API, and the tools
 // that are clients.
-var websockets = []string{"venue/wsconn", "venue/venuetest", "venues/*/*test", "internal/wsapi", "internal/bench", "cmd/fanoutd"}
+var websockets = []string{"venue/wsconn", "venue/venuetest", "venues/*/*test", "internal/wsapi", "internal/bench", "internal/tail", "cmd/fanoutd"}
 
 const module = "github.com/fanoutd/fanoutd"
 

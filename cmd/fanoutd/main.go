@@ -50,7 +50,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "tail":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		return tail(ctx, args, stdout, stderr)
+		return tailCmd(ctx, args, stdout, stderr)
 	case "bench":
 		return bench.Main(args, stdout, stderr)
 	case "claims":
@@ -100,23 +100,17 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, o daemo
 		fmt.Fprintf(stderr, "fanoutd: %v\n", err)
 		return 2
 	}
-	if !config.Loopback(cfg.Listen) && len(cfg.Tokens) == 0 && !*insecure {
-		fmt.Fprintf(stderr, "fanoutd: listen: %q is not a loopback address and no tokens are configured (configure tokens, or pass --insecure)\n", cfg.Listen)
-		return 2
+	log := logger(cfg, stderr)
+	ln, code := openListener(cfg, *insecure, stderr)
+	if ln == nil {
+		return code
 	}
-	var level slog.Level
-	level.UnmarshalText([]byte(cfg.LogLevel))
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	o.Config, o.Logger = cfg, log
 	d, err := daemon.New(o)
 	if err != nil {
+		ln.Close()
 		fmt.Fprintf(stderr, "fanoutd: %v\n", err)
 		return 2
-	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		fmt.Fprintf(stderr, "fanoutd: listen %s: %v\n", cfg.Listen, err)
-		return 1
 	}
 	if ready != nil {
 		ready <- ln.Addr().String()
@@ -151,4 +145,27 @@ func loadCommandConfig(path string) (*config.Config, error) {
 		}
 	}
 	return config.Load(path, os.Getenv)
+}
+
+// logger is the commands' logger: text on stderr at the configured level.
+func logger(cfg *config.Config, stderr io.Writer) *slog.Logger {
+	var level slog.Level
+	level.UnmarshalText([]byte(cfg.LogLevel))
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// openListener opens cfg.Listen, refusing a non-loopback address without
+// tokens unless insecure (exit 2). On failure it returns nil and the exit
+// code.
+func openListener(cfg *config.Config, insecure bool, stderr io.Writer) (net.Listener, int) {
+	if !config.Loopback(cfg.Listen) && len(cfg.Tokens) == 0 && !insecure {
+		fmt.Fprintf(stderr, "fanoutd: listen: %q is not a loopback address and no tokens are configured (configure tokens, or pass --insecure)\n", cfg.Listen)
+		return nil, 2
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "fanoutd: listen %s: %v\n", cfg.Listen, err)
+		return nil, 1
+	}
+	return ln, 0
 }

@@ -66,7 +66,9 @@ func TestTailPrintsEventsAndNotices(t *testing.T) {
 	var out, errb syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	go func() { done <- tail(ctx, []string{"--url", td.url(""), "--name", "tailer", string(l2)}, &out, &errb) }()
+	go func() {
+		done <- tailCmd(ctx, []string{"--url", td.url(""), "--name", "tailer", string(l2)}, &out, &errb)
+	}()
 	checkFor(t, 10*time.Second, "tail's snapshot", func() bool { return strings.Contains(out.String(), "book SNAPSHOT") })
 	td.bookUpdate(1, 0)
 	checkFor(t, 10*time.Second, "tail's update", func() bool { return strings.Contains(out.String(), "#2 book update") })

@@ -183,9 +183,7 @@ func recordCmd(ctx context.Context, args []string, stdout, stderr io.Writer, bui
 	if *out != "" {
 		rc.Dir = *out
 	}
-	var level slog.Level
-	level.UnmarshalText([]byte(cfg.LogLevel))
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := logger(cfg, stderr)
 	tty := false
 	if f, ok := stderr.(*os.File); ok {
 		tty = term.IsTerminal(int(f.Fd()))

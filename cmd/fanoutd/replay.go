@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net"
 	"os"
 	"runtime/pprof"
 	"slices"
@@ -184,23 +183,16 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 		}
 		defer pprof.StopCPUProfile()
 	}
-	var level slog.Level
-	level.UnmarshalText([]byte(cfg.LogLevel))
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := logger(cfg, stderr)
 	if o.export != "" {
 		return export(ctx, &o, cfg, stdout, stderr, log)
 	}
 	if o.listen != "" {
 		cfg.Listen = o.listen
 	}
-	if !config.Loopback(cfg.Listen) && len(cfg.Tokens) == 0 && !o.insecure {
-		fmt.Fprintf(stderr, "fanoutd: listen: %q is not a loopback address and no tokens are configured (configure tokens, or pass --insecure)\n", cfg.Listen)
-		return 2
-	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		fmt.Fprintf(stderr, "fanoutd: listen %s: %v\n", cfg.Listen, err)
-		return 1
+	ln, code := openListener(cfg, o.insecure, stderr)
+	if ln == nil {
+		return code
 	}
 	if ready != nil {
 		ready <- ln.Addr().String()
