@@ -89,6 +89,10 @@ type LinkConfig struct {
 	// Tick, if set, runs every tick on the writer goroutine (without the
 	// lock); a non-empty result drops the connection with that reason.
 	Tick func(t time.Time) string
+	// TickInterval, if set, makes ticks at least this frequent (they are
+	// otherwise a quarter of ReadTimeout, or PingInterval if shorter): an
+	// adapter's retries are due to the tick.
+	TickInterval time.Duration
 }
 
 // Link is the one venue link lifecycle every adapter runs: dial, subscribe
@@ -370,6 +374,9 @@ func (l *Link) writer(ctx context.Context, c *linkConn) {
 	tick := l.cfg.ReadTimeout / 4
 	if p := l.cfg.PingInterval; p > 0 {
 		tick = min(tick, p)
+	}
+	if ti := l.cfg.TickInterval; ti > 0 {
+		tick = min(tick, ti)
 	}
 	t := time.NewTicker(max(tick, 10*time.Millisecond))
 	defer t.Stop()

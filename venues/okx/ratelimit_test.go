@@ -1,0 +1,76 @@
+package okx_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fanoutd/fanoutd/notice"
+	"github.com/fanoutd/fanoutd/venue"
+	"github.com/fanoutd/fanoutd/venue/venuetest"
+	"github.com/fanoutd/fanoutd/venues/okx/okxtest"
+)
+
+func noNotice(t *testing.T, sink *venuetest.Sink, from int, kinds ...notice.Kind) {
+	t.Helper()
+	for _, n := range sink.Notices()[from:] {
+		for _, k := range kinds {
+			if n.Kind == k {
+				t.Errorf("unexpected %s: %s", n.Kind, n.Message)
+			}
+		}
+	}
+}
+
+// The startup subscribe answered with 60014 is asked again after a backoff
+// on the same link: the book arrives well before the 10 s ack deadline,
+// nothing is refused, the link does not drop.
+func TestStartupRateLimited(t *testing.T) {
+	m := okxtest.New()
+	m.Start(t)
+	m.RateLimit(2)
+	sink := venuetest.NewSink()
+	venuetest.StartAdapter(t, m.NewAdapter, venue.Config{Symbols: []string{m.Symbol()}, Sink: sink})
+	sink.WaitNotice(t, venuetest.Wait, 0, notice.RateLimited)
+	sink.WaitBook(t, 6*time.Second, l2(m), m.Book)
+	m.Step(5)
+	sink.WaitBook(t, venuetest.Wait, l2(m), m.Book)
+	noNotice(t, sink, 0, notice.Refusal, notice.LinkDown)
+	if n := len(m.Asked("subscribe")); n != 3 {
+		t.Errorf("%d subscribes, want 3 (two rate-limited): %v", n, m.Asked("subscribe"))
+	}
+	sink.Check(t)
+}
+
+// A resync whose unsubscribe succeeds but whose subscribe gets 60014 is
+// asked again until the book is whole, though no update for it arrives.
+func TestResyncSubscribeRateLimited(t *testing.T) {
+	m, _, sink := startAdapter(t, nil)
+	sink.WaitBook(t, venuetest.Wait, l2(m), m.Book)
+	from := sink.NumNotices()
+	m.RateLimit(1)
+	m.CorruptNextChecksum()
+	m.Step(1)
+	sink.WaitNotice(t, venuetest.Wait, from, notice.BookResync)
+	sink.WaitNotice(t, venuetest.Wait, from, notice.RateLimited)
+	n := sink.NumEvents()
+	sink.WaitEvent(t, venuetest.Wait, n, "a new snapshot", func(e *venue.Event) bool { return e.Stream == l2(m) && e.Snapshot })
+	m.Step(3)
+	sink.WaitBook(t, venuetest.Wait, l2(m), m.Book)
+	noNotice(t, sink, from, notice.Refusal, notice.LinkDown)
+	sink.Check(t)
+}
+
+// A refused symbol is reported unknown to the daemon.
+func TestKnownSymbolFromRefusal(t *testing.T) {
+	m := okxtest.New()
+	ad, sink := venuetest.Start(t, m, venue.Config{Symbols: []string{m.RefusedSymbol(), m.Symbol()}, Channels: []venue.Channel{venue.Level2}})
+	sink.WaitNotice(t, venuetest.Wait, 0, notice.Refusal)
+	sc, _ := ad.(venue.SymbolChecker)
+	if sc == nil {
+		t.Fatal("no SymbolChecker")
+	}
+	sink.WaitFor(t, venuetest.Wait, "the refusal recorded", func() bool { k, l := sc.KnownSymbol(m.RefusedSymbol()); return !k && l })
+	if _, listed := sc.KnownSymbol(m.Symbol()); listed {
+		t.Errorf("%s reported listed: OKX's list is not fetched", m.Symbol())
+	}
+}
