@@ -1,6 +1,7 @@
 package kraken_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -110,5 +111,26 @@ func TestKnownSymbol(t *testing.T) {
 	}
 	if known, listed := sc.KnownSymbol("NOPE/USD"); known || !listed {
 		t.Errorf("NOPE/USD: known %v listed %v", known, listed)
+	}
+}
+
+// Requests leave evenly paced (10 a second), so a burst of them, resyncs
+// included, cannot trip Kraken's message rate.
+func TestRequestsPaced(t *testing.T) {
+	m := &krakentest.Mock{}
+	_, sink := venuetest.Start(t, m, venue.Config{Symbols: []string{"BTC/USD"}})
+	sink.WaitBook(t, venuetest.Wait, venue.NewStream(kraken.Name, venue.Level2, "BTC/USD"), m.Book)
+	var at []time.Time
+	for _, ch := range []string{"instrument", "book", "trade", "ticker"} {
+		at = append(at, m.Asked("subscribe", ch)...)
+	}
+	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
+	if len(at) != 4 {
+		t.Fatalf("%d subscribes, want 4", len(at))
+	}
+	for i := 1; i < len(at); i++ {
+		if gap := at[i].Sub(at[i-1]); gap < 80*time.Millisecond {
+			t.Errorf("request %d %v after the one before, want about 100 ms", i, gap)
+		}
 	}
 }

@@ -74,3 +74,28 @@ func TestKnownSymbolFromRefusal(t *testing.T) {
 		t.Errorf("%s reported listed: OKX's list is not fetched", m.Symbol())
 	}
 }
+
+// Requests leave evenly paced (3 a second): a run of Subscribe calls is
+// not a burst for OKX's 60014.
+func TestRequestsPaced(t *testing.T) {
+	m, ad, sink := startAdapter(t, nil)
+	sink.WaitBook(t, venuetest.Wait, l2(m), m.Book)
+	for _, s := range []string{"A-USDT", "B-USDT", "C-USDT"} {
+		if err := ad.Subscribe(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(venuetest.Wait)
+	for len(m.Asked("subscribe")) < 4 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	at := m.Asked("subscribe")
+	if len(at) != 4 {
+		t.Fatalf("%d subscribes, want 4", len(at))
+	}
+	for i := 2; i < len(at); i++ {
+		if gap := at[i].Sub(at[i-1]); gap < 300*time.Millisecond {
+			t.Errorf("subscribe %d %v after the one before, want about 333 ms", i, gap)
+		}
+	}
+}
