@@ -1,6 +1,7 @@
 package okx_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -97,5 +98,33 @@ func TestRequestsPaced(t *testing.T) {
 		if gap := at[i].Sub(at[i-1]); gap < 300*time.Millisecond {
 			t.Errorf("subscribe %d %v after the one before, want about 333 ms", i, gap)
 		}
+	}
+}
+
+// Many books found broken at once are resynced a few at a time (4), not
+// with 2N requests in one burst.
+func TestResyncsPaced(t *testing.T) {
+	m, ad, sink := startAdapter(t, nil)
+	sink.WaitBook(t, venuetest.Wait, l2(m), m.Book)
+	ids := []string{"A-USDT", "B-USDT", "C-USDT", "D-USDT", "E-USDT", "F-USDT"}
+	if err := ad.Subscribe(ids...); err != nil {
+		t.Fatal(err)
+	}
+	var fs [][]byte
+	for _, id := range ids {
+		fs = append(fs, fmt.Appendf(nil, `{"arg":{"channel":"books","instId":%q},"action":"snapshot","data":[{"asks":[["101","1","0","1"]],"bids":[["100","1","0","1"]],"ts":"1597026383085","checksum":0,"prevSeqId":-1,"seqId":1}]}`, id))
+	}
+	for _, id := range ids { // a gap on every book: 5 does not follow 1
+		fs = append(fs, fmt.Appendf(nil, `{"arg":{"channel":"books","instId":%q},"action":"update","data":[{"asks":[["101","2","0","1"]],"bids":[],"ts":"1597026383086","checksum":0,"prevSeqId":5,"seqId":6}]}`, id))
+	}
+	from := sink.NumNotices()
+	m.Stream(fs)
+	for range ids {
+		_, from = sink.WaitNotice(t, venuetest.Wait, from, notice.BookResync)
+		from++
+	}
+	time.Sleep(3 * time.Second) // the first four resyncs are out; no snapshot comes for them
+	if n := len(m.Asked("unsubscribe")); n != 4 {
+		t.Errorf("%d books resynced at once, want 4", n)
 	}
 }
