@@ -123,7 +123,7 @@ func TestResyncsPaced(t *testing.T) {
 		_, from = sink.WaitNotice(t, venuetest.Wait, from, notice.BookResync)
 		from++
 	}
-	time.Sleep(3 * time.Second) // the first four resyncs are out; no snapshot comes for them
+	time.Sleep(6 * time.Second) // the paced requests are out (before the 10 s re-ask); no snapshot comes
 	if n := len(m.Asked("unsubscribe")); n != 4 {
 		t.Errorf("%d books resynced at once, want 4", n)
 	}
