@@ -131,3 +131,22 @@ func TestBadUpdateResubscribesItsBook(t *testing.T) {
 	}
 	sink.Check(t)
 }
+
+// A product Coinbase refused as not valid is reported unknown; one it
+// serves is not listed (the product list is not fetched).
+func TestKnownSymbolFromRefusal(t *testing.T) {
+	m := &coinbasetest.Mock{}
+	ad, sink := venuetest.Start(t, m, venue.Config{})
+	if err := ad.Subscribe(coinbasetest.RefusedSymbol); err != nil {
+		t.Fatal(err)
+	}
+	sink.WaitNotice(t, venuetest.Wait, 0, notice.Refusal)
+	sc := ad.(venue.SymbolChecker)
+	sink.WaitFor(t, venuetest.Wait, "the refusal recorded", func() bool {
+		known, listed := sc.KnownSymbol(coinbasetest.RefusedSymbol)
+		return !known && listed
+	})
+	if _, listed := sc.KnownSymbol(coinbasetest.Symbol); listed {
+		t.Errorf("%s reported listed", coinbasetest.Symbol)
+	}
+}
