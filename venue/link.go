@@ -62,8 +62,10 @@ type LinkConfig struct {
 	Ping func() []byte
 	// DialSpacing is the least time between two dial attempts.
 	DialSpacing time.Duration
-	// MaxSendsPerSecond bounds the requests written in any second; 0 is
-	// no bound. Keepalives are not counted.
+	// MaxSendsPerSecond paces requests: one at most every
+	// 1/MaxSendsPerSecond, so a burst drains evenly and no second (however
+	// the venue cuts its windows) sees more than one extra. 0 is no bound.
+	// Keepalives are not counted.
 	MaxSendsPerSecond int
 	// SendQueue bounds the requests waiting to be written; past it the
 	// connection is dropped (the next one resubscribes). Defaults to
@@ -89,6 +91,10 @@ type LinkConfig struct {
 	// Tick, if set, runs every tick on the writer goroutine (without the
 	// lock); a non-empty result drops the connection with that reason.
 	Tick func(t time.Time) string
+	// TickInterval, if set, makes ticks at least this frequent (they are
+	// otherwise a quarter of ReadTimeout, or PingInterval if shorter): an
+	// adapter's retries are due to the tick.
+	TickInterval time.Duration
 }
 
 // Link is the one venue link lifecycle every adapter runs: dial, subscribe
@@ -364,16 +370,19 @@ func (l *Link) read(ctx context.Context, c *linkConn) error {
 	}
 }
 
-// writer writes queued requests (at most MaxSendsPerSecond in any second),
+// writer writes queued requests (evenly paced at MaxSendsPerSecond),
 // sends keepalives, runs the Tick hook and drops a silent connection.
 func (l *Link) writer(ctx context.Context, c *linkConn) {
 	tick := l.cfg.ReadTimeout / 4
 	if p := l.cfg.PingInterval; p > 0 {
 		tick = min(tick, p)
 	}
+	if ti := l.cfg.TickInterval; ti > 0 {
+		tick = min(tick, ti)
+	}
 	t := time.NewTicker(max(tick, 10*time.Millisecond))
 	defer t.Stop()
-	var sent []time.Time // the last MaxSendsPerSecond send times, oldest first
+	var lastSend time.Time
 	lastPing := time.Now()
 	var pinging atomic.Bool
 	var pwg sync.WaitGroup
@@ -394,18 +403,15 @@ func (l *Link) writer(ctx context.Context, c *linkConn) {
 		case <-ctx.Done():
 			return
 		case msg := <-c.out:
-			if n := l.cfg.MaxSendsPerSecond; n > 0 && len(sent) == n {
-				if !sleep(ctx, time.Until(sent[0].Add(time.Second))) {
+			if n := l.cfg.MaxSendsPerSecond; n > 0 && !lastSend.IsZero() {
+				if !sleep(ctx, time.Until(lastSend.Add(time.Second/time.Duration(n)))) {
 					return
 				}
-				sent = sent[1:]
 			}
 			if !write(msg) {
 				return
 			}
-			if l.cfg.MaxSendsPerSecond > 0 {
-				sent = append(sent, time.Now())
-			}
+			lastSend = time.Now()
 		case now := <-t.C:
 			if idle := now.Sub(time.Unix(0, c.last.Load())); idle > l.cfg.ReadTimeout {
 				l.cmu.Lock()

@@ -160,3 +160,41 @@ func fmtSlice(s []string) string {
 	}
 	return out
 }
+
+// TestLinkPacesRequests: a burst of requests drains evenly, one every
+// 1/MaxSendsPerSecond, so no second however cut holds more than one extra.
+func TestLinkPacesRequests(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newPipe()
+		var l *venue.Link
+		l, err := venue.NewLink(venue.LinkConfig{
+			Venue: "x", URL: "mem://x", ReadTimeout: time.Hour, MaxSendsPerSecond: 4,
+			Dial:    func(context.Context, string, func()) (venue.Conn, error) { return c, nil },
+			Decoder: &nopDecoder{}, Sink: &noticeSink{}, Coverage: venue.NewCoverageTracker("x"),
+			Connected: func(time.Time) bool {
+				for range 10 {
+					l.Send([]byte("subscribe"))
+				}
+				return true
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { l.Run(ctx); close(done) }()
+		var at []time.Time
+		for range 10 {
+			<-c.out
+			at = append(at, time.Now())
+		}
+		cancel()
+		<-done
+		for i := 1; i < len(at); i++ {
+			if gap := at[i].Sub(at[i-1]); gap < 250*time.Millisecond {
+				t.Errorf("request %d %v after the one before, want 250 ms", i, gap)
+			}
+		}
+	})
+}

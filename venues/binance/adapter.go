@@ -66,9 +66,12 @@ type Adapter struct {
 	dec   *Decoder // under the link's decode lock
 	life  venue.Lifecycle
 
-	smu      sync.Mutex      // protects the fields below; taken after the decode lock
-	want     map[string]bool // symbols wanted, as given
-	known    map[string]bool // symbols exchangeInfo confirmed
+	smu      sync.Mutex        // protects the fields below; taken after the decode lock
+	want     map[string]bool   // symbols wanted, as given
+	known    map[string]bool   // symbols exchangeInfo confirmed
+	listed   map[string]string // every symbol of exchangeInfo and its status; nil until fetched
+	listedAt time.Time
+	over     map[string]bool // wanted symbols told they do not fit in maxStreams
 	conn     *conn           // the newest connection's subscription state
 	epoch    uint64          // connection counter
 	fetchQ   map[string]uint64
@@ -78,12 +81,35 @@ type Adapter struct {
 	fetchKick chan struct{} // fetchQ grew
 }
 
-var _ venue.Adapter = (*Adapter)(nil)
+var (
+	_ venue.Adapter       = (*Adapter)(nil)
+	_ venue.SymbolChecker = (*Adapter)(nil)
+)
+
+// listRefresh is how old the instrument list may grow before it is
+// fetched again (new listings).
+const listRefresh = time.Hour
+
+// KnownSymbol reports whether sym is in Binance's exchangeInfo, fetched
+// whole once the adapter runs (and hourly after).
+func (a *Adapter) KnownSymbol(sym string) (known, listed bool) {
+	a.smu.Lock()
+	defer a.smu.Unlock()
+	if a.known[sym] {
+		return true, true
+	}
+	if a.listed == nil {
+		return false, false
+	}
+	_, ok := a.listed[sym]
+	return ok, true
+}
 
 // conn is one connection's subscription state, guarded by Adapter.smu.
 type conn struct {
 	epoch  uint64
 	nextID int64
+	nextAt time.Time        // when the link may write the next request
 	subs   map[string]int64 // stream → id of its pending request, 0 once acknowledged
 	reqs   map[int64]request
 	up     bool
@@ -136,6 +162,7 @@ func New(cfg venue.Config) (*Adapter, error) {
 		rest:      newREST(cfg.RESTURL),
 		want:      map[string]bool{},
 		known:     map[string]bool{},
+		over:      map[string]bool{},
 		fetchQ:    map[string]uint64{},
 		kick:      make(chan struct{}, 1),
 		fetchKick: make(chan struct{}, 1),
@@ -314,13 +341,32 @@ func (a *Adapter) control(ctx context.Context) {
 }
 
 func (a *Adapter) reconcile(ctx context.Context) error {
-	// 1. Validate new symbols against exchangeInfo.
+	// 1. Validate new symbols against exchangeInfo: the whole list (one
+	// request, weight 20), then alone those it lacks (a listing newer
+	// than the list).
+	a.smu.Lock()
+	stale := a.listed == nil || time.Since(a.listedAt) > listRefresh
+	a.smu.Unlock()
+	if stale {
+		if all, err := a.rest.symbols(ctx, nil); err == nil {
+			a.smu.Lock()
+			a.listed, a.listedAt = all, time.Now()
+			a.smu.Unlock()
+		} else {
+			a.log.Warn("binance: exchangeInfo list", "err", err)
+		}
+	}
 	a.smu.Lock()
 	var unknown []string
 	for s := range a.want {
-		if !a.known[s] {
-			unknown = append(unknown, s)
+		if a.known[s] {
+			continue
 		}
+		if _, ok := a.listed[s]; ok {
+			a.known[s] = true
+			continue
+		}
+		unknown = append(unknown, s)
 	}
 	a.smu.Unlock()
 	if len(unknown) > 0 {
@@ -363,11 +409,43 @@ func (a *Adapter) reconcile(ctx context.Context) error {
 	a.smu.Lock()
 	l := a.conn
 	desired := map[string]bool{}
+	// Symbols already subscribed keep their place; others follow in name
+	// order while they fit in maxStreams. The rest are refused, once.
+	chans := a.cfg.ChannelsOrAll()
+	var syms []string
 	for s := range a.want {
 		if a.known[s] {
-			for _, ch := range a.cfg.ChannelsOrAll() {
-				desired[streamName(s, ch)] = true
+			syms = append(syms, s)
+		}
+	}
+	slices.SortFunc(syms, func(x, y string) int {
+		_, xin := l.subs[streamName(x, chans[0])]
+		_, yin := l.subs[streamName(y, chans[0])]
+		switch {
+		case xin && !yin:
+			return -1
+		case yin && !xin:
+			return 1
+		}
+		return strings.Compare(x, y)
+	})
+	var over []string
+	for _, s := range syms {
+		if len(desired)+len(chans) > maxStreams {
+			if !a.over[s] {
+				a.over[s] = true
+				over = append(over, s)
 			}
+			continue
+		}
+		delete(a.over, s)
+		for _, ch := range chans {
+			desired[streamName(s, ch)] = true
+		}
+	}
+	for s := range a.over {
+		if !a.want[s] {
+			delete(a.over, s)
 		}
 	}
 	var sub, unsub []string
@@ -381,10 +459,6 @@ func (a *Adapter) reconcile(ctx context.Context) error {
 			unsub = append(unsub, st)
 		}
 	}
-	if len(l.subs)+len(sub)-len(unsub) > maxStreams {
-		a.smu.Unlock()
-		return fmt.Errorf("%d streams wanted, over Binance's %d per connection", len(l.subs)+len(sub)-len(unsub), maxStreams)
-	}
 	upNow := len(desired) == 0 && len(l.subs) == 0 && !l.up // nothing to subscribe: connected is up
 	l.up = l.up || upNow
 	slices.Sort(sub)
@@ -392,6 +466,10 @@ func (a *Adapter) reconcile(ctx context.Context) error {
 	a.send(l, "UNSUBSCRIBE", unsub)
 	a.send(l, "SUBSCRIBE", sub)
 	a.smu.Unlock()
+	for _, s := range over {
+		a.notice(notice.Refusal, "", fmt.Sprintf("binance: %s not subscribed: over Binance's %d streams per connection", s, maxStreams),
+			map[string]any{"symbol": s, "message": fmt.Sprintf("over Binance's %d streams per connection", maxStreams)})
+	}
 	if upNow {
 		a.link.Do(func() {
 			if a.current(l) {
@@ -423,7 +501,14 @@ func (a *Adapter) send(l *conn, method string, streams []string) {
 		streams = streams[n:]
 		l.nextID++
 		id := l.nextID
-		l.reqs[id] = request{method: method, streams: chunk, at: time.Now()}
+		// The link paces requests: this one goes out when those queued
+		// before it have, and its answer is due from then.
+		at := time.Now()
+		if at.Before(l.nextAt) {
+			at = l.nextAt
+		}
+		l.nextAt = at.Add(time.Second / msgsPerSec)
+		l.reqs[id] = request{method: method, streams: chunk, at: at}
 		for _, st := range chunk {
 			if method == "SUBSCRIBE" {
 				l.subs[st] = id

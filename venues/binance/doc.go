@@ -24,8 +24,11 @@
 //     sends nothing, so every symbol is first looked up in REST
 //     /api/v3/exchangeInfo (symbols=[…]; Binance fails the whole request
 //     with -1121 "Invalid symbol." when one is unknown, and the adapter then
-//     asks for each alone). An unknown symbol is a Refusal notice and is not
-//     subscribed. A -1121 on the depth snapshot is a Refusal too.
+//     asks for each alone). The whole exchangeInfo is fetched once (and
+//     hourly) and is the adapter's instrument list (venue.SymbolChecker);
+//     a wanted symbol it lacks is still asked about alone (a new listing).
+//     An unknown symbol is a Refusal notice and is not subscribed. A -1121
+//     on the depth snapshot is a Refusal too.
 //   - Keepalive: Binance pings every 20 s and drops a connection that has
 //     not answered within a minute; coder/websocket answers pings while the
 //     adapter reads. The adapter also pings every Config.PingInterval
@@ -33,8 +36,12 @@
 //     frame, ping or pong — for Config.ReadTimeout (default 60 s) is dead:
 //     it is closed and reconnected.
 //   - Limits: at most one request every 250 ms (Binance disconnects past 5
-//     incoming messages a second, pings and pongs included), requests of at
-//     most 4 KiB, at most 1024 streams a connection, and at most 60
+//     incoming messages a second, pings and pongs included; a request's
+//     answer is due ReadTimeout after its turn to be sent, not after it was
+//     queued), requests of at most 4 KiB, at most 1024 streams a connection
+//     (symbols past it, in name order after those already subscribed, are
+//     refused up front with a Refusal notice each and subscribed when
+//     places free; spreading over connections is not done), and at most 60
 //     connection attempts in 5 minutes (Binance allows 300 per IP). REST
 //     calls spend from a bucket of 3000 weight a minute, half of the IP's
 //     6000 (a 5000-level snapshot weighs 250); 429 and 418 answers are

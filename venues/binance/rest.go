@@ -188,9 +188,11 @@ func (r *rest) symbols(ctx context.Context, symbols []string) (known map[string]
 
 func (r *rest) exchangeInfo(ctx context.Context, symbols []string) ([]byte, error) {
 	q := url.Values{}
-	if len(symbols) == 1 {
+	switch len(symbols) {
+	case 0: // every symbol
+	case 1:
 		q.Set("symbol", symbols[0])
-	} else {
+	default:
 		b, _ := json.Marshal(symbols)
 		q.Set("symbols", string(b))
 	}

@@ -36,6 +36,15 @@ const (
 	stableAfter = 30 * time.Second
 	// maxArgs is Bybit spot's limit of args per subscribe request.
 	maxArgs = 10
+	// maxArgsChars is Bybit's limit on the characters of args one
+	// connection may subscribe (21,000); a topic counts its length plus 3
+	// (quotes and comma). Symbols past it are refused up front.
+	maxArgsChars = 21000
+	// sendQueue holds a connection's first subscriptions: at most one
+	// request per symbol, and maxArgsChars admits at most ~1,400 symbols.
+	sendQueue = 2048
+	// tickInterval is how often due book resyncs are looked at.
+	tickInterval = 250 * time.Millisecond
 )
 
 // ErrStarted is returned (wrapped) by a second call to Start.
@@ -59,6 +68,12 @@ type Adapter struct {
 	pending map[string]request // requests sent, by req_id, awaiting their answer
 	nextReq uint64
 	initial int // initial subscribe requests of this connection not yet answered
+
+	// Under the decode lock.
+	chars   int             // args characters subscribed on this connection
+	over    map[string]bool // wanted symbols told they do not fit in maxArgsChars
+	resyncs venue.Retry     // per topic: when its book may be resubscribed again
+	resyncQ []string        // topics waiting for their backoff
 }
 
 var _ venue.Adapter = (*Adapter)(nil)
@@ -98,7 +113,7 @@ func New(cfg venue.Config) (*Adapter, error) {
 		// least two pings must fit in the read timeout.
 		cfg.PingInterval = cfg.ReadTimeout / 3
 	}
-	a := &Adapter{cfg: cfg, log: cfg.Logger.With("venue", Name), pending: make(map[string]request)}
+	a := &Adapter{cfg: cfg, log: cfg.Logger.With("venue", Name), pending: make(map[string]request), over: map[string]bool{}}
 	for _, s := range cfg.Symbols {
 		if !slices.Contains(a.symbols, s) {
 			a.symbols = append(a.symbols, s)
@@ -106,13 +121,14 @@ func New(cfg venue.Config) (*Adapter, error) {
 	}
 	a.dec = NewDecoder(cfg)
 	a.dec.resync = a.resync
+	a.dec.whole = a.whole
 	a.dec.control = a.answer
 	var err error
 	a.link, err = venue.NewLink(venue.LinkConfig{
 		Venue: Name, URL: cfg.WSURL, Dial: wsconn.Dialer(readLimit),
 		ReadTimeout: cfg.ReadTimeout, PingInterval: cfg.PingInterval, Ping: a.pingFrame,
-		StableAfter: stableAfter,
-		Decoder:     a.dec, Sink: cfg.Sink, Recorder: cfg.Recorder, Coverage: a.dec.Coverage(), Logger: a.log,
+		StableAfter: stableAfter, SendQueue: sendQueue, Tick: a.tick, TickInterval: tickInterval,
+		Decoder: a.dec, Sink: cfg.Sink, Recorder: cfg.Recorder, Coverage: a.dec.Coverage(), Logger: a.log,
 		Connected: a.connected,
 	})
 	if err != nil {
@@ -155,7 +171,7 @@ func (a *Adapter) Subscribe(symbols ...string) error {
 				a.symbols = append(a.symbols, s)
 			}
 			a.mu.Unlock()
-			if !known {
+			if !known && a.fits(time.Now(), s) {
 				a.send(request{op: "subscribe", symbol: s, args: a.topics(s)})
 			}
 		}
@@ -174,9 +190,11 @@ func (a *Adapter) Unsubscribe(symbols ...string) error {
 				a.symbols = slices.Delete(a.symbols, i, i+1)
 			}
 			a.mu.Unlock()
-			if i >= 0 {
+			if i >= 0 && !a.over[s] {
+				a.chars -= argsChars(a.topics(s))
 				a.send(request{op: "unsubscribe", symbol: s, args: a.topics(s)})
 			}
+			delete(a.over, s)
 		}
 	})
 	return nil
@@ -206,12 +224,20 @@ func (a *Adapter) topics(symbol string) []string {
 // connected sends a new connection's first subscriptions; the link is up
 // once Bybit has answered each of them.
 func (a *Adapter) connected(time.Time) bool {
+	a.chars = 0
+	a.resyncs.Reset()
+	a.resyncQ = a.resyncQ[:0]
 	a.mu.Lock()
 	clear(a.pending)
+	syms := slices.Clone(a.symbols)
+	a.mu.Unlock()
 	var first []request
-	for _, s := range a.symbols {
-		first = append(first, request{op: "subscribe", symbol: s, args: a.topics(s), initial: true})
+	for _, s := range syms {
+		if a.fits(time.Now(), s) {
+			first = append(first, request{op: "subscribe", symbol: s, args: a.topics(s), initial: true})
+		}
 	}
+	a.mu.Lock()
 	a.initial = len(first)
 	a.mu.Unlock()
 	for _, r := range first {
@@ -255,9 +281,63 @@ func (a *Adapter) send(r request) {
 // resync is the decoder's hook: unsubscribe and subscribe topic again, and
 // Bybit sends a fresh snapshot.
 func (a *Adapter) resync(topic string) {
+	now := time.Now()
+	if a.resyncs.Waiting(topic, now) {
+		// Its last resync did not make it whole yet (a crossed snapshot
+		// again): wait the backoff, not a resubscribe loop.
+		if !slices.Contains(a.resyncQ, topic) {
+			a.resyncQ = append(a.resyncQ, topic)
+		}
+		return
+	}
+	a.resyncs.Fail(topic, now)
 	sym := topic[strings.LastIndexByte(topic, '.')+1:]
 	a.send(request{op: "unsubscribe", symbol: sym, args: []string{topic}, resync: true})
 	a.send(request{op: "subscribe", symbol: sym, args: []string{topic}, resync: true})
+}
+
+// whole is the decoder's callback for a snapshot that made topic's book
+// whole: its resync backoff starts over.
+func (a *Adapter) whole(topic string) { a.resyncs.Done(topic) }
+
+// tick resubscribes the books whose backoff is over.
+func (a *Adapter) tick(time.Time) string {
+	a.link.Do(func() {
+		q := a.resyncQ
+		a.resyncQ = nil
+		for _, t := range q {
+			a.resync(t)
+		}
+	})
+	return ""
+}
+
+// argsChars is what topics count against maxArgsChars.
+func argsChars(topics []string) int {
+	n := 0
+	for _, t := range topics {
+		n += len(t) + 3
+	}
+	return n
+}
+
+// fits reports whether symbol's topics fit in what the connection may
+// still subscribe, and counts them if so; a symbol that does not is told
+// so once, with a refusal. The decode lock must be held.
+func (a *Adapter) fits(now time.Time, symbol string) bool {
+	n := argsChars(a.topics(symbol))
+	if a.chars+n <= maxArgsChars {
+		a.chars += n
+		delete(a.over, symbol)
+		return true
+	}
+	if !a.over[symbol] {
+		a.over[symbol] = true
+		msg := fmt.Sprintf("over Bybit's %d characters of args per connection; not subscribed", maxArgsChars)
+		a.dec.sink.Notice(notice.Must(notice.Refusal, Name, "", now, "bybit: "+symbol+" "+msg,
+			map[string]any{"symbol": symbol, "message": msg}))
+	}
+	return false
 }
 
 // answer is the decoder's hook for control frames: pongs, and the acks of
@@ -328,6 +408,7 @@ func (a *Adapter) matchFailure(msg string) (request, bool) {
 // symbol: it is not retried, on this link or the next.
 func (a *Adapter) refused(now time.Time, r request, msg string) {
 	if r.op == "subscribe" {
+		a.chars -= argsChars(r.args)
 		a.mu.Lock()
 		if i := slices.Index(a.symbols, r.symbol); i >= 0 {
 			a.symbols = slices.Delete(a.symbols, i, i+1)

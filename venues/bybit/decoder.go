@@ -43,6 +43,7 @@ type Decoder struct {
 
 	// Hooks the Adapter sets; nil in replay.
 	resync  func(topic string)  // ask the venue for a fresh snapshot of topic
+	whole   func(topic string)  // a snapshot made topic's book whole
 	control func(c *controlMsg) // a subscribe/unsubscribe/ping answer
 
 	sc     scan.Scanner
@@ -397,6 +398,9 @@ func (d *Decoder) applyBook(recv, venueTime time.Time, t *topic, p parsedData, f
 		if t.book.Crossed() {
 			d.badFrame(recv, t, "snapshot makes a crossed book", frame)
 			return
+		}
+		if d.whole != nil {
+			d.whole(t.name)
 		}
 		if t.l2 != "" {
 			ev := t.book.Snapshot(t.l2)

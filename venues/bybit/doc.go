@@ -23,7 +23,10 @@
 //
 // Each symbol is one request, {"req_id":"N","op":"subscribe","args":[…]},
 // with at most 10 args per request (Bybit spot's limit; one symbol needs
-// three). The answer {"success":true|false,"ret_msg":…,"req_id":…,
+// three). A connection subscribes at most 21,000 characters of args
+// (Bybit's limit; a topic counts its length plus 3 for quotes and comma):
+// symbols past it are refused up front with a Refusal notice each, not
+// sent; spreading them over connections is not done. The answer {"success":true|false,"ret_msg":…,"req_id":…,
 // "op":"subscribe"} is matched by req_id. A failure is a Refusal notice
 // naming the symbol and Bybit's ret_msg, and the symbol is dropped: it is
 // not retried on this link or the next. Bybit has been seen answering a
@@ -74,7 +77,10 @@
 // a book_resync notice names the reason, the topic and the update ids
 // (last_u, got_u, want_u); the adapter unsubscribes and subscribes the
 // orderbook topic again, and Bybit answers with a fresh snapshot, which is
-// published as a snapshot:true event. If deltas still come 10 s after the
+// published as a snapshot:true event. A topic resynced again before a
+// snapshot made it whole (a crossed snapshot) waits a backoff first (1 s
+// doubling to 30 s), so a venue sending bad snapshots gets no resubscribe
+// loop. If deltas still come 10 s after the
 // request with no snapshot, it asks again; if Bybit refuses the
 // resubscription, the link is dropped and reconnected (a new link starts
 // with snapshots). In replay (no link) the decoder waits for the capture's

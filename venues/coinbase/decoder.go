@@ -64,7 +64,6 @@ type Decoder struct {
 
 	// Bad frames: counted, one notice per burst.
 	badFrames   uint64
-	badInBurst  uint64
 	lastBad     time.Time
 	burstNotice bool
 
@@ -77,6 +76,9 @@ type Decoder struct {
 	skipAck    bool      // an error frame answered the oldest request; its ack may follow
 	onRefuse   func(symbol string)
 	onResync   func(reason string) // the live link drops and reconnects
+	onBook     func(id string)     // one book needs a new snapshot: resubscribe its level2
+	onWhole    func(id string)     // a snapshot made id's book whole
+	onL2Full   func(ids []string)  // the venue refused level2 for ids: too many in the session
 	scratch    []update
 	bidScratch []venue.Level
 	askScratch []venue.Level
@@ -204,7 +206,11 @@ func (d *Decoder) Frame(recv time.Time, frame []byte) {
 		return
 	}
 	if events == nil {
-		d.bad(recv, "frame has no events", frame, nil)
+		if string(channel) == "l2_data" {
+			d.badL2(recv, "frame has no events", frame)
+		} else {
+			d.bad(recv, "frame has no events", frame, nil)
+		}
 		return
 	}
 	es := scan.New(events)
@@ -277,18 +283,44 @@ func (d *Decoder) invalidate(p *product, recv time.Time, reason string, details 
 	if d.seq >= 0 {
 		det["last_sequence_num"] = d.seq
 	}
+	how := "reconnecting"
+	if det["resync"] == "resubscribe" {
+		how = "resubscribing"
+	}
 	d.sink.Notice(notice.Must(notice.BookResync, Name, string(p.l2), recv,
-		"coinbase "+p.id+" book resync ("+reason+"): reconnecting for a new snapshot", det))
+		"coinbase "+p.id+" book resync ("+reason+"): "+how+" for a new snapshot", det))
 }
 
-// bad counts a frame that did not parse or made an impossible book,
-// reports the burst once, and resyncs: p's book if the frame concerned one
-// product, every book otherwise.
+// bad counts a frame that did not parse or made an impossible book and
+// reports the burst once. If the frame concerned p, p's book is resynced
+// by resubscribing its level2 on the same link; a frame that names no book
+// costs none: its sequence_num was read (or the next frame's shows a gap),
+// so nothing else was lost. Level2 frames that name no product go to
+// badL2.
 func (d *Decoder) bad(recv time.Time, why string, frame []byte, p *product) {
+	d.report(recv, why, frame)
+	if p == nil {
+		return
+	}
+	if p.valid {
+		d.invalidate(p, recv, "bad_frame", map[string]any{"bad_frame": why, "resync": "resubscribe"})
+	}
+	if d.onBook != nil {
+		d.onBook(p.id)
+	}
+}
+
+// badL2 is bad for a level2 frame whose product could not be read: any
+// book may have missed it, so every book is resynced (the link reconnects).
+func (d *Decoder) badL2(recv time.Time, why string, frame []byte) {
+	d.report(recv, why, frame)
+	d.resyncAll(recv, "bad_frame", map[string]any{"bad_frame": why})
+	d.setResync("bad_frame")
+}
+
+func (d *Decoder) report(recv time.Time, why string, frame []byte) {
 	d.badFrames++
-	if d.burstNotice && recv.Sub(d.lastBad) < burstQuiet {
-		d.badInBurst++
-	} else {
+	if !d.burstNotice || recv.Sub(d.lastBad) >= burstQuiet {
 		d.burstNotice = true
 		prefix := frame
 		if len(prefix) > 80 {
@@ -296,18 +328,8 @@ func (d *Decoder) bad(recv time.Time, why string, frame []byte, p *product) {
 		}
 		d.sink.Notice(notice.Must(notice.DataQuality, Name, "", recv, "coinbase: bad frame: "+why,
 			map[string]any{"reason": why, "bad_frames": d.badFrames, "sample": string(prefix)}))
-		d.badInBurst = 0
 	}
 	d.lastBad = recv
-	details := map[string]any{"bad_frame": why}
-	if p != nil {
-		if p.valid {
-			d.invalidate(p, recv, "bad_frame", details)
-		}
-	} else {
-		d.resyncAll(recv, "bad_frame", details)
-	}
-	d.setResync("bad_frame")
 }
 
 // l2 decodes the events of an l2_data frame.
@@ -330,7 +352,7 @@ func (d *Decoder) l2(s *scan.Scanner, recv, vt time.Time, seq int64, frame []byt
 			return true // reported by eachEvent
 		}
 		if id == nil || updates == nil {
-			d.bad(recv, "l2_data event lacks product_id or updates", frame, nil)
+			d.badL2(recv, "l2_data event lacks product_id or updates", frame)
 			return false
 		}
 		p := d.product(id)
@@ -363,8 +385,12 @@ func (d *Decoder) l2(s *scan.Scanner, recv, vt time.Time, seq int64, frame []byt
 // "malformed <channel> events"); event reports false when it reported the
 // frame bad itself, which ends the walk.
 func (d *Decoder) eachEvent(s *scan.Scanner, recv time.Time, channel string, frame []byte, event func() bool) {
+	bad := d.bad
+	if channel == "l2_data" {
+		bad = func(recv time.Time, why string, frame []byte, _ *product) { d.badL2(recv, why, frame) }
+	}
 	if s.Peek() != '[' {
-		d.bad(recv, channel+" events is not an array", frame, nil)
+		bad(recv, channel+" events is not an array", frame, nil)
 		return
 	}
 	for more := s.Array(); more; more = s.More(']') {
@@ -373,7 +399,7 @@ func (d *Decoder) eachEvent(s *scan.Scanner, recv time.Time, channel string, fra
 		}
 	}
 	if s.Failed() {
-		d.bad(recv, "malformed "+channel+" events", frame, nil)
+		bad(recv, "malformed "+channel+" events", frame, nil)
 	}
 }
 
@@ -442,6 +468,9 @@ func (d *Decoder) snapshot(p *product, ups []update, recv, vt time.Time, seq int
 	ev := p.book.Snapshot(p.l2)
 	ev.VenueTime, ev.RecvTime, ev.VenueSeq = vt, recv, seq
 	d.emit(p, ev, p.l2, recv)
+	if d.onWhole != nil {
+		d.onWhole(p.id)
+	}
 }
 
 // dedupe keeps the last of each run of equal prices in a sorted side.
@@ -749,6 +778,10 @@ func (d *Decoder) ack(s *scan.Scanner, recv time.Time, frame []byte) {
 // product refuses that product; one naming none answers (and refuses) the
 // oldest pending request.
 func (d *Decoder) errorFrame(recv time.Time, message, reason []byte) {
+	if tooManyL2(message) || tooManyL2(reason) {
+		d.l2Full(recv, message, reason)
+		return
+	}
 	named := false
 	for _, req := range d.pending {
 		if req.unsubscribe {
@@ -779,6 +812,51 @@ func (d *Decoder) errorFrame(recv time.Time, message, reason []byte) {
 	// problem): report it so an operator sees it.
 	d.sink.Notice(notice.Must(notice.Refusal, Name, "", recv, "coinbase error: "+string(message)+" "+string(reason),
 		map[string]any{"message": refusalText(string(message), string(reason))}))
+}
+
+// tooManyL2 reports Coinbase's refusal of level2 products past its
+// per-session limit ("too many L2 streams requested in a single session").
+func tooManyL2(text []byte) bool {
+	return bytes.Contains(bytes.ToLower(text), []byte("too many l2 streams"))
+}
+
+// l2Full answers the oldest pending level2 subscribe with the venue's
+// "too many L2 streams" error, which names no product: level2 alone is
+// refused for that request's products (their trades and ticker go on).
+func (d *Decoder) l2Full(recv time.Time, message, reason []byte) {
+	i := slices.IndexFunc(d.pending, func(r request) bool { return !r.unsubscribe && r.channel == "level2" })
+	if i < 0 {
+		d.sink.Notice(notice.Must(notice.Refusal, Name, "", recv, "coinbase error: "+refusalText(string(message), string(reason)),
+			map[string]any{"message": refusalText(string(message), string(reason)), "channel": "level2"}))
+		return
+	}
+	req := d.pending[i]
+	d.pending = slices.Delete(d.pending, i, i+1)
+	if i == 0 {
+		d.skipAck = true
+	}
+	var ids []string
+	for _, id := range req.products {
+		p := d.product([]byte(id))
+		if p.l2Active {
+			continue
+		}
+		p.l2Pending = false
+		ids = append(ids, id)
+		d.refuseL2(recv, id, refusalText(string(message), string(reason)))
+	}
+	if d.onL2Full != nil && len(ids) > 0 {
+		d.onL2Full(ids)
+	}
+}
+
+// refuseL2 reports that id gets no level2 stream (the session's limit),
+// with a refusal notice on that stream alone.
+func (d *Decoder) refuseL2(recv time.Time, id, message string) {
+	p := d.product([]byte(id))
+	d.sink.Forget(recv, p.l2)
+	d.sink.Notice(notice.Must(notice.Refusal, Name, string(p.l2), recv, "coinbase refused level2 for "+id+": "+message,
+		map[string]any{"symbol": id, "channel": "level2", "message": message}))
 }
 
 // namesProduct reports whether text names product id as a whole word:

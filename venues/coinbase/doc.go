@@ -27,7 +27,21 @@
 // {"type":"error","message":...,"reason":...} naming a requested product
 // refuses that product; one naming none answers (and refuses) the oldest
 // pending request, and its own ack, if one follows, is not read for
-// refusals. A refusal is one refusal notice per product; the product leaves
+// refusals. The exception is "too many L2 streams requested in a single
+// session", which names none either: it refuses level2 alone for the
+// oldest pending level2 request's products (their trades and ticker go on,
+// and they stay wanted).
+//
+// Level2 per session: Coinbase serves about 16 level2 products a session
+// (another client saw 16 work and 32 fail). The adapter gives level2 to
+// the first 16 wanted products and refuses level2 to the others up front,
+// with one refusal notice each on their level2 stream; an Unsubscribe
+// frees a place for the next. Spreading products over several connections
+// is not done.
+//
+// Known symbols: the product list is not fetched; a product refused as
+// "not a valid product" is reported unknown (venue.SymbolChecker) until
+// Subscribe names it again. A refusal is one refusal notice per product; the product leaves
 // the adapter's wanted set and is not asked for again after a reconnect
 // (no retry loop) until Subscribe names it again. An error frame that
 // answers nothing the adapter sent (or any error frame in replay) is still
@@ -65,9 +79,14 @@
 // Bad frames: a frame that is not JSON, lacks its envelope, carries a
 // malformed level, a negative size, or leaves a book crossed is counted
 // (Decoder.BadFrames), reported as one data_quality notice per burst (a
-// burst ends after 5 s without a bad frame), resyncs the book it concerns
-// (every book if it cannot be attributed) and drops the link. It never
-// panics (FuzzDecoder).
+// burst ends after 5 s without a bad frame) and costs only the book it
+// concerns: that book is marked invalid (book_resync, "resync":"resubscribe")
+// and its level2 is unsubscribed and subscribed again on the same link for a
+// new snapshot, after a backoff (1 s doubling) if its last resync did not
+// make it whole. A frame that names no book (a bad ticker or trade, a frame
+// that is not JSON) costs none: its sequence_num was read, or the next
+// frame's shows the gap. Only a level2 frame whose product cannot be read
+// resyncs every book and drops the link. It never panics (FuzzDecoder).
 //
 // market_trades: the snapshot sent on subscribe is recent history. On the
 // first subscription it only sets the last trade id; after a reconnect its
@@ -81,8 +100,8 @@
 //
 // Limits: 8 connections and 8 unauthenticated messages per second per IP.
 // Dials are at least 125 ms apart (and the backoff of venue.Backoff spaces
-// reconnects further); no more than 8 subscribe/unsubscribe messages go out
-// in any second. The read limit is 32 MiB, for full-book snapshots.
+// reconnects further); subscribe/unsubscribe messages go out one every
+// 125 ms at most. The read limit is 32 MiB, for full-book snapshots.
 //
 // Links: link_up when the socket is open and the subscriptions are queued;
 // link_down (with the reason) when it drops; link_reconnecting with the

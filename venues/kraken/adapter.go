@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -36,6 +37,17 @@ const readLimit = 32 << 20
 // publishes no limit; this keeps requests small).
 const symbolsPerRequest = 50
 
+// maxSendsPerSecond paces requests. Kraken publishes no number for its
+// message rate ("Exceeded msg rate" past it); 10 a second is well under
+// what other clients report and subscribes 500 symbols on three channels
+// in 3 s.
+const maxSendsPerSecond = 10
+
+// maxResyncs bounds the book resyncs in flight (unsubscribe sent, new
+// subscription not yet answered): a bad frame that touches every book
+// resyncs them a few at a time instead of in one burst.
+const maxResyncs = 8
+
 // ErrStarted is returned (wrapped) by a second Start.
 var ErrStarted = venue.ErrStarted
 
@@ -55,12 +67,19 @@ type Adapter struct {
 	mu       sync.Mutex      // protects the fields below
 	symbols  []string        // wanted, in subscription order
 	refused  map[string]bool // channel|symbol the venue refused: not asked again
+	unknown  map[string]bool // symbols the venue refused as not supported
 	resub    []string        // symbols whose book must be resubscribed (resync)
+	whole    []string        // symbols whose book a snapshot made whole since the session last looked
 	acked    []ack           // acks read since the session last looked
+	limited  bool            // a rate-limit error naming no request arrived
 	instrGot bool            // the instrument snapshot arrived on this connection
+	instr    map[string]bool // the venue's pairs, from the instrument snapshot; nil until one arrives
 }
 
-var _ venue.Adapter = (*Adapter)(nil)
+var (
+	_ venue.Adapter       = (*Adapter)(nil)
+	_ venue.SymbolChecker = (*Adapter)(nil)
+)
 
 // New returns an adapter for cfg. cfg.Sink is required; cfg.Depth must be
 // 0 or one of Kraken's depths (10, 25, 100, 500, 1000).
@@ -83,7 +102,7 @@ func New(cfg venue.Config) (*Adapter, error) {
 	if cfg.PingInterval <= 0 {
 		cfg.PingInterval = DefaultPingInterval
 	}
-	a := &Adapter{cfg: cfg, log: cfg.Logger.With("venue", Name), refused: map[string]bool{}}
+	a := &Adapter{cfg: cfg, log: cfg.Logger.With("venue", Name), refused: map[string]bool{}, unknown: map[string]bool{}}
 	for _, s := range cfg.Symbols {
 		if !slices.Contains(a.symbols, s) {
 			a.symbols = append(a.symbols, s)
@@ -91,13 +110,16 @@ func New(cfg venue.Config) (*Adapter, error) {
 	}
 	a.dec = NewDecoder(cfg)
 	a.dec.onResync = a.queueResync
+	a.dec.onWhole = a.bookWhole
 	a.dec.onAck = a.queueAck
+	a.dec.onRateLimit = a.rateLimited
 	a.dec.onInstrument = a.instrumentArrived
 	var err error
 	a.link, err = venue.NewLink(venue.LinkConfig{
 		Venue: Name, URL: cfg.WSURL, Dial: wsconn.Dialer(readLimit),
 		ReadTimeout: cfg.ReadTimeout, PingInterval: cfg.PingInterval, Ping: a.pingFrame,
-		Decoder: a.dec, Sink: cfg.Sink, Recorder: cfg.Recorder, Coverage: a.dec.Coverage(), Logger: a.log,
+		MaxSendsPerSecond: maxSendsPerSecond,
+		Decoder:           a.dec, Sink: cfg.Sink, Recorder: cfg.Recorder, Coverage: a.dec.Coverage(), Logger: a.log,
 		Connected: a.connected, Tick: a.tick,
 	})
 	if err != nil {
@@ -132,6 +154,7 @@ func (a *Adapter) Subscribe(symbols ...string) error {
 				delete(a.refused, k)
 			}
 		}
+		delete(a.unknown, s)
 		if !slices.Contains(a.symbols, s) {
 			a.symbols = append(a.symbols, s)
 		}
@@ -186,11 +209,43 @@ func (a *Adapter) queueAck(k ack) {
 	a.poke()
 }
 
-func (a *Adapter) instrumentArrived() {
+func (a *Adapter) bookWhole(sym string) {
 	a.mu.Lock()
-	a.instrGot = true
+	a.whole = append(a.whole, sym)
+	a.mu.Unlock()
+}
+
+func (a *Adapter) rateLimited() {
+	a.mu.Lock()
+	a.limited = true
 	a.mu.Unlock()
 	a.poke()
+}
+
+func (a *Adapter) instrumentArrived(syms []string) {
+	a.mu.Lock()
+	a.instrGot = true
+	a.instr = make(map[string]bool, len(syms))
+	for _, s := range syms {
+		a.instr[s] = true
+	}
+	a.mu.Unlock()
+	a.poke()
+}
+
+// KnownSymbol reports whether sym is one of Kraken's pairs, from the
+// instrument snapshot; before one arrived, a symbol Kraken refused as not
+// supported is unknown and any other is accepted.
+func (a *Adapter) KnownSymbol(sym string) (known, listed bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.instr != nil {
+		return a.instr[sym], true
+	}
+	if a.unknown[sym] {
+		return false, true
+	}
+	return false, false
 }
 
 // Link hooks.
@@ -199,15 +254,13 @@ func (a *Adapter) instrumentArrived() {
 // (for precisions); books follow once it answered.
 func (a *Adapter) connected(now time.Time) bool {
 	a.mu.Lock()
-	a.resub, a.acked, a.instrGot = nil, nil, false
+	a.resub, a.whole, a.acked, a.instrGot, a.limited = nil, nil, nil, false, false
 	a.mu.Unlock()
 	a.smu.Lock()
 	defer a.smu.Unlock()
-	ss := &sessionState{a: a, subscribed: map[string]bool{}, pending: map[string]time.Time{}, reqChan: map[int64]string{}}
+	ss := &sessionState{a: a, subscribed: map[string]bool{}, pending: map[string]time.Time{},
+		reqChan: map[int64]string{}, resyncing: map[string]bool{}, instrSent: now}
 	a.ss = ss
-	ss.send(ss.request("subscribe", "instrument", nil))
-	ss.instrSent = now
-	ss.pending["instrument|"] = now.Add(a.cfg.ReadTimeout)
 	ss.flush(now)
 	return true
 }
@@ -245,9 +298,25 @@ type sessionState struct {
 	subscribed map[string]bool      // channel|symbol requested on this link
 	pending    map[string]time.Time // channel|symbol (or "instrument|") → ack deadline
 	reqChan    map[int64]string     // req_id → Kraken channel, to name refusals
+	resyncing  map[string]bool      // book|symbol resubscribed for a resync, not yet answered
+	retry      venue.Retry          // keys rate-limited or resynced: not asked again before their time
 	instrSent  time.Time
+	instrAsked bool // the instrument subscribe is sent (and not rate-limited)
 	booksOK    bool // instrument precisions arrived (or will not): books may be subscribed
 	failed     string
+}
+
+// limit takes key back after the venue rate-limited its subscribe: it is
+// asked again after its backoff.
+func (ss *sessionState) limit(key string, now time.Time) {
+	delete(ss.pending, key)
+	delete(ss.resyncing, key)
+	if key == "instrument|" {
+		ss.instrAsked = false
+	} else {
+		delete(ss.subscribed, key)
+	}
+	ss.retry.Fail(key, now)
 }
 
 func (ss *sessionState) send(msg []byte) {
@@ -302,12 +371,21 @@ var kchannels = map[venue.Channel]string{venue.Level2: "book", venue.Trades: "tr
 func (ss *sessionState) flush(now time.Time) string {
 	a := ss.a
 	a.mu.Lock()
-	acked := a.acked
-	a.acked = nil
-	resub := a.resub
-	a.resub = nil
+	acked, resub, whole, limited := a.acked, a.resub, a.whole, a.limited
+	a.acked, a.resub, a.whole, a.limited = nil, nil, nil, false
 	if a.instrGot {
 		ss.booksOK = true
+	}
+	for _, sym := range whole {
+		ss.retry.Done("book|" + sym)
+	}
+	if limited {
+		// Kraken's rate-limit error names no request: every unanswered
+		// one may have been refused. Ask them all again later; one that
+		// did succeed answers "already subscribed".
+		for _, key := range slices.Sorted(maps.Keys(ss.pending)) {
+			ss.limit(key, now)
+		}
 	}
 	for _, k := range acked {
 		ch := k.channel
@@ -317,17 +395,42 @@ func (ss *sessionState) flush(now time.Time) string {
 		key := ch + "|" + k.symbol
 		if ch == "instrument" {
 			key = "instrument|"
-			if !k.success {
+			if !k.success && !k.limited {
 				ss.booksOK = true // no precisions: books infer them from snapshots
 			}
 		}
 		if k.method != "subscribe" {
 			continue
 		}
-		delete(ss.pending, key)
-		if !k.success && ch != "instrument" && !isAlready(k.err) {
-			a.refused[key] = true
-			delete(ss.subscribed, key)
+		switch {
+		case k.limited && k.symbol == "" && ch != "instrument":
+			for _, key := range slices.Sorted(maps.Keys(ss.pending)) {
+				ss.limit(key, now)
+			}
+		case k.limited:
+			ss.limit(key, now)
+		case isAlready(k.err) && ss.resyncing[key]:
+			// The resync's unsubscribe did not take: the book is still
+			// the broken one. Resync again.
+			delete(ss.pending, key)
+			delete(ss.resyncing, key)
+			resub = append(resub, k.symbol)
+		case k.success || isAlready(k.err):
+			delete(ss.pending, key)
+			delete(ss.resyncing, key)
+			if ch != "book" {
+				ss.retry.Done(key)
+			}
+		default:
+			delete(ss.pending, key)
+			delete(ss.resyncing, key)
+			if ch != "instrument" {
+				a.refused[key] = true
+				delete(ss.subscribed, key)
+				if strings.Contains(strings.ToLower(k.err), "not supported") {
+					a.unknown[k.symbol] = true
+				}
+			}
 		}
 	}
 	want := slices.Clone(a.symbols)
@@ -340,15 +443,38 @@ func (ss *sessionState) flush(now time.Time) string {
 	if !ss.booksOK && now.Sub(ss.instrSent) > a.cfg.ReadTimeout {
 		ss.booksOK = true
 	}
-	// Resyncs: unsubscribe and subscribe the book again, for a fresh snapshot.
+	if !ss.instrAsked && !ss.retry.Waiting("instrument|", now) {
+		ss.send(ss.request("subscribe", "instrument", nil))
+		ss.instrAsked = true
+		ss.pending["instrument|"] = now.Add(a.cfg.ReadTimeout)
+	}
+	// Resyncs: unsubscribe and subscribe the book again, for a fresh
+	// snapshot; a few at a time, and a book whose last resync did not make
+	// it whole only after its backoff.
+	var later []string
 	for _, sym := range resub {
 		key := "book|" + sym
-		if !ss.subscribed[key] {
+		if !ss.subscribed[key] || slices.Contains(later, sym) {
+			continue // not wanted, or to be subscribed afresh anyway
+		}
+		if len(ss.resyncing) >= maxResyncs || ss.retry.Waiting(key, now) {
+			later = append(later, sym)
 			continue
 		}
 		ss.send(ss.request("unsubscribe", "book", []string{sym}))
 		ss.send(ss.request("subscribe", "book", []string{sym}))
 		ss.pending[key] = now.Add(a.cfg.ReadTimeout)
+		ss.resyncing[key] = true
+		ss.retry.Fail(key, now) // until a snapshot makes it whole
+	}
+	if len(later) > 0 {
+		a.mu.Lock()
+		for _, sym := range later {
+			if !slices.Contains(a.resub, sym) {
+				a.resub = append(a.resub, sym)
+			}
+		}
+		a.mu.Unlock()
 	}
 	for _, ch := range a.cfg.ChannelsOrAll() {
 		kch := kchannels[ch]
@@ -358,7 +484,7 @@ func (ss *sessionState) flush(now time.Time) string {
 		var add, drop []string
 		for _, sym := range want {
 			key := kch + "|" + sym
-			if !ss.subscribed[key] && !refused[key] {
+			if !ss.subscribed[key] && !refused[key] && !ss.retry.Waiting(key, now) {
 				add = append(add, sym)
 			}
 		}

@@ -60,8 +60,12 @@ type Decoder struct {
 
 	// Hooks the live adapter sets; nil when replaying.
 	onResync     func(symbol string)
+	onWhole      func(symbol string) // a verified snapshot made the book whole
 	onAck        func(a ack)
-	onInstrument func()
+	onRateLimit  func() // a rate-limit error that names no request
+	onInstrument func(symbols []string)
+
+	instrSyms []string // scratch: the pairs of an instrument snapshot
 }
 
 // ack is a subscribe or unsubscribe answer as the decoder read it.
@@ -72,6 +76,7 @@ type ack struct {
 	symbol  string
 	reqID   int64
 	err     string
+	limited bool // refused for the rate limit: to be asked again, not a refusal
 }
 
 // symState is what the decoder keeps per symbol.
@@ -416,19 +421,18 @@ func (d *Decoder) snapshot(recv, ts time.Time, st *symState, ck uint32) {
 	bk.pp, bk.qp = pp, qp
 	var ok bool
 	if d.lvB, ok = d.toLevels(d.lvB[:0], d.rawB, pp, qp); !ok {
-		d.badFrame(recv, "book level finer than the instrument's precision", st)
+		d.badSnapshot(recv, "book level finer than the instrument's precision", st)
 		return
 	}
 	if d.lvA, ok = d.toLevels(d.lvA[:0], d.rawA, pp, qp); !ok {
-		d.badFrame(recv, "book level finer than the instrument's precision", st)
+		d.badSnapshot(recv, "book level finer than the instrument's precision", st)
 		return
 	}
 	bk.b.Replace(d.lvB, d.lvA)
 	bk.b.Truncate(nil, venue.Bid, d.depth)
 	bk.b.Truncate(nil, venue.Ask, d.depth)
 	if bk.b.Crossed() {
-		bk.valid = false
-		d.badFrame(recv, "crossed book in snapshot", st)
+		d.badSnapshot(recv, "crossed book in snapshot", st)
 		return
 	}
 	if got := d.checksum(bk); got != ck {
@@ -439,6 +443,9 @@ func (d *Decoder) snapshot(recv, ts time.Time, st *symState, ck uint32) {
 	ev := bk.b.Snapshot(st.l2)
 	ev.VenueTime, ev.RecvTime = ts, recv
 	d.emit(ev)
+	if d.onWhole != nil {
+		d.onWhole(st.sym)
+	}
 }
 
 func (d *Decoder) toLevels(dst []venue.Level, raw []rawLevel, pp, qp int) ([]venue.Level, bool) {
@@ -630,6 +637,21 @@ func (d *Decoder) badFrame(recv time.Time, reason string, st *symState) {
 	}
 }
 
+// badSnapshot reports a snapshot that cannot make a book and asks for
+// another, even when the book was already invalid (a resync's own snapshot):
+// otherwise nothing would ever ask again.
+func (d *Decoder) badSnapshot(recv time.Time, reason string, st *symState) {
+	if st.book != nil && st.book.valid {
+		d.badFrame(recv, reason, st) // resyncs
+		return
+	}
+	d.badFrame(recv, reason, st)
+	if st.book == nil {
+		st.book = &bookState{}
+	}
+	d.resyncBad(recv, st, reason)
+}
+
 func (d *Decoder) resyncBad(recv time.Time, st *symState, reason string) {
 	st.book.valid = false
 	d.sink.Notice(notice.Must(notice.BookResync, Name, string(st.l2), recv,
@@ -761,6 +783,7 @@ func (d *Decoder) tickerData(recv time.Time) bool {
 // qty precision. A precision that changes under a live book resyncs it.
 func (d *Decoder) instrumentData(recv time.Time, snap bool) bool {
 	s := &d.sc
+	d.instrSyms = d.instrSyms[:0]
 	if s.Peek() != '{' {
 		d.badFrame(recv, "instrument data is not an object", nil)
 		return false
@@ -789,6 +812,9 @@ func (d *Decoder) instrumentData(recv time.Time, snap bool) bool {
 					s.Skip()
 				}
 			}
+			if snap && !s.Failed() && len(sym) > 0 {
+				d.instrSyms = append(d.instrSyms, string(sym))
+			}
 			if s.Failed() || pp < 0 || qp < 0 {
 				continue
 			}
@@ -811,7 +837,7 @@ func (d *Decoder) instrumentData(recv time.Time, snap bool) bool {
 	if snap {
 		d.instrumentGot = true
 		if d.onInstrument != nil {
-			d.onInstrument()
+			d.onInstrument(slices.Clone(d.instrSyms))
 		}
 	}
 	return true
@@ -844,7 +870,8 @@ func (d *Decoder) method(recv time.Time, h *frameHead) {
 		}
 		return // pong and the like: their arrival is all that matters
 	}
-	a := ack{method: m, success: h.success, symbol: string(h.symbol), reqID: h.reqID, err: string(h.errText)}
+	a := ack{method: m, success: h.success, symbol: string(h.symbol), reqID: h.reqID, err: string(h.errText),
+		limited: !h.success && isRateLimit(h.errText)}
 	if h.result != nil {
 		s := &d.sc
 		s.Reset(h.result)
@@ -875,7 +902,7 @@ func (d *Decoder) method(recv time.Time, h *frameHead) {
 		switch {
 		case bytes.Contains(low, []byte("already subscribed")):
 			// harmless: we are getting what we asked for
-		case bytes.Contains(low, []byte("rate")):
+		case a.limited:
 			d.sink.Notice(notice.Must(notice.RateLimited, Name, "", recv, "kraken: "+a.err,
 				map[string]any{"message": a.err, "symbol": a.symbol, "channel": a.channel}))
 		default:
@@ -896,11 +923,21 @@ func (d *Decoder) method(recv time.Time, h *frameHead) {
 // venueError reports an error frame that is not a subscription answer.
 func (d *Decoder) venueError(recv time.Time, method string, errText, sym []byte) {
 	e := string(errText)
-	if bytes.Contains(bytes.ToLower(errText), []byte("rate")) {
+	if isRateLimit(errText) {
 		d.sink.Notice(notice.Must(notice.RateLimited, Name, "", recv, "kraken: "+e, map[string]any{"message": e}))
+		if d.onRateLimit != nil {
+			d.onRateLimit()
+		}
 		return
 	}
 	d.log.Warn("venue error", "method", method, "error", e, "symbol", string(sym))
+}
+
+// isRateLimit reports whether a venue error is Kraken's rate limit
+// ("Exceeded msg rate").
+func isRateLimit(errText []byte) bool {
+	return bytes.Contains(bytes.ToLower(errText), []byte("exceeded msg rate")) ||
+		bytes.Contains(bytes.ToLower(errText), []byte("rate limit"))
 }
 
 // channelOf maps Kraken's channel names to ours.

@@ -16,12 +16,21 @@
 // it updates on every best bid/offer change) for the configured symbols,
 // and the book (depth Config.Depth: 10, 25, 100, 500 or 1000; default 10,
 // Kraken's own) once the instrument snapshot is in. Each request carries a
-// req_id; Kraken answers one ack per symbol. A success:false ack is a
-// refusal notice and the pair is not asked for again on this adapter
-// (Subscribe asks again); "Already subscribed" is ignored; an error whose
-// text mentions a rate ("Exceeded msg rate") is a rate_limited notice. A
+// req_id; Kraken answers one ack per symbol. Requests are paced at 10 a
+// second (Kraken publishes no rate; past it, "Exceeded msg rate"). A
+// success:false ack is a refusal notice and the pair is not asked for
+// again on this adapter (Subscribe asks again); "Already subscribed" is
+// success. A rate limit is never a refusal: "Exceeded msg rate", as a
+// failed ack or as the bare {"Error":"Exceeded msg rate"} that names no
+// request, is a rate_limited notice, and every subscription it may have
+// refused (the named one, or all unanswered ones) is asked again after a
+// backoff (venue.Retry: 1 s doubling to 30 s, per channel|symbol). A
 // subscription with no ack within the read timeout drops the link. The read
 // limit is 32 MiB: the instrument snapshot lists every pair.
+//
+// Known symbols: the instrument snapshot's pairs are the venue's list
+// (venue.SymbolChecker); before it arrives, a pair Kraken refused as "not
+// supported" is reported unknown.
 //
 // Keepalive: Kraken sends {"channel":"heartbeat"} about once a second on a
 // subscribed link; the adapter also sends {"method":"ping","req_id":n}
@@ -61,7 +70,11 @@
 // sequence numbers — the venue's and our computed checksums; the adapter
 // unsubscribes and resubscribes that symbol's book, and the new snapshot is
 // published as a snapshot:true event. Updates that arrive meanwhile are
-// dropped. A frame that cannot be attributed to a symbol resyncs every
+// dropped. At most 8 resyncs are in flight; more wait their turn. A
+// snapshot that cannot make a book (crossed, or finer than the
+// instrument's precision) is asked for again, after a backoff that doubles
+// until a snapshot makes the book whole; a resync whose subscribe is
+// rate-limited is asked again the same way, on the same link. A frame that cannot be attributed to a symbol resyncs every
 // book: the checksum covers only the top 10 levels, so a lost update deeper
 // in the book would otherwise go unnoticed. Bad frames are counted
 // (Decoder.BadFrames) and reported as data_quality at most once per 10 s.
@@ -108,8 +121,9 @@
 //
 // # Unverified
 //
-//   - Connection and message rate limits (not published) and the exact
-//     rate-limit error text; we match "rate" in any error.
+//   - Connection and message rate limits (not published); the rate-limit
+//     text "Exceeded msg rate" is from other clients' reports, and we also
+//     match "rate limit".
 //   - The idle timeout (about a minute, third-party): we ping every 10 s.
 //   - Whether Kraken accepts more than 50 symbols per request (we send at
 //     most 50).

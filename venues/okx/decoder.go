@@ -51,7 +51,6 @@ type Decoder struct {
 	cbuf       []byte
 
 	badFrames  uint64    // frames that did not parse or made an impossible book
-	dqPending  uint64    // bad frames not yet reported
 	lastDQ     time.Time // receive time of the last data_quality notice
 	resyncs    uint64
 	checksums  uint64 // checksums verified
@@ -69,6 +68,8 @@ type hooks struct {
 	refused func(channel, instID string)     // an error naming an instrument
 	forced  func(code, msg string)           // a forced-disconnect notice (64008)
 	data    func()                           // any data push arrived
+	limited func()                           // a rate-limit error (it names no request)
+	whole   func(instID string)              // a snapshot made the book whole
 }
 
 // inst is the decoder's state for one instrument.
@@ -82,6 +83,7 @@ type inst struct {
 	haveSeq            bool  // lastSeq holds the seqId of the last frame applied
 	lastSeq            int64 // seqId of the last frame applied
 	snapFails          int   // snapshots in a row that failed their checks
+	checked            bool  // the book's frames carry checksums
 }
 
 // rawLevel is a level as read from a frame, before it touches the book.
@@ -530,6 +532,10 @@ func (d *Decoder) snapshot(recv time.Time, in *inst, m *bookMsg, b []byte) bool 
 	}
 	in.valid, in.resyncing, in.snapFails = true, false, 0
 	in.haveSeq, in.lastSeq = m.hasSeq, m.seq
+	in.checked = m.hasCS && m.cs != 0
+	if d.hooks.whole != nil {
+		d.hooks.whole(in.id)
+	}
 	ev := &venue.Event{
 		Kind: venue.KindBook, Stream: in.l2, RecvTime: recv, VenueTime: msTime(m.ts),
 		Snapshot: true, VenueSeq: m.seq,
@@ -702,9 +708,11 @@ func retryAfter(fails int) time.Duration {
 }
 
 // bad counts a frame that did not parse or made an impossible book,
-// reports it at most once per dqWindow, and resyncs the book it concerns
-// — or, when it cannot tell which, every valid book whose next frame could
-// have been lost. It always returns false, so callers can return it.
+// reports it at most once per dqWindow, and resyncs the book it concerns.
+// When it cannot tell which, it resyncs only the valid books that could not
+// notice the loss themselves: a book with a seqId chain or checksums finds
+// a lost frame of its own at its next update. It always returns false, so
+// callers can return it.
 func (d *Decoder) bad(recv time.Time, in *inst, why string, b []byte) bool {
 	d.badFrame(recv, why, b)
 	if in != nil {
@@ -713,7 +721,7 @@ func (d *Decoder) bad(recv time.Time, in *inst, why string, b []byte) bool {
 	}
 	// In instrument order, so that a capture replays to the same notices.
 	for _, id := range slices.Sorted(maps.Keys(d.insts)) {
-		if in := d.insts[id]; in.valid {
+		if in := d.insts[id]; in.valid && !in.haveSeq && !in.checked {
 			d.invalidate(recv, in, "bad_frame", map[string]any{"error": why})
 		}
 	}
@@ -724,7 +732,6 @@ func (d *Decoder) bad(recv time.Time, in *inst, why string, b []byte) bool {
 // or ticker push): nothing needs a resync.
 func (d *Decoder) badFrame(recv time.Time, why string, b []byte) bool {
 	d.badFrames++
-	d.dqPending++
 	if d.lastDQ.IsZero() || recv.Sub(d.lastDQ) >= dqWindow || recv.Before(d.lastDQ) {
 		sample := b
 		if len(sample) > 96 {
@@ -732,7 +739,7 @@ func (d *Decoder) badFrame(recv time.Time, why string, b []byte) bool {
 		}
 		d.sink.Notice(notice.Must(notice.DataQuality, Name, "", recv, "bad frame: "+why,
 			map[string]any{"reason": why, "bad_frames": d.badFrames, "sample": string(sample)}))
-		d.lastDQ, d.dqPending = recv, 0
+		d.lastDQ = recv
 	}
 	return false
 }

@@ -5,16 +5,25 @@
 // # Protocol
 //
 // Endpoint: wss://ws.okx.com:8443/ws/v5/public (DefaultWSURL; any other
-// host through venue.Config.WSURL). For each symbol (an instId exactly as
-// OKX writes it, "BTC-USDT") the adapter sends one request
+// host through venue.Config.WSURL). For up to 20 symbols (instIds exactly
+// as OKX writes them, "BTC-USDT") the adapter sends one request
 //
-//	{"op":"subscribe","args":[{"channel":"books","instId":"BTC-USDT"},{"channel":"trades",…},{"channel":"tickers",…}]}
+//	{"op":"subscribe","args":[{"channel":"books","instId":"BTC-USDT"},{"channel":"trades",…},{"channel":"tickers",…},…]}
 //
-// and confirms each arg from its ack ({"event":"subscribe","arg":{…}}).
-// One request per symbol keeps a refused symbol from taking others down
-// with it and stays far below OKX's 480 subscribe operations per hour.
-// link_up is emitted once every initial arg is acked or refused (or a push
-// arrives, or 10 s pass with the link answering pings). Streams are okx:level2:<instId>, okx:trades:<instId> and
+// and confirms each arg from its ack ({"event":"subscribe","arg":{…}}), so
+// 500 symbols cost 25 of OKX's 480 subscribe operations an hour per
+// connection. Requests are paced at 3 a second. link_up is emitted once
+// every initial arg is acked or refused (or a push arrives, or 10 s pass).
+//
+// Rate limits and missing answers: 60014 "Requests too frequent" (and
+// 50011, 63999) names no request. It is a rate_limited notice, and every
+// unanswered subscription is asked again after one backoff for the
+// connection (venue.Retry: 1 s doubling to 30 s); so is an arg left
+// unanswered for 10 s. A refusal (60018) makes the other unanswered args
+// be asked again at once, since whether OKX serves the rest of a request
+// with a refused arg is unverified. Known symbols: OKX's instrument list is
+// not fetched; an instId refused with 60018 is reported unknown
+// (venue.SymbolChecker) until Subscribe names it again. Streams are okx:level2:<instId>, okx:trades:<instId> and
 // okx:ticker:<instId>; the decoder also reads bbo-tbt pushes as tickers and
 // books-l2-tbt/books50-l2-tbt as level2 (replayed captures), and ignores
 // books5 and unknown channels.
@@ -27,8 +36,8 @@
 // rate) are rate_limited notices instead.
 //
 // Keepalive: OKX closes a link with no traffic for 30 s. The adapter sends
-// the text frame "ping" once nothing has arrived for PingInterval (default
-// 20 s) and OKX answers "pong". A link with nothing received for
+// the text frame "ping" every PingInterval (default 20 s), whatever else
+// arrives, and OKX answers "pong". A link with nothing received for
 // ReadTimeout (default 30 s) is dead: it is closed and reconnected.
 //
 // Reconnect: venue.Backoff (at once, then 1 s doubling to 30 s with
@@ -69,14 +78,17 @@
 // the seq ids (last_seq_id, prev_seq_id, seq_id) or checksums (checksum,
 // computed), and the adapter unsubscribes and resubscribes the books
 // channel for that instId, which makes OKX send a new snapshot, published
-// as a snapshot:true event. If no snapshot arrives within 10 s while
-// updates keep coming, the resubscribe is sent again. A snapshot that
-// itself fails (checksum, crossed) is reported like any failure, but after
-// the first such snapshot the next request waits 10 s, doubling per bad
-// snapshot in a row up to 320 s: no resubscribe loop against OKX's 480
-// subscribe operations an hour. Bad frames are
-// counted and reported as one data_quality notice per 10 s burst; one that
-// cannot be tied to an instrument invalidates every valid book.
+// as a snapshot:true event. At most 4 books resync at once; more wait
+// their turn. A book still not whole 10 s after its resync (no snapshot —
+// say its subscribe was rate-limited after the unsubscribe went through —
+// or a snapshot that failed its own checks) is resynced again, the wait
+// doubling up to 320 s, whether or not updates arrive: no resubscribe loop
+// against OKX's 480 subscribe operations an hour, and no book left dead.
+// Bad frames are counted and reported as one data_quality notice per 10 s
+// burst. One that cannot be tied to an instrument resyncs only the books
+// that could not see a loss themselves (no seqId and no checksum, as in
+// the 2022 captures): a book with a seqId chain finds a lost frame of its
+// own at its next update, so the bad frame costs no other book.
 //
 // Prices are kept as int64 keys at the book's scale (the most decimals seen
 // for the instrument) and published as decimals at that one exponent, so

@@ -188,7 +188,10 @@ func (d *Decoder) venueError(recv time.Time, f *frame) {
 		kind = notice.RateLimited
 	}
 	d.sink.Notice(notice.Must(kind, Name, stream, recv, "okx error "+string(f.code)+": "+string(f.msg), det))
-	if kind == notice.Refusal && d.hooks.refused != nil {
+	switch {
+	case kind == notice.RateLimited && d.hooks.limited != nil:
+		d.hooks.limited()
+	case kind == notice.Refusal && d.hooks.refused != nil:
 		d.hooks.refused(string(ch), string(inst))
 	}
 }

@@ -331,23 +331,49 @@ func TestFieldOrder(t *testing.T) {
 	}
 }
 
-// A bad frame that names no instrument resyncs every valid book, with the
-// notices in instrument order whatever order the books came in, so that a
-// capture always replays to the same notices.
-func TestBadFrameResyncsAllBooksInOrder(t *testing.T) {
+// A bad frame that names no instrument resyncs the valid books that could
+// not notice a lost frame themselves (no seqId, no checksum: the 2022
+// captures), in instrument order whatever order the books came in, so that
+// a capture always replays to the same notices.
+func TestBadFrameResyncsUncheckedBooksInOrder(t *testing.T) {
 	var fs [][]byte
 	for _, id := range []string{"D-USDT", "B-USDT", "E-USDT", "A-USDT", "C-USDT"} {
-		fs = append(fs, fmt.Appendf(nil, `{"arg":{"channel":"books","instId":%q},"action":"snapshot","data":[{"asks":[["101","1","0","1"]],"bids":[["100","1","0","1"]],"ts":"1597026383085","checksum":0,"prevSeqId":-1,"seqId":1}]}`, id))
+		fs = append(fs, fmt.Appendf(nil, `{"arg":{"channel":"books","instId":%q},"action":"snapshot","data":[{"asks":[["101","1","0","1"]],"bids":[["100","1","0","1"]],"ts":"1597026383085","checksum":0}]}`, id))
 	}
 	_, sink := decode(t, append(fs, []byte(`{"arg":{"channel":"books","instId":`))...)
+	if got, want := resynced(sink), []string{"okx:level2:A-USDT", "okx:level2:B-USDT", "okx:level2:C-USDT", "okx:level2:D-USDT", "okx:level2:E-USDT"}; !slices.Equal(got, want) {
+		t.Fatalf("book_resync streams %v, want %v", got, want)
+	}
+}
+
+// A bad frame that names no instrument costs only the book it concerned:
+// books with a seqId chain are left alone, and the one whose frame it was
+// finds the gap at its next update.
+func TestBadFrameCostsOnlyItsBook(t *testing.T) {
+	var fs [][]byte
+	for _, id := range []string{"A-USDT", "B-USDT", "C-USDT"} {
+		fs = append(fs, fmt.Appendf(nil, `{"arg":{"channel":"books","instId":%q},"action":"snapshot","data":[{"asks":[["101","1","0","1"]],"bids":[["100","1","0","1"]],"ts":"1597026383085","checksum":0,"prevSeqId":-1,"seqId":1}]}`, id))
+	}
+	fs = append(fs, []byte(`{"arg":{"channel":"books","instId":`)) // B's update 1→2, cut short
+	for _, id := range []string{"A-USDT", "B-USDT", "C-USDT"} {
+		prev := 1
+		if id == "B-USDT" {
+			prev = 2
+		}
+		fs = append(fs, fmt.Appendf(nil, `{"arg":{"channel":"books","instId":%q},"action":"update","data":[{"asks":[["101","2","0","1"]],"bids":[],"ts":"1597026383086","checksum":0,"prevSeqId":%d,"seqId":3}]}`, id, prev))
+	}
+	_, sink := decode(t, fs...)
+	if got, want := resynced(sink), []string{"okx:level2:B-USDT"}; !slices.Equal(got, want) {
+		t.Fatalf("book_resync streams %v, want %v", got, want)
+	}
+}
+
+func resynced(sink *venuetest.Sink) []string {
 	var got []string
 	for _, n := range sink.NoticesExcept(notice.CoverageChange) {
 		if n.Kind == notice.BookResync {
 			got = append(got, n.Stream)
 		}
 	}
-	want := []string{"okx:level2:A-USDT", "okx:level2:B-USDT", "okx:level2:C-USDT", "okx:level2:D-USDT", "okx:level2:E-USDT"}
-	if !slices.Equal(got, want) {
-		t.Fatalf("book_resync streams %v, want %v", got, want)
-	}
+	return got
 }

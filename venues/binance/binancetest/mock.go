@@ -274,6 +274,18 @@ func (m *Mock) ServerShutdown() {
 	}
 }
 
+// Streams returns how many streams the mock's connections are subscribed
+// to, in all.
+func (m *Mock) Streams() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, c := range m.conns {
+		n += len(c.streams)
+	}
+	return n
+}
+
 // Requests returns the REST requests served so far ("/api/v3/depth?…").
 func (m *Mock) Requests() []string {
 	m.mu.Lock()

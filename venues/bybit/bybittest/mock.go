@@ -32,6 +32,8 @@ type Mock struct {
 	// ReqIDOnError makes a failure answer echo the request's req_id; by
 	// default it is empty, as in the recorded failure.
 	ReqIDOnError bool
+	// Extra are more symbols the mock accepts subscriptions to (no data).
+	Extra []string
 
 	mu      sync.Mutex // protects the fields below; held while sending, so frames keep their order
 	srv     *venuetest.Server
@@ -43,6 +45,7 @@ type Mock struct {
 	drop    int // book delta frames still to drop
 	subs    map[*venuetest.Conn]map[string]bool
 	refused map[string]bool
+	cross   int // level2 snapshots still to send crossed
 	reqs    []Request
 	changed chan struct{} // closed and replaced when reqs grows
 }
@@ -50,6 +53,7 @@ type Mock struct {
 // Request is one request a client sent, as the mock read it.
 type Request struct {
 	Conn  int // the connection's number
+	At    time.Time
 	Op    string
 	ReqID string
 	Args  []string
@@ -325,6 +329,37 @@ func appendLevels(f []byte, ls []venue.Level) []byte {
 	return append(f, ']')
 }
 
+// CrossSnapshots makes the next n level2 snapshots crossed (the best bid
+// above the best ask); the true book is unchanged.
+func (m *Mock) CrossSnapshots(n int) {
+	m.mu.Lock()
+	m.cross += n
+	m.mu.Unlock()
+}
+
+// ArgsChars returns, per connection, the characters of args subscribed
+// (each topic's length plus 3).
+func (m *Mock) ArgsChars() []int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []int
+	for _, subs := range m.subs {
+		n := 0
+		for a := range subs {
+			n += len(a) + 3
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+func (m *Mock) crossedSnapshot(topic string) []byte {
+	bids := m.book.Top(nil, venue.Bid, m.Depth)
+	asks := m.book.Top(nil, venue.Ask, m.Depth)
+	bids[0].Price = asks[0].Price.Add(tick(1))
+	return m.bookFrame(topic, "snapshot", bids, asks, m.u)
+}
+
 // snapshot returns the snapshot frame of topic now.
 func (m *Mock) snapshot(topic string) []byte {
 	switch topic {
@@ -355,7 +390,7 @@ func (h handler) Message(c *venuetest.Conn, msg []byte) {
 	reqID := strings.Trim(string(req.ReqID), `"`)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.reqs = append(m.reqs, Request{Conn: c.N, Op: req.Op, ReqID: reqID, Args: req.Args})
+	m.reqs = append(m.reqs, Request{Conn: c.N, At: time.Now(), Op: req.Op, ReqID: reqID, Args: req.Args})
 	close(m.changed)
 	m.changed = make(chan struct{})
 	subs := m.subs[c]
@@ -382,7 +417,7 @@ func (h handler) Message(c *venuetest.Conn, msg []byte) {
 		var bad []string
 		for _, a := range req.Args {
 			sym := a[strings.LastIndexByte(a, '.')+1:]
-			if m.refused[sym] || sym != Symbol {
+			if m.refused[sym] || sym != Symbol && !slices.Contains(m.Extra, sym) {
 				bad = append(bad, a)
 			} else if subs[a] {
 				ack(false, "error:already subscribed,topic:"+a)
@@ -393,10 +428,25 @@ func (h handler) Message(c *venuetest.Conn, msg []byte) {
 			ack(false, "Invalid symbol :["+strings.Join(bad, ",")+"]")
 			return
 		}
+		chars := 0
+		for a := range subs {
+			chars += len(a) + 3
+		}
+		for _, a := range req.Args {
+			chars += len(a) + 3
+		}
+		if chars > 21000 {
+			ack(false, "args length exceeds 21000") // wording unverified
+			return
+		}
 		ack(true, "subscribe")
 		for _, a := range req.Args {
 			subs[a] = true
 			if f := m.snapshot(a); f != nil {
+				if m.cross > 0 && a == m.l2Topic() {
+					m.cross--
+					f = m.crossedSnapshot(a)
+				}
 				c.Send(f)
 			}
 		}

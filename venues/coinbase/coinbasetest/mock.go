@@ -38,6 +38,14 @@ type Mock struct {
 	// HeartbeatInterval is how often heartbeats go out. Defaults to 50 ms
 	// (the venue sends one a second; tests want silence found fast).
 	HeartbeatInterval time.Duration
+	// Products are more products the mock serves (with empty books),
+	// besides Symbol and Other.
+	Products []string
+	// MaxL2 is how many products one connection may have on level2; past
+	// it a level2 subscribe is answered, as Coinbase does, with
+	// {"type":"error","message":"too many L2 streams requested in a single session"}
+	// and subscribes nothing. 0 is no limit.
+	MaxL2 int
 
 	srv  *venuetest.Server
 	stop chan struct{}
@@ -255,8 +263,22 @@ func (m *Mock) Message(vc *venuetest.Conn, msg []byte) {
 	}
 	m.sendMu.Lock()
 	defer m.sendMu.Unlock()
+	if req.Type == "subscribe" && req.Channel == "level2" && m.MaxL2 > 0 {
+		c.mu.Lock()
+		n := len(c.sub["level2"])
+		for _, id := range req.ProductIDs {
+			if !slices.Contains(c.sub["level2"], id) {
+				n++
+			}
+		}
+		c.mu.Unlock()
+		if n > m.MaxL2 {
+			vc.Send([]byte(`{"type":"error","message":"too many L2 streams requested in a single session"}`))
+			return
+		}
+	}
 	for _, id := range req.ProductIDs {
-		if req.Type == "subscribe" && id != Symbol && id != Other {
+		if req.Type == "subscribe" && id != Symbol && id != Other && !slices.Contains(m.Products, id) {
 			vc.Send(fmt.Appendf(nil, `{"type":"error","message":"Failed to subscribe","reason":"%s is not a valid product"}`, id))
 			continue
 		}
@@ -357,6 +379,35 @@ func (m *Mock) Trade(p, sz, side string) {
 	for _, c := range kconns {
 		c.send("ticker", fmt.Sprintf(`[{"type":"update","tickers":[{"type":"ticker","product_id":%q,"price":%q,"best_bid":%q,"best_bid_quantity":%q,"best_ask":%q,"best_ask_quantity":%q}]}]`,
 			Symbol, p, bid.Price, bid.Size, ask.Price, ask.Size), false)
+	}
+}
+
+// BadTicker sends every connection a ticker frame whose price does not
+// parse (in sequence: it names no book).
+func (m *Mock) BadTicker() {
+	m.sendMu.Lock()
+	defer m.sendMu.Unlock()
+	m.mu.Lock()
+	conns := m.subscribed("heartbeats", "heartbeats")
+	m.mu.Unlock()
+	for _, c := range conns {
+		c.send("ticker", fmt.Sprintf(`[{"type":"update","tickers":[{"type":"ticker","product_id":%q,"price":"x1","best_bid":"y","best_bid_quantity":"1","best_ask":"2","best_ask_quantity":"1"}]}]`, Symbol), false)
+	}
+}
+
+// CrossNextUpdate sends, in place of the next change, an update that
+// crosses Symbol's book (a bad frame naming the product); the true book
+// is unchanged.
+func (m *Mock) CrossNextUpdate() {
+	m.sendMu.Lock()
+	defer m.sendMu.Unlock()
+	m.mu.Lock()
+	conns := m.subscribed("level2", Symbol)
+	ask, _ := m.book.Best(venue.Ask)
+	m.mu.Unlock()
+	for _, c := range conns {
+		c.send("l2_data", fmt.Sprintf(`[{"type":"update","product_id":%q,"updates":[{"side":"bid","event_time":%q,"price_level":%q,"new_quantity":"1"}]}]`,
+			Symbol, now(), ask.Price.Add(decimal.New(1, 0)).String()), false)
 	}
 }
 

@@ -56,6 +56,42 @@ type Mock struct {
 	corrupt bool
 	avoid   int64 // a price the next change must not touch (after a dropped frame)
 	clock   time.Time
+
+	limited   map[string]int         // channel → subscribes still to be rate-limited
+	limitBare bool                   // rate-limit replies name no request
+	badSnaps  []string               // the next book snapshots to spoil: "crossed" or "fine"
+	asked     map[string][]time.Time // "method channel" → when each request arrived
+}
+
+// RateLimit makes the next n subscribes of channel ("book", "trade",
+// "ticker", "instrument") fail for the rate limit, as Kraken does:
+// {"Error":"Exceeded msg rate"}, naming no request, when bare; otherwise
+// a subscribe answer with success false and that error.
+func (m *Mock) RateLimit(channel string, n int, bare bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.limited == nil {
+		m.limited = map[string]int{}
+	}
+	m.limited[channel] += n
+	m.limitBare = bare
+}
+
+// SpoilSnapshots makes the next book snapshots unusable, in order: kind
+// "crossed" sends a crossed book, "fine" a level finer than the
+// instrument's precision.
+func (m *Mock) SpoilSnapshots(kinds ...string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.badSnaps = append(m.badSnaps, kinds...)
+}
+
+// Asked returns when each request of method ("subscribe", "unsubscribe")
+// on channel arrived.
+func (m *Mock) Asked(method, channel string) []time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.asked[method+" "+channel])
 }
 
 var _ venuetest.Venue = (*Mock)(nil)
@@ -106,6 +142,7 @@ func (m *Mock) reset() {
 	m.bids, m.asks = map[int64]int64{}, map[int64]int64{}
 	m.subs = map[*venuetest.Conn]map[string]bool{}
 	m.drop, m.corrupt, m.avoid = false, false, 0
+	m.limited, m.badSnaps, m.asked = map[string]int{}, nil, map[string][]time.Time{}
 	m.clock = time.Date(2026, 10, 6, 17, 35, 55, 0, time.UTC)
 	mid := int64(45000) * pow(m.PricePrec)
 	for i := int64(0); i < int64(m.Depth)+20; i++ {
@@ -226,6 +263,16 @@ func (m *Mock) subscribe(c *venuetest.Conn, r *request) {
 		m.subs[c] = subs
 	}
 	ch := r.Params.Channel
+	m.asked[r.Method+" "+ch] = append(m.asked[r.Method+" "+ch], time.Now())
+	if r.Method == "subscribe" && m.limited[ch] > 0 {
+		m.limited[ch]--
+		if m.limitBare {
+			c.Send([]byte(`{"Error":"Exceeded msg rate"}`))
+		} else {
+			c.Send(m.answer(r.Method, false, nil, "", "Exceeded msg rate", r.ReqID))
+		}
+		return
+	}
 	if ch == "instrument" {
 		c.Send(m.answer(r.Method, true, map[string]any{"channel": "instrument", "snapshot": true}, "", "", r.ReqID))
 		if r.Method == "subscribe" {
@@ -259,7 +306,7 @@ func (m *Mock) subscribe(c *venuetest.Conn, r *request) {
 			c.Send(m.answer(r.Method, true, res, "", "", r.ReqID))
 			switch ch {
 			case "book":
-				c.Send(m.bookFrame("snapshot", m.top(m.bids, true), m.top(m.asks, false)))
+				c.Send(m.snapshotFrame())
 			case "ticker":
 				c.Send(m.tickerFrame("snapshot"))
 			}
@@ -343,6 +390,29 @@ func Checksum(bids, asks []venue.Level, pricePrec, qtyPrec int) uint32 {
 func (m *Mock) checksum() uint32 {
 	v := m.view.Load()
 	return Checksum(v[0], v[1], m.PricePrec, m.QtyPrec)
+}
+
+// snapshotFrame is the book snapshot for a new subscription, spoilt if
+// SpoilSnapshots asked for it. Caller holds m.mu.
+func (m *Mock) snapshotFrame() []byte {
+	bids, asks := m.top(m.bids, true), m.top(m.asks, false)
+	if len(m.badSnaps) > 0 {
+		kind := m.badSnaps[0]
+		m.badSnaps = m.badSnaps[1:]
+		bids = slices.Clone(bids)
+		switch kind {
+		case "crossed":
+			bids[0].p = asks[0].p + 1
+		case "fine":
+			// The best bid's price with one more digit than the precision.
+			b := string(m.bookFrame("snapshot", bids, asks))
+			i := strings.Index(b, `"bids":[{"price":`) + len(`"bids":[{"price":`)
+			j := i + strings.IndexByte(b[i:], ',')
+			fine := decimal.New(bids[0].p*10+5, int32(-m.PricePrec-1)).String()
+			return []byte(b[:i] + fine + b[j:])
+		}
+	}
+	return m.bookFrame("snapshot", bids, asks)
 }
 
 // bookFrame builds a book frame carrying the given levels and the checksum

@@ -45,6 +45,25 @@ type Mock struct {
 	corruptNext bool
 	resetNext   bool
 	tradeID     int64
+	limited     int                    // subscribes still to answer with 60014
+	asked       map[string][]time.Time // op → when each request arrived
+}
+
+// RateLimit makes the next n subscribe requests fail as OKX fails a burst:
+// {"event":"error","code":"60014","msg":"Requests too frequent."}, naming
+// no request.
+func (m *Mock) RateLimit(n int) {
+	m.mu.Lock()
+	m.limited += n
+	m.mu.Unlock()
+}
+
+// Asked returns when each request of op ("subscribe", "unsubscribe")
+// arrived.
+func (m *Mock) Asked(op string) []time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.asked[op])
 }
 
 var _ venuetest.Venue = (*Mock)(nil)
@@ -83,6 +102,7 @@ func (m *Mock) StartTB(t testing.TB) {
 	m.seq, m.steps = 1000, 0
 	m.subs = map[*venuetest.Conn]map[string]bool{}
 	m.dropNext, m.corruptNext, m.resetNext = false, false, false
+	m.limited, m.asked = 0, map[string][]time.Time{}
 	m.mu.Unlock()
 	m.srv = venuetest.NewServer(t, m)
 }
@@ -125,6 +145,12 @@ func (m *Mock) Message(c *venuetest.Conn, msg []byte) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.asked[req.Op] = append(m.asked[req.Op], time.Now())
+	if req.Op == "subscribe" && m.limited > 0 {
+		m.limited--
+		c.Send([]byte(`{"event":"error","code":"60014","msg":"Requests too frequent.","connId":"a4d3ae55"}`))
+		return
+	}
 	for _, a := range req.Args {
 		if a.InstID == m.Refused {
 			c.Send([]byte(`{"event":"error","code":"60018","msg":"Wrong URL or channel:` + a.Channel + `,instId:` + a.InstID +
