@@ -950,7 +950,7 @@ func TestHostileRange(t *testing.T) {
 		{"bytes=abc", 200, nil},
 		{"bytes=-", 200, nil},
 		{"bytes=--1", 200, nil},
-		{"bytes=-18446744073709551616", 206, whole}, // a suffix longer than the claim is all of it
+		{"bytes=-18446744073709551616", 206, whole},  // a suffix longer than the claim is all of it
 		{"bytes=99999999999999999999999-", 416, nil}, // starts past the end
 		{"bytes= 0-1", 206, whole[:2]},
 		{"bytes=0x10-", 200, nil},
