@@ -325,38 +325,46 @@ func heapInUse() uint64 {
 	return m.HeapInuse
 }
 
-// TestHostileJunkNeverRead (found, item 2): a client floods junk frames
-// and never reads a reply. Promise: it is closed with unread_replies
+// TestHostileJunkNeverRead (found, item 2): a client floods junk frames,
+// or pings past the command rate, and never reads a reply. Promise: it is closed with unread_replies
 // (4002) once limits.max_reply_bytes of replies are unwritten, and the
 // daemon's heap does not grow with what it sent (it grew by a reply per
 // frame: 24 MB of junk made 1.9 GB).
 func TestHostileJunkNeverRead(t *testing.T) {
-	h := startHostile(t, twoVenues+"websocket:\n  send_buffer_bytes: 4096\nlimits:\n  max_reply_bytes: 65536\n")
-	ws, _, err := wsDial(t, smallRcvBuf, h, "", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := replyTo(t, ws, "p", `{"op":"ping","id":"p"}`); r["type"] != "pong" {
-		t.Fatal(r)
-	}
-	before := heapInUse()
-	junk := bytes.Repeat([]byte("j"), 512)
-	sent := 0
-	for start := time.Now(); time.Since(start) < 20*time.Second; sent += len(junk) {
-		if err := ws.WriteMessage(websocket.TextMessage, junk); err != nil {
-			break // the daemon closed the connection
-		}
-	}
-	if !waitFor(5*time.Second, func() bool { return metric(t, h, "fanoutd_closes_total", "reason", "unread_replies") == 1 }) {
-		t.Fatalf("after %d bytes of junk never read: closes{unread_replies} = %v, want 1", sent, metric(t, h, "fanoutd_closes_total", "reason", "unread_replies"))
-	}
-	grew := int64(heapInUse()) - int64(before)
-	t.Logf("junk sent %d bytes; heap in use grew %d bytes", sent, grew)
-	if grew > 16<<20 {
-		t.Fatalf("heap in use grew %d bytes while a client sent %d bytes of junk and read nothing", grew, sent)
-	}
-	if n := metric(t, h, "fanoutd_connections"); n != 0 {
-		t.Fatalf("%v connections open after the close", n)
+	for _, tc := range []struct{ name, frame string }{
+		{"junk", strings.Repeat("j", 512)},
+		{"pings", `{"op":"ping","id":"` + strings.Repeat("p", 60) + `"}`}, // rate_limited past the burst: a reply each all the same
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := startHostile(t, twoVenues+"websocket:\n  send_buffer_bytes: 4096\nlimits:\n  max_reply_bytes: 65536\n")
+			ws, _, err := wsDial(t, smallRcvBuf, h, "", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := replyTo(t, ws, "p", `{"op":"ping","id":"p"}`); r["type"] != "pong" {
+				t.Fatal(r)
+			}
+			before := heapInUse()
+			frame := []byte(tc.frame)
+			sent := 0
+			for start := time.Now(); time.Since(start) < 20*time.Second; sent += len(frame) {
+				if err := ws.WriteMessage(websocket.TextMessage, frame); err != nil {
+					break // the daemon closed the connection
+				}
+			}
+			unread := func() float64 { return metric(t, h, "fanoutd_closes_total", "reason", "unread_replies") }
+			if !waitFor(5*time.Second, func() bool { return unread() == 1 }) {
+				t.Fatalf("after %d bytes never read: closes{unread_replies} = %v, want 1", sent, unread())
+			}
+			grew := int64(heapInUse()) - int64(before)
+			t.Logf("sent %d bytes; heap in use grew %d bytes", sent, grew)
+			if grew > 16<<20 {
+				t.Fatalf("heap in use grew %d bytes while a client sent %d bytes and read nothing", grew, sent)
+			}
+			if n := metric(t, h, "fanoutd_connections"); n != 0 {
+				t.Fatalf("%v connections open after the close", n)
+			}
+		})
 	}
 }
 
