@@ -215,8 +215,9 @@ func waitFor(d time.Duration, cond func() bool) bool {
 
 // TestHostileNameTakeover (found, item 1): token A, allowed only kraken,
 // asks for token B's named subscriber. Promise: HTTP 409 name_taken before
-// the upgrade, B stays attached and keeps its Coinbase events, and
-// GET /v1/subscribers shows A nothing of B's.
+// the upgrade, B stays attached and keeps its Coinbase events, A cannot
+// subscribe to Coinbase itself, and GET /v1/subscribers shows A only its
+// own subscriber.
 func TestHostileNameTakeover(t *testing.T) {
 	h := startHostile(t, twoVenues+"tokens:\n  - {name: a, token: secret-a, venues: [kraken]}\n  - {name: b, token: secret-b}\n")
 	b, _, err := wsDial(t, websocket.DefaultDialer, h, "?name=deskB", "secret-b")
@@ -252,6 +253,14 @@ func TestHostileNameTakeover(t *testing.T) {
 		t.Fatalf("owner after the attempt: %v", r)
 	}
 
+	a, _, err := wsDial(t, websocket.DefaultDialer, h, "?name=deskA", "secret-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := replyTo(t, a, "c", `{"op":"subscribe","id":"c","streams":["coinbase:trades:BTC-USD"]}`); r["code"] != "unauthorized" {
+		t.Fatalf("token A subscribing to Coinbase: %v, want unauthorized", r)
+	}
+
 	list := func(secret string) (out []daemon.SubscriberView) {
 		_, body := get(t, h.URL("http")+"/v1/subscribers", secret)
 		if err := json.Unmarshal(body, &out); err != nil {
@@ -259,8 +268,8 @@ func TestHostileNameTakeover(t *testing.T) {
 		}
 		return out
 	}
-	if got := list("secret-a"); len(got) != 0 {
-		t.Fatalf("token A lists %+v, want nothing of B's", got)
+	if got := list("secret-a"); len(got) != 1 || got[0].ID != "deskA" || len(got[0].Streams) != 0 {
+		t.Fatalf("token A lists %+v, want only its own deskA", got)
 	}
 	if got := list("secret-b"); len(got) != 1 || got[0].ID != "deskB" || len(got[0].Streams) != 1 {
 		t.Fatalf("token B lists %+v, want its deskB", got)
