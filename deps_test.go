@@ -31,7 +31,9 @@ var policy = map[string][]string{
 
 	// Delivery: who receives, and the core that delivers to them.
 	"subscriber": {"venue"},
-	"fanout":     {"notice", "subscriber", "venue"},
+	// Derived streams: computed from a source stream's events and book.
+	"derive": {"internal/jsonw", "venue"},
+	"fanout": {"derive", "notice", "subscriber", "venue"},
 
 	// Captures and the claim check.
 	"replay":                    {"notice", "venue"},
@@ -44,7 +46,7 @@ var policy = map[string][]string{
 	"internal/wsapi":             {"fanout", "subscriber", "venue", "internal/api", "internal/jsonw"},
 	"internal/config":            {"claimcheck", "fanout", "internal/api", "internal/wsapi", "venue", "venues"},
 	"internal/testsource":        {"notice", "venue"},
-	"internal/daemon":            {"claimcheck", "claimcheck/s3store", "fanout", "internal/api", "internal/config", "internal/wsapi", "notice", "replay", "subscriber", "venue", "venues"},
+	"internal/daemon":            {"claimcheck", "derive", "claimcheck/s3store", "fanout", "internal/api", "internal/config", "internal/wsapi", "notice", "replay", "subscriber", "venue", "venues"},
 	"internal/daemon/daemontest": {"internal/config", "internal/daemon"},
 	"internal/bench":             {"fanout", "internal/config", "internal/daemon", "internal/testsource", "venue", "venues"},
 	"cmd/fanoutd":                {"claimcheck", "internal/bench", "internal/config", "internal/daemon", "notice", "replay", "venue", "venues"},

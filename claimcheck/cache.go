@@ -49,17 +49,18 @@ func (c *cache) get(k Key) (any, bool) {
 	return e.Value.(*cacheEntry).val, true
 }
 
-// put stores val; a value bigger than the whole cache is not stored.
-func (c *cache) put(k Key, val any, size int64) {
+// put stores val and reports whether it did; a value bigger than the
+// whole cache is not stored.
+func (c *cache) put(k Key, val any, size int64) bool {
 	size += entryOverhead
 	if c.max <= 0 || size > c.max {
-		return
+		return false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.m[k]; ok {
 		c.ll.MoveToFront(e)
-		return
+		return true
 	}
 	c.m[k] = c.ll.PushFront(&cacheEntry{k, val, size})
 	c.bytes += size
@@ -70,6 +71,7 @@ func (c *cache) put(k Key, val any, size int64) {
 		delete(c.m, ce.key)
 		c.bytes -= ce.size
 	}
+	return true
 }
 
 func (c *cache) stats() (bytes int64, entries int) {

@@ -20,7 +20,7 @@ var (
 )
 
 // MaxClaimsPerPack bounds how many claims one pack holds. The index of a
-// full pack is MaxClaimsPerPack*IndexEntrySize bytes (6 MiB), still one
+// full pack is MaxClaimsPerPack*IndexEntrySize bytes (16 MiB), still one
 // ranged read.
 const MaxClaimsPerPack = 1 << 16
 
@@ -99,7 +99,8 @@ func ParseLayout(s string) (Layout, error) {
 //	version (1 byte, 1) | layout (1 byte) | day (2 bytes BE, days since
 //	1970-01-01 UTC) | pack id (16 bytes) | index (uvarint) | count (uvarint)
 //
-// 33 to 35 characters in practice.
+// 22 to 26 bytes: 30 characters for a pack of at most 127 claims (both
+// uvarints one byte), up to 35 for the largest packs.
 type ClaimID struct {
 	Layout Layout
 	Day    uint16 // days since 1970-01-01 UTC; the pack's dt= partition

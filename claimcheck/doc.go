@@ -15,6 +15,12 @@
 // after the whole pack is written. Store errors are *StoreError with an
 // ErrorKind: throttled, unavailable, forbidden, missing, other.
 //
+// The index entry of a claim records its stream, so the Gateway checks a
+// claim's stream (IndexEntry.Scope) against the request's token
+// (Gateway.AuthorizeStream) after reading the index and before writing a
+// header or byte of the claim: packs mix streams and claim ids are
+// enumerable, so the tenant check alone would not confine a token.
+//
 // # Reader guarantees
 //
 // Every gateway read goes through Reader.Fetch (Locate, Bytes and Range
@@ -31,15 +37,23 @@
 //   - Per-store AIMD limit. At most limit store requests run per store.
 //     The limit starts at MaxInflight, halves (never below 1) when a
 //     request is throttled or gets no first byte within
-//     FirstByteTimeout — at most once per DecreaseInterval (100 ms), and
+//     FirstByteTimeout — at most once per decrease window, the store's
+//     smoothed round trip of successful requests (srtt, clamped to
+//     MinHold..DecreaseInterval, 5..100 ms; 100 ms until measured), and
 //     never for a request admitted before the last decrease — and grows
-//     by one after limit successes, up to MaxInflight. A missing key is a
-//     success; a 403 changes nothing; a slow body is not congestion.
+//     by one after limit successes, up to MaxInflight. A throttled or
+//     unanswered request keeps its slot one srtt (at least MinHold) after
+//     its callers have the answer, so a store that refuses at once is not
+//     sent the next queued read at once. A missing key is a success; a
+//     403 changes nothing; a slow body is not congestion.
 //   - Bounded queue. A fetch with no free slot waits in a FIFO of at most
 //     QueueMax per store; past it Fetch returns ErrOverloaded at once. A
 //     queued fetch whose every caller has left, or whose callers'
 //     deadlines have passed when a slot frees, is dropped without a store
-//     request.
+//     request. With the cache off, a fetch is not sent with less than
+//     one srtt left before its callers' deadline (two for an index: the
+//     claim's bytes are still to be read), since its late answer would be
+//     thrown away; store answers no caller used are counted as wasted.
 //   - Charging. A fetch is charged to the store it is addressed to; the
 //     index fetch searches every store, home first, and is charged to the
 //     home store.

@@ -13,6 +13,7 @@ const (
 	MetricGateInflight  = "fanoutd_claimcheck_gate_inflight"
 	MetricGateRejected  = "fanoutd_claimcheck_gate_rejected_total"
 	MetricCacheBytes    = "fanoutd_claimcheck_cache_bytes"
+	MetricStoreWasted   = "fanoutd_claimcheck_store_wasted_total" // {store}
 )
 
 type metrics struct {
@@ -24,6 +25,7 @@ type metrics struct {
 	limitChanges *prometheus.CounterVec
 	gateInflight prometheus.Gauge
 	gateRejected prometheus.Counter
+	wasted       *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, c *cache) (*metrics, error) {
@@ -44,11 +46,13 @@ func newMetrics(reg prometheus.Registerer, c *cache) (*metrics, error) {
 			Help: "Gateway requests admitted by the node-wide gate and not yet finished."}),
 		gateRejected: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricGateRejected,
 			Help: "Gateway requests answered 503 overloaded by the node-wide gate (max_concurrent_reads)."}),
+		wasted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricStoreWasted,
+			Help: "Store answers no caller used: nobody still waited and the cache did not keep it, or (cache off) an index whose claim read then missed its deadline."}, []string{"store"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	cs := []prometheus.Collector{m.reads, m.storeReqs, m.limit, m.inflight, m.queued, m.limitChanges, m.gateInflight, m.gateRejected,
+	cs := []prometheus.Collector{m.reads, m.storeReqs, m.limit, m.inflight, m.queued, m.limitChanges, m.gateInflight, m.gateRejected, m.wasted,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: MetricCacheBytes, Help: "Bytes held by the claim-check cache."},
 			func() float64 { b, _ := c.stats(); return float64(b) })}
 	for _, c := range cs {

@@ -21,6 +21,9 @@ type Options struct {
 	// Authorize checks a request's token against a tenant (the daemon
 	// owns tokens). nil allows every request.
 	Authorize AuthorizeFunc
+	// AuthorizeStream checks a request's token against the stream of the
+	// claim it reads (Gateway.AuthorizeStream). nil allows every stream.
+	AuthorizeStream AuthorizeStreamFunc
 	// Announce receives the claim checks of every written pack.
 	Announce func([]Claim)
 	// OnError receives pack write failures.
@@ -71,7 +74,8 @@ func Open(ctx context.Context, cfg Config, opts Options) (*Node, error) {
 		return nil, err
 	}
 	return &Node{Config: cfg, Stores: stores, Reader: r, Writer: w,
-		Gateway: &Gateway{Reader: r, Deadline: ms(cfg.ReadDeadlineMS), Authorize: opts.Authorize, Logger: opts.Logger}}, nil
+		Gateway: &Gateway{Reader: r, Deadline: ms(cfg.ReadDeadlineMS), Authorize: opts.Authorize,
+			AuthorizeStream: opts.AuthorizeStream, Logger: opts.Logger}}, nil
 }
 
 // Register mounts the node's routes on mux:
@@ -118,6 +122,9 @@ func (h *SnapshotHandler) stream(w http.ResponseWriter, r *http.Request) (string
 	s, err := venue.ParseStream(string(venue.NewStream(v, venue.Level2, sym)))
 	if err != nil {
 		WriteError(w, http.StatusBadRequest, api.CodeInvalidStream, "not a level2 stream of a venue", 0)
+		return "", false
+	}
+	if !h.Gateway.authorizeStream(w, r, string(s)) {
 		return "", false
 	}
 	return string(s), true

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -21,7 +22,7 @@ var ErrBadPack = errors.New("claimcheck: bad pack")
 // Pack layout. A pack is a ZIP archive, every entry stored uncompressed
 // and written in this order, so any zip tool can list and extract it:
 //
-//	claimcheck.idx   fixed-width index: 32-byte header, then one 96-byte
+//	claimcheck.idx   fixed-width index: 32-byte header, then one 256-byte
 //	                 entry per claim
 //	claims/000000    the claim bytes, one entry per claim, in index order
 //	claims/000001
@@ -35,12 +36,19 @@ var ErrBadPack = errors.New("claimcheck: bad pack")
 // pack of n claims is the pack's first IndexPrefixLen(n) bytes: one ranged
 // read whose length the claim id fixes (it carries n).
 //
-// Index header (little-endian): "CCIX" | version u16 (1) | 0 u16 | count
+// Index header (little-endian): "CCIX" | version u16 (2) | 0 u16 | count
 // u32 | 0 u32 | manifest offset u64 | manifest length u64.
-// Index entry: offset u64 | length u64 | sha256 [32] | content type [48],
-// NUL-padded.
+// Index entry: offset u64 | length u64 | sha256 [32] | content type [48]
+// | stream [160], strings NUL-padded. The stream is in the index so the
+// gateway can check it against a token's scopes before serving a byte.
+//
+// Version 1 (packs written before the stream moved into the index) has
+// 96-byte entries without the stream; ParseIndexPrefix reads both, and a
+// version 1 entry's Stream is empty. Reading IndexPrefixLen(n) bytes
+// covers either version's index.
 const (
-	IndexEntrySize  = 96
+	IndexEntrySize  = 256
+	indexEntryV1    = 96
 	indexHeaderSize = 32
 	indexName       = "claimcheck.idx"
 	manifestName    = "manifest.json"
@@ -49,14 +57,22 @@ const (
 	IndexDataOffset = zipLocalHeader + len(indexName)
 	// MaxContentType is the longest content type a claim may carry.
 	MaxContentType = 48
+	// MaxStream is the longest stream a claim may carry.
+	MaxStream = 160
 	// DefaultContentType is used for a claim that names none.
 	DefaultContentType = "application/octet-stream"
 )
 
 // IndexPrefixLen returns how many leading bytes of a pack of count claims
 // hold its whole index.
-func IndexPrefixLen(count uint32) int64 {
-	return int64(IndexDataOffset) + indexHeaderSize + int64(count)*IndexEntrySize
+func IndexPrefixLen(count uint32) int64 { return indexPrefixLen(2, count) }
+
+func indexPrefixLen(version uint16, count uint32) int64 {
+	size := int64(IndexEntrySize)
+	if version == 1 {
+		size = indexEntryV1
+	}
+	return int64(IndexDataOffset) + indexHeaderSize + int64(count)*size
 }
 
 func claimName(i int) string { return fmt.Sprintf("claims/%06d", i) }
@@ -70,7 +86,7 @@ const (
 // PackClaim is one claim to pack: its bytes and what describes them.
 type PackClaim struct {
 	Kind        string    // KindSnapshot or KindCapture; defaults to snapshot
-	Stream      string    // venue:channel:symbol
+	Stream      string    // venue:channel:symbol (a capture: the venue); at most MaxStream bytes
 	Seq         uint64    // the stream's seq of the snapshot (first seq of a capture)
 	Time        time.Time // the book's (or segment's first event's) time
 	Recorded    time.Time // when fanoutd took it
@@ -84,6 +100,26 @@ type IndexEntry struct {
 	Length      int64
 	SHA256      [32]byte
 	ContentType string
+	// Stream is the claim's stream as packed: venue:channel:symbol for a
+	// snapshot, the venue for a capture, empty when none was given or the
+	// pack's index is version 1.
+	Stream string
+}
+
+// Scope returns the stream a token must be allowed to read e's claim:
+// the stream itself for a snapshot; "<venue>:*:*" for a capture (a bare
+// venue: a segment holds every stream of its venue); "*:*:*" when the
+// entry names no stream (a version 1 index, or a claim packed without
+// one). A '*' here is a literal that only a wildcard of a token's pattern
+// matches, so api.Token.Allows(venue.Stream(e.Scope())) is the check.
+func (e IndexEntry) Scope() string {
+	switch {
+	case e.Stream == "":
+		return "*:*:*"
+	case !strings.Contains(e.Stream, ":"):
+		return e.Stream + ":*:*"
+	}
+	return e.Stream
 }
 
 // ETag returns the entry's strong HTTP entity tag, its quoted hex sha256.
@@ -144,6 +180,12 @@ func validContentType(ct string) bool {
 	if len(ct) > MaxContentType {
 		return false
 	}
+	return printable(ct)
+}
+
+func validStream(s string) bool { return len(s) <= MaxStream && printable(s) }
+
+func printable(ct string) bool {
 	for i := 0; i < len(ct); i++ {
 		if ct[i] < 0x20 || ct[i] > 0x7e {
 			return false
@@ -182,7 +224,7 @@ func BuildPack(tenant string, layout Layout, claims []PackClaim) (*Pack, error) 
 		h.Write(num[:])
 		h.Write(b)
 	}
-	field([]byte("claimcheck-pack-v1"))
+	field([]byte("claimcheck-pack-v2")) // v2: the index carries the stream
 	field([]byte(tenant))
 	field([]byte{byte(layout)})
 	kinds := make([]string, n)
@@ -194,11 +236,14 @@ func BuildPack(tenant string, layout Layout, claims []PackClaim) (*Pack, error) 
 		if !validContentType(ct) {
 			return nil, fmt.Errorf("claimcheck: claim %d: content type %q: want printable ASCII, at most %d bytes", i, ct, MaxContentType)
 		}
+		if !validStream(c.Stream) {
+			return nil, fmt.Errorf("claimcheck: claim %d: stream %q: want printable ASCII, at most %d bytes", i, c.Stream, MaxStream)
+		}
 		kinds[i] = c.Kind
 		if kinds[i] == "" {
 			kinds[i] = KindSnapshot
 		}
-		p.Entries[i] = IndexEntry{Length: int64(len(c.Data)), SHA256: sha256.Sum256(c.Data), ContentType: ct}
+		p.Entries[i] = IndexEntry{Length: int64(len(c.Data)), SHA256: sha256.Sum256(c.Data), ContentType: ct, Stream: c.Stream}
 		field([]byte(kinds[i]))
 		field([]byte(c.Stream))
 		var seq [8]byte // not num: field overwrites num with the length
@@ -236,7 +281,7 @@ func BuildPack(tenant string, layout Layout, claims []PackClaim) (*Pack, error) 
 
 	idx := make([]byte, indexHeaderSize+n*IndexEntrySize)
 	copy(idx, "CCIX")
-	binary.LittleEndian.PutUint16(idx[4:], 1)
+	binary.LittleEndian.PutUint16(idx[4:], 2)
 	binary.LittleEndian.PutUint32(idx[8:], uint32(n))
 	binary.LittleEndian.PutUint64(idx[16:], uint64(manOff))
 	binary.LittleEndian.PutUint64(idx[24:], uint64(len(man)))
@@ -246,6 +291,7 @@ func BuildPack(tenant string, layout Layout, claims []PackClaim) (*Pack, error) 
 		binary.LittleEndian.PutUint64(b[8:], uint64(e.Length))
 		copy(b[16:48], e.SHA256[:])
 		copy(b[48:96], e.ContentType)
+		copy(b[96:256], e.Stream)
 	}
 
 	var buf bytes.Buffer
@@ -295,13 +341,16 @@ func BuildPack(tenant string, layout Layout, claims []PackClaim) (*Pack, error) 
 
 // PackIndex is a pack's parsed index.
 type PackIndex struct {
+	Version        uint16 // 1 or 2; see the pack layout
 	Entries        []IndexEntry
 	ManifestOffset int64
 	ManifestLength int64
 }
 
-// ParseIndexPrefix parses the first IndexPrefixLen(count) bytes of a pack
-// of count claims. Errors wrap ErrBadPack.
+// ParseIndexPrefix parses a pack's index from its first bytes b, which
+// must hold the whole index of a pack of count claims: IndexPrefixLen(count)
+// bytes (or the pack's end, if nearer) cover either index version. Errors
+// wrap ErrBadPack.
 func ParseIndexPrefix(b []byte, count uint32) (*PackIndex, error) {
 	bad := func(why string, args ...any) (*PackIndex, error) {
 		return nil, fmt.Errorf("%w: index: %s", ErrBadPack, fmt.Sprintf(why, args...))
@@ -309,8 +358,8 @@ func ParseIndexPrefix(b []byte, count uint32) (*PackIndex, error) {
 	if count == 0 || count > MaxClaimsPerPack {
 		return bad("count %d out of range", count)
 	}
-	if int64(len(b)) < IndexPrefixLen(count) {
-		return bad("%d bytes, want %d", len(b), IndexPrefixLen(count))
+	if int64(len(b)) < int64(IndexDataOffset)+indexHeaderSize {
+		return bad("%d bytes, want at least %d", len(b), IndexDataOffset+indexHeaderSize)
 	}
 	if binary.LittleEndian.Uint32(b) != 0x04034b50 {
 		return bad("not a zip local header")
@@ -319,33 +368,41 @@ func ParseIndexPrefix(b []byte, count uint32) (*PackIndex, error) {
 		binary.LittleEndian.Uint16(b[28:]) != 0 || string(b[zipLocalHeader:IndexDataOffset]) != indexName {
 		return bad("first entry is not a stored %s", indexName)
 	}
-	size := binary.LittleEndian.Uint32(b[22:])
-	if int64(size) != indexHeaderSize+int64(count)*IndexEntrySize {
-		return bad("index size %d does not match count %d", size, count)
-	}
 	x := b[IndexDataOffset:]
-	if string(x[:4]) != "CCIX" || binary.LittleEndian.Uint16(x[4:]) != 1 {
+	version := binary.LittleEndian.Uint16(x[4:])
+	if string(x[:4]) != "CCIX" || (version != 1 && version != 2) {
 		return bad("bad magic or version")
+	}
+	entrySize := IndexEntrySize
+	if version == 1 {
+		entrySize = indexEntryV1
+	}
+	if int64(len(b)) < indexPrefixLen(version, count) {
+		return bad("%d bytes, want %d", len(b), indexPrefixLen(version, count))
+	}
+	size := binary.LittleEndian.Uint32(b[22:])
+	if int64(size) != indexHeaderSize+int64(count)*int64(entrySize) {
+		return bad("index size %d does not match count %d", size, count)
 	}
 	if c := binary.LittleEndian.Uint32(x[8:]); c != count {
 		return bad("count %d, claim id says %d", c, count)
 	}
 	pi := &PackIndex{
+		Version:        version,
 		ManifestOffset: int64(binary.LittleEndian.Uint64(x[16:])),
 		ManifestLength: int64(binary.LittleEndian.Uint64(x[24:])),
 		Entries:        make([]IndexEntry, count),
 	}
-	end := IndexPrefixLen(count)
+	end := indexPrefixLen(version, count)
 	for i := range pi.Entries {
-		e := x[indexHeaderSize+i*IndexEntrySize:]
+		e := x[indexHeaderSize+i*entrySize:]
 		ie := IndexEntry{Offset: int64(binary.LittleEndian.Uint64(e)), Length: int64(binary.LittleEndian.Uint64(e[8:]))}
 		copy(ie.SHA256[:], e[16:48])
-		ct := e[48:96]
-		if j := bytes.IndexByte(ct, 0); j >= 0 {
-			ct = ct[:j]
+		ie.ContentType = nulTrim(e[48:96])
+		if version >= 2 {
+			ie.Stream = nulTrim(e[96:256])
 		}
-		ie.ContentType = string(ct)
-		if ie.Offset < end || ie.Length < 0 || ie.Offset > 1<<50 || ie.Length > 1<<50 || !validContentType(ie.ContentType) {
+		if ie.Offset < end || ie.Length < 0 || ie.Offset > 1<<50 || ie.Length > 1<<50 || !validContentType(ie.ContentType) || !validStream(ie.Stream) {
 			return bad("entry %d: offset %d length %d", i, ie.Offset, ie.Length)
 		}
 		end = ie.Offset + ie.Length
@@ -355,6 +412,13 @@ func ParseIndexPrefix(b []byte, count uint32) (*PackIndex, error) {
 		return bad("manifest at %d length %d", pi.ManifestOffset, pi.ManifestLength)
 	}
 	return pi, nil
+}
+
+func nulTrim(b []byte) string {
+	if j := bytes.IndexByte(b, 0); j >= 0 {
+		b = b[:j]
+	}
+	return string(b)
 }
 
 // ReadPack parses and verifies a whole pack: it must be a valid ZIP whose
@@ -373,10 +437,10 @@ func ReadPack(data []byte) (*Manifest, *PackIndex, error) {
 		return bad("unexpected entries")
 	}
 	count := uint32(len(zr.File) - 2)
-	if count > MaxClaimsPerPack || IndexPrefixLen(count) > int64(len(data)) {
+	if count > MaxClaimsPerPack {
 		return bad("%d claims", count)
 	}
-	pi, err := ParseIndexPrefix(data[:IndexPrefixLen(count)], count)
+	pi, err := ParseIndexPrefix(data[:min(int64(len(data)), IndexPrefixLen(count))], count)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -424,7 +488,8 @@ func ReadPack(data []byte) (*Manifest, *PackIndex, error) {
 	}
 	for i, c := range m.Claims {
 		e := pi.Entries[i]
-		if c.Index != i || c.Offset != e.Offset || c.Length != e.Length || c.SHA256 != hex.EncodeToString(e.SHA256[:]) || c.ContentType != e.ContentType {
+		if c.Index != i || c.Offset != e.Offset || c.Length != e.Length || c.SHA256 != hex.EncodeToString(e.SHA256[:]) || c.ContentType != e.ContentType ||
+			(pi.Version >= 2 && c.Stream != e.Stream) {
 			return bad("manifest claim %d disagrees with the index", i)
 		}
 	}

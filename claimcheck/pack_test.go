@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -125,10 +126,60 @@ func TestBuildPackRejects(t *testing.T) {
 		"long ctype":  {"a", []claimcheck.PackClaim{{Time: t0, ContentType: strings.Repeat("x", 49)}}},
 		"ctype ctrl":  {"a", []claimcheck.PackClaim{{Time: t0, ContentType: "a\nb"}}},
 		"before 1970": {"a", []claimcheck.PackClaim{{Time: time.Date(1960, 1, 1, 0, 0, 0, 0, time.UTC)}}},
+		"long stream": {"a", []claimcheck.PackClaim{{Time: t0, Stream: strings.Repeat("x", claimcheck.MaxStream+1)}}},
+		"stream ctrl": {"a", []claimcheck.PackClaim{{Time: t0, Stream: "a\x00b"}}},
 	} {
 		if _, err := claimcheck.BuildPack(tc.tenant, claimcheck.LayoutFlat, tc.pcs); err == nil {
 			t.Errorf("%s: built", name)
 		}
+	}
+}
+
+func TestIndexCarriesStream(t *testing.T) {
+	_, pcs := samplePack(t, claimcheck.LayoutFlat)
+	long := strings.Repeat("s", claimcheck.MaxStream)
+	pcs = append(pcs, claimcheck.PackClaim{Stream: long, Time: t0})
+	p, err := claimcheck.BuildPack("acme_1", claimcheck.LayoutFlat, pcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := p.ClaimID(0)
+	pi, err := claimcheck.ParseIndexPrefix(p.Data[:claimcheck.IndexPrefixLen(id.Count)], id.Count)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pi.Version != 2 || pi.Entries[0].Stream != "kraken:level2:BTC/USD" || pi.Entries[4].Stream != "" || pi.Entries[5].Stream != long {
+		t.Fatalf("index %+v", pi)
+	}
+	for e, want := range map[claimcheck.IndexEntry]string{
+		{Stream: "kraken:level2:BTC/USD"}: "kraken:level2:BTC/USD",
+		{Stream: "kraken"}:                "kraken:*:*",
+		{}:                                "*:*:*",
+	} {
+		if got := e.Scope(); got != want {
+			t.Errorf("Scope(%q) = %q, want %q", e.Stream, got, want)
+		}
+	}
+}
+
+// A version 1 pack (96-byte entries, no stream), written before the
+// stream moved into the index, still reads.
+func TestReadsVersion1Pack(t *testing.T) {
+	data, err := os.ReadFile("testdata/packs/v1-mixed.zip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, pi, err := claimcheck.ReadPack(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pi.Version != 1 || len(pi.Entries) != 2 || pi.Entries[1].Stream != "" || m.Claims[1].Stream != "kraken:level2:XBT/USD" {
+		t.Fatalf("v1 pack: %+v %+v", pi, m)
+	}
+	// IndexPrefixLen covers a v1 index too (it reads past it, or to the end).
+	pi2, err := claimcheck.ParseIndexPrefix(data[:min(int64(len(data)), claimcheck.IndexPrefixLen(2))], 2)
+	if err != nil || pi2.Entries[1] != pi.Entries[1] {
+		t.Fatalf("v1 prefix: %v", err)
 	}
 }
 
@@ -241,6 +292,20 @@ func TestDirStoreRejectsEscapingKeys(t *testing.T) {
 	for _, k := range []string{"../x", "/etc/passwd", "a/../../b", ""} {
 		if err := s.Put(context.Background(), k, []byte("x")); err == nil {
 			t.Errorf("Put(%q) succeeded", k)
+		}
+	}
+}
+
+// The README's claim id lengths: 30 characters while both uvarints fit a
+// byte (packs of at most 127 claims), at most 35.
+func TestClaimIDLength(t *testing.T) {
+	for _, tc := range []struct {
+		index, count uint32
+		want         int
+	}{{0, 1, 30}, {126, 127, 30}, {0, 128, 31}, {200, 300, 32}, {200, 20000, 34}, {65535, 65536, 35}} {
+		id := claimcheck.ClaimID{Index: tc.index, Count: tc.count}
+		if got := len(id.String()); got != tc.want {
+			t.Errorf("index %d count %d: %d characters, want %d", tc.index, tc.count, got, tc.want)
 		}
 	}
 }

@@ -36,9 +36,20 @@ type PanicError struct {
 
 func (e *PanicError) Error() string { return fmt.Sprintf("claimcheck: fetch panicked: %v", e.Value) }
 
-// DecreaseInterval is the least time between two decreases of a store's
-// limit: a wave of requests failing together halves it once.
+// DecreaseInterval is the longest decrease window: the least time between
+// two decreases of a store's limit is the store's smoothed round trip
+// (srtt), at least MinHold and at most DecreaseInterval, and
+// DecreaseInterval until a round trip has been measured. With the epoch
+// rule (a request admitted before the last decrease never decreases it
+// again) a wave of requests failing together halves the limit once.
 const DecreaseInterval = 100 * time.Millisecond
+
+// MinHold is the shortest time a throttled or unanswered request keeps
+// its slot after its callers have the answer (it keeps it one srtt), and
+// the shortest decrease window. Without the hold, a throttle that comes
+// back at once frees its slot for the next queued read at once, and the
+// reader spins against the store.
+const MinHold = 5 * time.Millisecond
 
 // KeyKind is what a fetch reads.
 type KeyKind uint8
@@ -142,9 +153,11 @@ type storeState struct {
 	queue        list.List // of *flight, oldest first
 	successes    int       // since the last change of limit
 	lastDecrease time.Time
-	epoch        uint64 // bumped by every decrease
-	throttled    int64  // store requests answered throttled/unavailable
+	epoch        uint64        // bumped by every decrease
+	srtt         time.Duration // smoothed duration of successful requests; 0 until one ends
+	throttled    int64         // store requests answered throttled/unavailable
 	requests     int64
+	wasted       int64 // store answers no caller used; see StoreStats.Wasted
 }
 
 // flight is one store request and its waiters.
@@ -159,6 +172,7 @@ type flight struct {
 	waiters  int  // callers still waiting; guarded by Reader.mu
 	deadline time.Time
 	epoch    uint64
+	started  time.Time     // when it was sent to the store
 	elem     *list.Element // in st.queue while queued
 }
 
@@ -284,6 +298,10 @@ func (r *Reader) Fetch(ctx context.Context, store int, key Key, fn FetchFunc) (a
 	st := r.st[store]
 	f := &flight{key: key, st: st, fn: fn, done: make(chan struct{}), waiters: 1, deadline: deadline}
 	switch {
+	case r.hopeless(f, time.Now()):
+		r.mu.Unlock()
+		r.count(OutcomeShed)
+		return nil, ErrDeadline
 	case st.inflight < st.limit:
 		r.start(f)
 	case st.queue.Len() < r.cfg.QueueMax:
@@ -342,6 +360,7 @@ func (r *Reader) start(f *flight) {
 	st := f.st
 	st.inflight++
 	f.epoch = st.epoch
+	f.started = time.Now()
 	r.gauges(st)
 	r.wg.Add(1)
 	go r.run(f)
@@ -369,7 +388,7 @@ func (r *Reader) dispatch(st *storeState) {
 		f := st.queue.Front().Value.(*flight)
 		st.queue.Remove(f.elem)
 		f.elem = nil
-		if !now.Before(f.deadline) {
+		if !now.Before(f.deadline) || r.hopeless(f, now) {
 			r.drop(f, ErrDeadline)
 			continue
 		}
@@ -385,7 +404,11 @@ func (r *Reader) run(f *flight) {
 		size int64
 		err  = errGoexit // if fn calls runtime.Goexit, the deferred finish still runs
 	)
-	defer func() { r.finish(f, val, size, err) }()
+	defer func() {
+		if hold := r.finish(f, val, size, err); hold > 0 {
+			r.hold(f.st, hold)
+		}
+	}()
 	ctx, cancel := context.WithTimeout(r.base, r.cfg.BodyTimeout)
 	defer cancel()
 	val, size, err = call(ctx, f.fn)
@@ -400,15 +423,16 @@ func call(ctx context.Context, fn FetchFunc) (val any, size int64, err error) {
 	return fn(ctx)
 }
 
-func (r *Reader) finish(f *flight, val any, size int64, err error) {
+// finish answers f's waiters and applies AIMD. A throttled or unanswered
+// request keeps its slot: finish returns how long, and run releases it
+// after (hold); any other request's slot is released here.
+func (r *Reader) finish(f *flight, val any, size int64, err error) (hold time.Duration) {
 	kind := Classify(err)
 	var pe *PanicError
 	if errors.As(err, &pe) || errors.Is(err, errGoexit) {
 		kind = ErrOther
 	}
-	if err == nil {
-		r.cache.put(f.key, val, size)
-	}
+	kept := err == nil && r.cache.put(f.key, val, size)
 	// Count before any waiter is woken, so a caller that has its answer
 	// sees itself counted.
 	res := "ok"
@@ -423,14 +447,74 @@ func (r *Reader) finish(f *flight, val any, size int64, err error) {
 	f.val, f.err = val, err
 	close(f.done)
 	st := f.st
-	st.inflight--
 	st.requests++
-	if kind == ErrThrottled || kind == ErrUnavailable {
+	if err == nil && f.waiters == 0 && !kept {
+		r.waste(st)
+	}
+	congested := kind == ErrThrottled || kind == ErrUnavailable
+	if congested {
 		st.throttled++
+		hold = max(st.srtt, MinHold)
+	} else {
+		st.inflight--
+	}
+	if kind == 0 || kind == ErrMissing {
+		// srtt += (sample - srtt)/8, as TCP smooths its round trip.
+		if d := time.Since(f.started); st.srtt == 0 {
+			st.srtt = d
+		} else {
+			st.srtt += (d - st.srtt) / 8
+		}
 	}
 	r.adjust(st, f.epoch, kind)
 	r.dispatch(st)
 	r.mu.Unlock()
+	return hold
+}
+
+// waste counts a store answer no caller used. r.mu must be held.
+func (r *Reader) waste(st *storeState) {
+	st.wasted++
+	r.m.wasted.WithLabelValues(st.name).Inc()
+}
+
+// hopeless reports whether f, about to be sent, cannot be of use before
+// its callers' deadline: with the cache off (a late answer is thrown
+// away) and less than one srtt left, or two for an index (the claim's
+// bytes still have to be read after it). r.mu must be held.
+func (r *Reader) hopeless(f *flight, now time.Time) bool {
+	if r.cfg.CacheBytes > 0 || f.st.srtt == 0 {
+		return false
+	}
+	need := f.st.srtt
+	if f.key.Kind == KeyIndex {
+		need *= 2
+	}
+	return f.deadline.Sub(now) < need
+}
+
+// hold keeps a throttled request's slot for d (less if the reader
+// closes), then frees it.
+func (r *Reader) hold(st *storeState, d time.Duration) {
+	t := time.NewTimer(d)
+	select {
+	case <-t.C:
+	case <-r.base.Done():
+		t.Stop()
+	}
+	r.mu.Lock()
+	st.inflight--
+	r.dispatch(st)
+	r.mu.Unlock()
+}
+
+// decreaseWindow is the least time between two decreases of st's limit.
+// r.mu must be held.
+func (st *storeState) decreaseWindow() time.Duration {
+	if st.srtt == 0 {
+		return DecreaseInterval
+	}
+	return min(max(st.srtt, MinHold), DecreaseInterval)
 }
 
 // adjust applies AIMD to st after a store request admitted at epoch ended
@@ -451,7 +535,7 @@ func (r *Reader) adjust(st *storeState, epoch uint64, kind ErrorKind) {
 		if epoch != st.epoch {
 			return // admitted before the last decrease, which already counted this congestion
 		}
-		if !st.lastDecrease.IsZero() && now.Sub(st.lastDecrease) < DecreaseInterval {
+		if !st.lastDecrease.IsZero() && now.Sub(st.lastDecrease) < st.decreaseWindow() {
 			return
 		}
 		st.epoch++
@@ -557,6 +641,18 @@ func (l *Location) key(kind KeyKind) Key {
 	return Key{Kind: kind, Tenant: l.Ref.Tenant, Layout: id.Layout, Day: id.Day, Pack: id.Pack, Index: id.Index}
 }
 
+// missedAfterIndex counts the index read for loc as wasted when the read
+// of its claim then missed its deadline and the cache could not keep the
+// index for a retry.
+func (r *Reader) missedAfterIndex(loc *Location, err error) {
+	if r.cfg.CacheBytes > 0 || !errors.Is(err, ErrDeadline) {
+		return
+	}
+	r.mu.Lock()
+	r.waste(r.st[HomeStore(r.names, loc.Ref.Tenant, loc.Ref.ID.Pack)])
+	r.mu.Unlock()
+}
+
 // Bytes returns the claim's bytes, verified against its sha256, charged to
 // the store that holds the pack.
 func (r *Reader) Bytes(ctx context.Context, loc *Location) ([]byte, error) {
@@ -573,6 +669,7 @@ func (r *Reader) Bytes(ctx context.Context, loc *Location) ([]byte, error) {
 		return b, int64(len(b)), nil
 	})
 	if err != nil {
+		r.missedAfterIndex(loc, err)
 		return nil, err
 	}
 	return v.([]byte), nil
@@ -598,6 +695,7 @@ func (r *Reader) Range(ctx context.Context, loc *Location, first, length int64) 
 		return b, int64(len(b)), err
 	})
 	if err != nil {
+		r.missedAfterIndex(loc, err)
 		return nil, err
 	}
 	return v.([]byte), nil
@@ -612,6 +710,13 @@ type StoreStats struct {
 	Queued    int    `json:"queued"`
 	Requests  int64  `json:"requests"`
 	Throttled int64  `json:"throttled"` // requests answered throttled or unavailable
+	// Wasted counts store answers no caller used: a success nobody still
+	// waited for that the cache did not keep (it is off, or the value is
+	// too big), and, with the cache off, the index read for a claim
+	// whose bytes then missed the deadline (charged to the pack's home).
+	Wasted int64 `json:"wasted"`
+	// SRTT is the smoothed duration of successful requests, in ms.
+	SRTTms float64 `json:"srtt_ms"`
 }
 
 // Stats is a snapshot of the reader, served at GET /v1/claimcheck/stats.
@@ -642,7 +747,8 @@ func (r *Reader) Stats() Stats {
 	r.mu.Lock()
 	for _, st := range r.st {
 		s.Stores = append(s.Stores, StoreStats{Name: st.name, Limit: st.limit, Ceiling: r.cfg.MaxInflight,
-			InFlight: st.inflight, Queued: st.queue.Len(), Requests: st.requests, Throttled: st.throttled})
+			InFlight: st.inflight, Queued: st.queue.Len(), Requests: st.requests, Throttled: st.throttled,
+			Wasted: st.wasted, SRTTms: float64(st.srtt) / float64(time.Millisecond)})
 	}
 	r.mu.Unlock()
 	s.Reads.Store = r.counts[OutcomeStore].Load()

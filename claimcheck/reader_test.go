@@ -563,6 +563,9 @@ func TestMetrics(t *testing.T) {
 	r.Fetch(context.Background(), 0, key(1), answer(nil, nil, nil))
 	r.Fetch(context.Background(), 0, key(1), answer(nil, nil, nil))
 	r.Fetch(context.Background(), 0, key(2), answer(nil, nil, storeErr(claimcheck.ErrThrottled)))
+	for r.Stats().Stores[0].InFlight != 0 { // the throttled request holds its slot MinHold
+		time.Sleep(time.Millisecond)
+	}
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -599,4 +602,103 @@ func TestMetrics(t *testing.T) {
 	if got[claimcheck.MetricCacheBytes] <= 0 {
 		t.Errorf("%s = %v", claimcheck.MetricCacheBytes, got[claimcheck.MetricCacheBytes])
 	}
+}
+
+// measureRTT ends n successful requests that each take d, so the store's
+// srtt is d.
+func measureRTT(r *claimcheck.Reader, base, n int, d time.Duration) {
+	for i := range n {
+		r.Fetch(context.Background(), 0, key(base+i), func(context.Context) (any, int64, error) {
+			time.Sleep(d)
+			return []byte("v"), 1, nil
+		})
+	}
+}
+
+// A throttle answered at once must not free its slot at once: the next
+// queued read would go to a store that just refused, and the reader
+// spins. The slot is kept one srtt.
+func TestThrottleHoldsSlotOneRTT(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newReader(t, claimcheck.ReaderConfig{MaxInflight: 1, QueueMax: 10})
+		measureRTT(r, 0, 1, 20*time.Millisecond)
+		if s := r.Stats().Stores[0]; s.SRTTms != 20 {
+			t.Fatalf("srtt %v ms, want 20", s.SRTTms)
+		}
+		start := time.Now()
+		_, err := r.Fetch(context.Background(), 0, key(10), answer(nil, nil, storeErr(claimcheck.ErrThrottled)))
+		if claimcheck.Classify(err) != claimcheck.ErrThrottled || time.Since(start) != 0 {
+			t.Fatalf("throttled caller: %v after %v, want the throttle at once", err, time.Since(start))
+		}
+		var sent time.Duration
+		r.Fetch(context.Background(), 0, key(11), func(context.Context) (any, int64, error) {
+			sent = time.Since(start)
+			return []byte("v"), 1, nil
+		})
+		if sent != 20*time.Millisecond {
+			t.Fatalf("the next read was sent %v after the throttle, want 20ms (one srtt)", sent)
+		}
+	})
+}
+
+// The decrease window is the store's srtt, not a fixed 100 ms: a throttle
+// of a request admitted after a decrease halves again one srtt after it,
+// not sooner.
+func TestDecreaseWindowFollowsRTT(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newReader(t, claimcheck.ReaderConfig{MaxInflight: 16, QueueMax: 100})
+		measureRTT(r, 0, 1, 20*time.Millisecond)
+		throttle := func(i int) {
+			r.Fetch(context.Background(), 0, key(i), answer(nil, nil, storeErr(claimcheck.ErrThrottled)))
+		}
+		wave(t, r, 100, 4, storeErr(claimcheck.ErrThrottled))
+		if got := limit(r); got != 8 {
+			t.Fatalf("limit %d, want 8", got)
+		}
+		time.Sleep(10 * time.Millisecond)
+		throttle(200) // admitted after the decrease, half an srtt later
+		if got := limit(r); got != 8 {
+			t.Fatalf("a throttle 10 ms after the decrease: limit %d, want 8", got)
+		}
+		time.Sleep(10 * time.Millisecond)
+		throttle(201) // one srtt later: still congested, halve again
+		if got := limit(r); got != 4 {
+			t.Fatalf("a throttle 20 ms (one srtt) after the decrease: limit %d, want 4", got)
+		}
+	})
+}
+
+// With the cache off, an index fetch whose caller cannot also read the
+// claim's bytes before its deadline (two srtt) is not sent; one that ends
+// after its caller left is counted as wasted.
+func TestCacheOffWastedWork(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newReader(t, claimcheck.ReaderConfig{MaxInflight: 4, QueueMax: 10})
+		measureRTT(r, 0, 1, 30*time.Millisecond)
+		var calls atomic.Int64
+		idx := claimcheck.Key{Kind: claimcheck.KeyIndex, Tenant: "t", Count: 1}
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		if _, err := r.Fetch(ctx, 0, idx, answer(&calls, nil, nil)); !errors.Is(err, claimcheck.ErrDeadline) || calls.Load() != 0 {
+			t.Fatalf("index with 50 ms left, srtt 30 ms: %v, %d store requests; want ErrDeadline and none", err, calls.Load())
+		}
+		// A bytes read with the same time left is sent (one srtt suffices).
+		ctx2, cancel2 := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel2()
+		if _, err := r.Fetch(ctx2, 0, key(50), answer(&calls, nil, nil)); err != nil || calls.Load() != 1 {
+			t.Fatalf("bytes with 50 ms left: %v, %d store requests", err, calls.Load())
+		}
+		// A read whose caller leaves before the store answers: wasted.
+		release := make(chan struct{})
+		ctx3, cancel3 := context.WithTimeout(context.Background(), 40*time.Millisecond)
+		defer cancel3()
+		if _, err := r.Fetch(ctx3, 0, key(60), answer(&calls, release, nil)); !errors.Is(err, claimcheck.ErrDeadline) {
+			t.Fatalf("hanging read: %v", err)
+		}
+		close(release)
+		synctest.Wait()
+		if w := r.Stats().Stores[0].Wasted; w != 1 {
+			t.Fatalf("wasted %d, want 1", w)
+		}
+	})
 }

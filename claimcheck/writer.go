@@ -14,7 +14,7 @@ var ErrWriterClosed = errors.New("claimcheck: writer closed")
 // Snapshot is one book to check in.
 type Snapshot struct {
 	Tenant      string // defaults to the writer's tenant
-	Stream      string // venue:level2:symbol
+	Stream      string // venue:level2:symbol; at most MaxStream bytes
 	Seq         uint64 // the stream's seq the book is current at
 	Time        time.Time
 	Recorded    time.Time
@@ -129,6 +129,9 @@ func (w *Writer) Add(s Snapshot) error {
 	}
 	if s.ContentType != "" && !validContentType(s.ContentType) {
 		return fmt.Errorf("claimcheck: content type %q: want printable ASCII, at most %d bytes", s.ContentType, MaxContentType)
+	}
+	if !validStream(s.Stream) {
+		return fmt.Errorf("claimcheck: stream %q: want printable ASCII, at most %d bytes", s.Stream, MaxStream)
 	}
 	pc := PackClaim{Kind: KindSnapshot, Stream: s.Stream, Seq: s.Seq, Time: s.Time, Recorded: s.Recorded, ContentType: s.ContentType, Data: s.Data}
 	w.mu.Lock()

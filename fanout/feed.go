@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fanoutd/fanoutd/derive"
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/subscriber"
 	"github.com/fanoutd/fanoutd/venue"
@@ -40,6 +41,7 @@ type Counters struct {
 	Delivered atomic.Uint64                  // event deliveries queued to subscribers
 	Dropped   atomic.Uint64                  // deliveries dropped at a subscriber's bound
 	Missed    atomic.Uint64                  // deliveries skipped while a named subscriber was detached
+	Replaced  atomic.Uint64                  // conflated messages that replaced an unsent older one
 	Dropping  atomic.Int64                   // subscribers dropping now
 	Notices   [notice.NumKinds]atomic.Uint64 // by notice.Kind
 }
@@ -75,6 +77,19 @@ type stream struct {
 	vtime    time.Time   // VenueTime of the last event
 	snap     *subscriber.Message
 	subs     []*entry
+
+	// A source stream's derived streams that have subscribers.
+	derived []*stream
+	// A derived stream's computation, source, and newest message (a
+	// conflated stream's current state, for new subscribers); its timer
+	// closes an interval no source event closes, at timerAt.
+	deriver  derive.Deriver
+	source   *stream
+	conflate bool
+	emit     func(derive.Out)
+	last     *subscriber.Message
+	timer    *time.Timer
+	timerAt  time.Time
 }
 
 // entry is one subscriber's state in one feed. Guarded by Feed.mu.
@@ -85,6 +100,7 @@ type entry struct {
 	dropping bool
 	dropped  uint64 // events lost since the last resumed notice
 	total    uint64 // events lost, ever (for operators)
+	replaced uint64 // conflated messages replaced unsent, ever (for operators)
 	gaps     []gap  // per stream, the seqs lost since the last resumed notice
 }
 
@@ -167,6 +183,11 @@ func (f *Feed) Publish(ev *venue.Event) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st := f.stream(ev.Stream)
+	if len(st.derived) > 0 {
+		for _, d := range st.derived {
+			d.deriver.Advance(ev.RecvTime, st.book, d.emit)
+		}
+	}
 	st.seq++
 	ev.Seq = st.seq
 	f.scratch = ev.AppendJSON(f.scratch[:0])
@@ -182,7 +203,131 @@ func (f *Feed) Publish(ev *venue.Event) bool {
 		st.hasBook = st.hasBook || ev.Snapshot
 		st.bookSeq, st.venueSeq, st.snap = st.seq, ev.VenueSeq, nil
 	}
+	if len(st.derived) > 0 {
+		for _, d := range st.derived {
+			d.deriver.Apply(ev, st.book, d.emit)
+			f.arm(d)
+		}
+	}
 	return true
+}
+
+// startDerived makes st, a derived stream getting its first subscriber, a
+// consumer of its source: seeded from the source's book, then fed every
+// source event. f.mu must be held.
+func (f *Feed) startDerived(st *stream) bool {
+	d, err := derive.New(st.id)
+	if err != nil {
+		return false
+	}
+	src := f.stream(d.Source())
+	st.deriver, st.source, st.conflate = d, src, d.Conflated()
+	st.emit = func(o derive.Out) { f.publishDerived(st, o) }
+	src.derived = append(src.derived, st)
+	if src.level2 && src.hasBook {
+		d.Seed(src.book, src.recv, st.emit)
+	}
+	f.arm(st)
+	return true
+}
+
+// stopDerived ends st, a derived stream left without subscribers: it
+// leaves its source and the feed (subscribed again, it starts at seq 1).
+// f.mu must be held.
+func (f *Feed) stopDerived(st *stream) {
+	if st.deriver == nil || len(st.subs) > 0 {
+		return
+	}
+	src := st.source
+	src.derived = slices.DeleteFunc(src.derived, func(x *stream) bool { return x == st })
+	if st.timer != nil {
+		st.timer.Stop()
+	}
+	delete(f.streams, st.id)
+}
+
+// arm sets st's timer for the close of its open interval, if it has one
+// the timer is not already set for. The delay is measured from the receive
+// time of the source's last event (the capture's clock in a replay).
+// f.mu must be held.
+func (f *Feed) arm(st *stream) {
+	due := st.deriver.Due()
+	if due.IsZero() || due.Equal(st.timerAt) {
+		return
+	}
+	ref := st.source.recv
+	if ref.IsZero() {
+		ref = f.now()
+	}
+	if st.timer != nil {
+		st.timer.Stop()
+	}
+	st.timerAt = due
+	st.timer = time.AfterFunc(max(due.Sub(ref), 0), func() { f.fire(st, due) })
+}
+
+// fire closes st's interval that ends at due, if no source event has.
+func (f *Feed) fire(st *stream, due time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.streams[st.id] != st || !st.timerAt.Equal(due) {
+		return // stopped, or superseded by a later timer
+	}
+	st.timerAt = time.Time{}
+	st.deriver.Advance(due, st.source.book, st.emit)
+	f.arm(st)
+}
+
+// publishDerived assigns o the next seq of the derived stream st, encodes
+// it once and delivers it. f.mu must be held.
+func (f *Feed) publishDerived(st *stream, o derive.Out) {
+	st.seq++
+	if o.Bar != nil {
+		o.Bar.Seq = st.seq
+		f.scratch = o.Bar.AppendJSON(f.scratch[:0])
+	} else {
+		o.Event.Seq = st.seq
+		f.scratch = o.Event.AppendJSON(f.scratch[:0])
+	}
+	m := &subscriber.Message{Stream: string(st.id), Seq: st.seq, Data: slices.Clone(f.scratch), Published: f.now(), Conflate: st.conflate}
+	f.counters.Published.Add(1)
+	if st.conflate {
+		f.deliverConflated(st, m)
+		st.last = m
+		return
+	}
+	f.deliver(st, m)
+}
+
+// deliverConflated offers m, the newest state of the conflated stream st,
+// to each subscriber: it replaces the subscriber's unsent older one, past
+// the queue bound, so it is never dropped nor a cause of dropping.
+// f.mu must be held.
+func (f *Feed) deliverConflated(st *stream, m *subscriber.Message) {
+	var delivered, replaced, missed uint64
+	for _, e := range st.subs {
+		c := e.sub.Resolve()
+		if c != e.conn {
+			if c == nil {
+				missed++ // a detached subscriber gets the newest state on reattach
+				continue
+			}
+			f.reattached(e, c)
+		}
+		switch c.Conflate(m) {
+		case subscriber.Enqueued:
+			delivered++
+		case subscriber.Replaced:
+			delivered++
+			replaced++
+			e.replaced++
+		case subscriber.Closed:
+			missed++
+		}
+	}
+	f.counters.Delivered.Add(delivered)
+	f.counters.Replaced.Add(replaced)
+	f.counters.Missed.Add(missed)
 }
 
 // deliver offers m to every subscriber of st. f.mu must be held.
@@ -322,6 +467,12 @@ func (f *Feed) reattached(e *entry, c *subscriber.Mailbox) {
 // a stream that is not level2 or has no book yet (its first event will be
 // the venue's snapshot). f.mu must be held.
 func (f *Feed) sendSnapshot(c *subscriber.Mailbox, st *stream) {
+	if st.conflate {
+		if st.last != nil && c.Conflate(st.last) == subscriber.Replaced {
+			f.counters.Replaced.Add(1)
+		}
+		return
+	}
 	if !st.level2 || !st.hasBook {
 		return
 	}
@@ -362,12 +513,42 @@ func (f *Feed) Notice(n notice.Notice) {
 					c.Notify(m)
 				}
 			}
+			if n.Kind == notice.BookResync {
+				f.resyncDerived(st, n)
+			}
 		}
 		return
+	}
+	if n.Kind == notice.LinkDown {
+		for _, st := range f.streams {
+			if st.deriver != nil {
+				st.deriver.Break(st.source.recv)
+			}
+		}
 	}
 	for _, e := range f.entries {
 		if c := e.sub.Resolve(); c != nil {
 			c.Notify(m)
+		}
+	}
+}
+
+// resyncDerived tells the subscribers of src's derived streams that its
+// book resyncs: the same notice, naming each derived stream. They continue
+// from the rebuilt book. f.mu must be held.
+func (f *Feed) resyncDerived(src *stream, n notice.Notice) {
+	for _, d := range src.derived {
+		if len(d.subs) == 0 {
+			continue
+		}
+		dn := n
+		dn.Stream = string(d.id)
+		m := &subscriber.Message{Data: dn.AppendJSON(nil)}
+		f.countNotice(n.Kind)
+		for _, e := range d.subs {
+			if c := e.sub.Resolve(); c != nil {
+				c.Notify(m)
+			}
 		}
 	}
 }
@@ -379,6 +560,10 @@ func (f *Feed) subscribe(s *subscriber.Subscriber, id venue.Stream) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st := f.stream(id)
+	if st.deriver == nil && id.Channel().Derived() && !f.startDerived(st) {
+		delete(f.streams, id)
+		return
+	}
 	e := f.entries[s]
 	if e == nil {
 		e = &entry{sub: s, conn: s.Resolve()}
@@ -410,6 +595,7 @@ func (f *Feed) unsubscribe(s *subscriber.Subscriber, id venue.Stream) {
 	st.subs = slices.DeleteFunc(st.subs, func(x *entry) bool { return x == e })
 	e.streams = slices.DeleteFunc(e.streams, func(x *stream) bool { return x == st })
 	e.gaps = slices.DeleteFunc(e.gaps, func(g gap) bool { return g.st == st })
+	f.stopDerived(st)
 	if len(e.streams) == 0 {
 		f.forget(e)
 	}
@@ -425,6 +611,7 @@ func (f *Feed) remove(s *subscriber.Subscriber) {
 	}
 	for _, st := range e.streams {
 		st.subs = slices.DeleteFunc(st.subs, func(x *entry) bool { return x == e })
+		f.stopDerived(st)
 	}
 	f.forget(e)
 }
@@ -472,7 +659,17 @@ func (f *Feed) snapshot(s *subscriber.Subscriber, id venue.Stream) bool {
 	defer f.mu.Unlock()
 	e, st := f.entries[s], f.streams[id]
 	c := s.Resolve()
-	if e == nil || st == nil || c == nil || !st.level2 || !st.hasBook || !slices.Contains(e.streams, st) {
+	if e == nil || st == nil || c == nil || !slices.Contains(e.streams, st) {
+		return false
+	}
+	if st.conflate {
+		if st.last == nil {
+			return false
+		}
+		f.sendSnapshot(c, st)
+		return true
+	}
+	if !st.level2 || !st.hasBook {
 		return false
 	}
 	if c != e.conn {
@@ -510,6 +707,9 @@ type SubscriberState struct {
 	Dropping     bool   // over its bound now
 	Dropped      uint64 // events lost since the last resumed notice
 	DroppedTotal uint64 // events lost on this feed, ever (dropped and missed)
+	// ReplacedTotal counts the conflated messages (book_snapshot_*, quote)
+	// a newer one replaced before they were written, ever.
+	ReplacedTotal uint64
 }
 
 // State returns s's state in the feed, or false if s holds no stream of it.
@@ -520,5 +720,5 @@ func (f *Feed) State(s *subscriber.Subscriber) (SubscriberState, bool) {
 	if e == nil {
 		return SubscriberState{}, false
 	}
-	return SubscriberState{Dropping: e.dropping, Dropped: e.dropped, DroppedTotal: e.total}, true
+	return SubscriberState{Dropping: e.dropping, Dropped: e.dropped, DroppedTotal: e.total, ReplacedTotal: e.replaced}, true
 }

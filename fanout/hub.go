@@ -218,7 +218,7 @@ func (h *Hub) stopTimer(s *subscriber.Subscriber) {
 // closeConn closes c and records its unsent data as missed by s.
 func (h *Hub) closeConn(s *subscriber.Subscriber, c *subscriber.Mailbox) {
 	for _, m := range c.Close() {
-		if m.Stream == "" || m.Snapshot {
+		if m.Stream == "" || m.Snapshot || m.Conflate {
 			continue
 		}
 		st := venue.Stream(m.Stream)

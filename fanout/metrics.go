@@ -12,6 +12,7 @@ var (
 	descDeliveries  = prometheus.NewDesc("fanoutd_deliveries_total", "Event deliveries queued to subscribers, by venue.", []string{"venue"}, nil)
 	descDrops       = prometheus.NewDesc("fanoutd_drops_total", "Deliveries dropped at a subscriber's queue bound, by venue.", []string{"venue"}, nil)
 	descMissed      = prometheus.NewDesc("fanoutd_missed_total", "Deliveries skipped while a named subscriber was detached, by venue.", []string{"venue"}, nil)
+	descReplaced    = prometheus.NewDesc("fanoutd_conflated_replaced_total", "Conflated messages (book_snapshot_*, quote) replaced unsent by a newer one, by venue.", []string{"venue"}, nil)
 	descDropping    = prometheus.NewDesc("fanoutd_dropping_subscribers", "Subscribers over their queue bound now, by venue.", []string{"venue"}, nil)
 	descNotices     = prometheus.NewDesc("fanoutd_notices_total", "Notices sent by the feeds, by venue and kind.", []string{"venue", "kind"}, nil)
 	descExpired     = prometheus.NewDesc("fanoutd_named_expired_total", "Named subscribers forgotten after their time to live without a connection.", nil, nil)
@@ -25,7 +26,7 @@ func NewCollector(h *Hub) prometheus.Collector { return &hubCollector{hub: h} }
 type hubCollector struct{ hub *Hub }
 
 func (c *hubCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSubscribers, descPublished, descDeliveries, descDrops, descMissed, descDropping, descNotices, descExpired} {
+	for _, d := range []*prometheus.Desc{descSubscribers, descPublished, descDeliveries, descDrops, descMissed, descReplaced, descDropping, descNotices, descExpired} {
 		ch <- d
 	}
 }
@@ -42,6 +43,7 @@ func (c *hubCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descDeliveries, prometheus.CounterValue, float64(k.Delivered.Load()), v)
 		ch <- prometheus.MustNewConstMetric(descDrops, prometheus.CounterValue, float64(k.Dropped.Load()), v)
 		ch <- prometheus.MustNewConstMetric(descMissed, prometheus.CounterValue, float64(k.Missed.Load()), v)
+		ch <- prometheus.MustNewConstMetric(descReplaced, prometheus.CounterValue, float64(k.Replaced.Load()), v)
 		ch <- prometheus.MustNewConstMetric(descDropping, prometheus.GaugeValue, float64(k.Dropping.Load()), v)
 		for _, kind := range notice.Kinds() {
 			ch <- prometheus.MustNewConstMetric(descNotices, prometheus.CounterValue, float64(k.Notices[kind].Load()), v, kind.String())

@@ -315,6 +315,15 @@ func (s *ExportSink) Notice(n notice.Notice) {
 	s.write()
 }
 
+// Line writes b, one encoded JSON object (a derived stream's message that
+// is not an Event), as a line.
+func (s *ExportSink) Line(b []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.buf = append(append(s.buf[:0], b...), '\n')
+	s.write()
+}
+
 func (s *ExportSink) write() {
 	if s.err == nil {
 		_, s.err = s.w.Write(s.buf)

@@ -19,6 +19,11 @@ type Message struct {
 	// subscribe, resume or request): it stands for the book at Seq, not for
 	// the event Seq, so it is never reported as a missed event.
 	Snapshot bool
+	// Conflate marks a whole-state message of a conflated derived stream
+	// (book_snapshot_*, quote): queued with Mailbox.Conflate, it is
+	// replaced in place by a newer one of its stream while unsent, and is
+	// never reported as missed.
+	Conflate bool
 	// Reply marks a reply to a client's command (Mailbox.Reply), which
 	// counts against the reply bound.
 	Reply bool
@@ -37,6 +42,7 @@ const (
 	Enqueued Result = iota + 1 // queued
 	Full                       // not queued: the queue is at its bound
 	Closed                     // not queued: the Mailbox is closed
+	Replaced                   // queued in place of the unsent older message of its stream
 )
 
 // Mailbox is one attached connection's queues: a bounded data queue and an
@@ -53,6 +59,14 @@ type Mailbox struct {
 	notices []*Message // notice queue, oldest first
 	replies int        // bytes of the replies on the notice queue
 	closed  bool
+	// popped counts the data messages ever drained; a message pushed when
+	// popped+n was p sits at ring index head+(p-popped) while p >= popped.
+	popped uint64
+	// pending maps a conflated stream to the position (see popped) of its
+	// message on the queue; an entry below popped is stale.
+	pending map[string]uint64
+
+	replaced atomic.Uint64 // conflated messages replaced before being sent
 }
 
 // NewMailbox returns an open Mailbox with empty queues.
@@ -133,6 +147,44 @@ func (c *Mailbox) Force(m *Message) bool {
 	}
 	return true
 }
+
+// Conflate queues m, a whole-state message of a conflated stream
+// (m.Stream set), whatever the queue's length: if a message of m.Stream is
+// still queued unsent, m takes its place (and its position) and Replaced
+// is returned; else m is appended and Enqueued returned. The queue thus
+// holds at most one message per conflated stream beyond its bound, so a
+// conflated stream never drops and its memory stays bounded. It returns
+// Closed if the Mailbox is closed.
+func (c *Mailbox) Conflate(m *Message) Result {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return Closed
+	}
+	if p, ok := c.pending[m.Stream]; ok && p >= c.popped {
+		i := (c.head + int(p-c.popped)) & (len(c.ring) - 1)
+		c.bytes += len(m.Data) - len(c.ring[i].Data)
+		c.ring[i] = m
+		c.mu.Unlock()
+		c.replaced.Add(1)
+		return Replaced
+	}
+	if c.pending == nil {
+		c.pending = map[string]uint64{}
+	}
+	c.pending[m.Stream] = c.popped + uint64(c.n)
+	wake := c.n == 0 && len(c.notices) == 0
+	c.push(m)
+	c.mu.Unlock()
+	if wake {
+		c.signal()
+	}
+	return Enqueued
+}
+
+// Replaced returns how many conflated messages a newer one replaced
+// before they were written.
+func (c *Mailbox) Replaced() uint64 { return c.replaced.Load() }
 
 // push appends m to the ring. c.mu must be held.
 func (c *Mailbox) push(m *Message) {
@@ -237,6 +289,10 @@ func (c *Mailbox) Drain(dst []*Message, max, maxBytes int) ([]*Message, int) {
 		m := c.ring[c.head]
 		c.ring[c.head] = nil
 		c.head = (c.head + 1) & (len(c.ring) - 1)
+		if m.Conflate && c.pending[m.Stream] == c.popped {
+			delete(c.pending, m.Stream)
+		}
+		c.popped++
 		c.n--
 		c.bytes -= len(m.Data)
 		size += 1 + len(m.Data)
@@ -265,7 +321,7 @@ func (c *Mailbox) Close() []*Message {
 	for i := 0; i < c.n; i++ {
 		out = append(out, c.ring[(c.head+i)&(len(c.ring)-1)])
 	}
-	c.ring, c.notices, c.n, c.bytes, c.head, c.replies = nil, nil, 0, 0, 0, 0
+	c.ring, c.notices, c.n, c.bytes, c.head, c.replies, c.pending = nil, nil, 0, 0, 0, 0, nil
 	c.signal()
 	return out
 }

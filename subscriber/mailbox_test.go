@@ -1,6 +1,7 @@
 package subscriber
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -256,5 +257,90 @@ func TestReplyBound(t *testing.T) {
 	c.Close()
 	if r := c.Reply(msg("x"), 25); r != Closed {
 		t.Fatalf("reply after close: %v", r)
+	}
+}
+
+// TestConflate: a conflated stream holds at most one message on the queue,
+// replaced in place while unsent, past the bound; raw offers keep their
+// bound and order.
+func TestConflate(t *testing.T) {
+	c := NewMailbox()
+	cmsg := func(st string, seq uint64, conflate bool) *Message {
+		return &Message{Stream: st, Seq: seq, Conflate: conflate, Data: []byte(fmt.Sprintf("%s/%d", st, seq))}
+	}
+	if _, r := c.Offer(cmsg("raw", 1, false), 2, 0); r != Enqueued {
+		t.Fatal(r)
+	}
+	if r := c.Conflate(cmsg("q", 1, true)); r != Enqueued {
+		t.Fatal(r)
+	}
+	if _, r := c.Offer(cmsg("raw", 2, false), 2, 0); r != Full {
+		t.Fatalf("raw offer past the bound: %v", r)
+	}
+	for seq := uint64(2); seq <= 1000; seq++ {
+		if r := c.Conflate(cmsg("q", seq, true)); r != Replaced {
+			t.Fatalf("seq %d: %v, want Replaced", seq, r)
+		}
+		if r := c.Conflate(cmsg("s", seq, true)); seq > 2 && r != Replaced {
+			t.Fatalf("seq %d: %v, want Replaced", seq, r)
+		}
+	}
+	if n := c.Len(); n != 3 {
+		t.Fatalf("queue holds %d, want 3 (bounded)", n)
+	}
+	if got := c.Replaced(); got != 999+998 {
+		t.Fatalf("Replaced %d", got)
+	}
+	if b := c.Bytes(); b != len("raw/1")+len("q/1000")+len("s/1000") {
+		t.Fatalf("Bytes %d", b)
+	}
+	got, _ := c.Drain(nil, 100, 1<<20)
+	var names []string
+	for _, m := range got {
+		names = append(names, string(m.Data))
+	}
+	if fmt.Sprint(names) != "[raw/1 q/1000 s/1000]" {
+		t.Fatalf("drained %v", names)
+	}
+	// After a drain, the next one queues anew, behind raw messages.
+	c.Offer(cmsg("raw", 3, false), 10, 0)
+	if r := c.Conflate(cmsg("q", 1001, true)); r != Enqueued {
+		t.Fatal(r)
+	}
+	c.Offer(cmsg("raw", 4, false), 10, 0)
+	c.Conflate(cmsg("q", 1002, true))
+	got, _ = c.Drain(nil, 100, 1<<20)
+	names = names[:0]
+	for _, m := range got {
+		names = append(names, string(m.Data))
+	}
+	if fmt.Sprint(names) != "[raw/3 q/1002 raw/4]" {
+		t.Fatalf("drained %v", names)
+	}
+	// Across ring growth and wrap-around, the slot stays right.
+	for i := range 100 {
+		c.Offer(cmsg("raw", uint64(i), false), 1000, 0)
+		c.Conflate(cmsg("q", uint64(2000+i), true))
+		if i%7 == 0 {
+			c.Drain(nil, 3, 1<<20)
+		}
+	}
+	got, _ = c.Drain(nil, 1000, 1<<20)
+	last := got[len(got)-1]
+	var qs int
+	for _, m := range got {
+		if m.Stream == "q" {
+			qs++
+			if m.Seq != 2099 {
+				t.Fatalf("queued q is seq %d, want the newest 2099", m.Seq)
+			}
+		}
+	}
+	if qs != 1 || last.Stream != "raw" {
+		t.Fatalf("%d q messages queued, last %s", qs, last.Data)
+	}
+	c.Close()
+	if r := c.Conflate(cmsg("q", 1, true)); r != Closed {
+		t.Fatal(r)
 	}
 }

@@ -10,11 +10,16 @@ import (
 // The zero Kind is not a valid event.
 type Kind uint8
 
-// The event kinds. Their wire names are "book", "trade" and "ticker".
+// The event kinds. Their wire names are "book", "trade" and "ticker";
+// the derived channels add "quote" (in an Event: the ticker fields, a side
+// with no level having a zero size) and "trade_bar" (encoded by package
+// derive, never held in an Event).
 const (
 	KindBook Kind = iota + 1
 	KindTrade
 	KindTicker
+	KindQuote
+	KindBar
 )
 
 // String returns the wire name of k ("book", "trade", "ticker"), or "" for
@@ -27,6 +32,10 @@ func (k Kind) String() string {
 		return "trade"
 	case KindTicker:
 		return "ticker"
+	case KindQuote:
+		return "quote"
+	case KindBar:
+		return "trade_bar"
 	}
 	return ""
 }
@@ -40,6 +49,9 @@ func KindOf(ch Channel) Kind {
 		return KindTrade
 	case Ticker:
 		return KindTicker
+	}
+	if d, err := ch.Derivation(); err == nil {
+		return d.Kind
 	}
 	return 0
 }

@@ -19,11 +19,15 @@ const (
 // Valid reports whether c is one of the three channels.
 func (c Channel) Valid() bool { return c == Level2 || c == Trades || c == Ticker }
 
-// ParseChannel returns the channel named s, or an error naming s.
+// ParseChannel returns the channel named s, raw or derived (see
+// Derivation), or an error naming s.
 func ParseChannel(s string) (Channel, error) {
 	c := Channel(s)
-	if !c.Valid() {
-		return "", fmt.Errorf("venue: unknown channel %q (want level2, trades or ticker)", s)
+	if c.Valid() {
+		return c, nil
+	}
+	if _, err := c.Derivation(); err != nil {
+		return "", err
 	}
 	return c, nil
 }
@@ -46,7 +50,8 @@ func NewStream(venueName string, ch Channel, symbol string) Stream {
 }
 
 // ParseStream validates s as venue:channel:symbol. The venue is lower-case
-// letters and digits, the channel one of Level2, Trades, Ticker, and the
+// letters and digits, the channel one of Level2, Trades, Ticker or a
+// derived channel, and the
 // symbol 1 to 64 printable non-space characters (it may contain ':' or '/').
 func ParseStream(s string) (Stream, error) {
 	v, rest, ok := strings.Cut(s, ":")
@@ -60,8 +65,8 @@ func ParseStream(s string) (Stream, error) {
 	if !validVenueName(v) {
 		return "", fmt.Errorf("%w %q: venue %q is not lower-case letters and digits", ErrBadStream, s, v)
 	}
-	if !Channel(ch).Valid() {
-		return "", fmt.Errorf("%w %q: unknown channel %q (want level2, trades or ticker)", ErrBadStream, s, ch)
+	if !Channel(ch).Known() {
+		return "", fmt.Errorf("%w %q: unknown channel %q (want level2, trades, ticker, quote, book_snapshot_<depth>_<interval> or trade_bar_<interval>)", ErrBadStream, s, ch)
 	}
 	if !ValidSymbol(sym) {
 		return "", fmt.Errorf("%w %q: symbol must be 1 to 64 printable characters without spaces", ErrBadStream, s)

@@ -18,6 +18,11 @@ import (
 //	{"type":"book","stream":…,"seq":…,"snapshot":…,"venue_seq":…,"venue_time":…,"recv_time":…,"bids":[["price","size"],…],"asks":[…]}
 //	{"type":"trade","stream":…,"seq":…,"id":…,"price":…,"size":…,"side":"buy"|"sell"|"","venue_time":…,"recv_time":…}
 //	{"type":"ticker","stream":…,"seq":…,"bid":…,"bid_size":…,"ask":…,"ask_size":…,"last":…,"venue_time":…,"recv_time":…}
+//	{"type":"quote","stream":…,"seq":…,"bid":…,"bid_size":…,"ask":…,"ask_size":…,"venue_time":…,"recv_time":…}
+//
+// A book_snapshot_* stream carries book events with snapshot true. In a
+// quote, bid and bid_size (ask and ask_size) are omitted when that side of
+// the book is empty (BidSize, AskSize zero).
 //
 // Decimals are strings, times RFC3339Nano in UTC. venue_seq is omitted when
 // 0, venue_time when unknown, last when the venue sent none. The form
@@ -59,6 +64,16 @@ func (e *Event) AppendJSON(dst []byte) []byte {
 		dst = appendDecField(dst, `,"ask_size":`, e.AskSize)
 		if e.Last.Valid {
 			dst = appendDecField(dst, `,"last":`, e.Last.Decimal)
+		}
+		dst = appendTimes(dst, e)
+	case KindQuote:
+		if !e.BidSize.IsZero() {
+			dst = appendDecField(dst, `,"bid":`, e.Bid)
+			dst = appendDecField(dst, `,"bid_size":`, e.BidSize)
+		}
+		if !e.AskSize.IsZero() {
+			dst = appendDecField(dst, `,"ask":`, e.Ask)
+			dst = appendDecField(dst, `,"ask_size":`, e.AskSize)
 		}
 		dst = appendTimes(dst, e)
 	}
@@ -141,6 +156,8 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		out.Kind = KindTrade
 	case "ticker":
 		out.Kind = KindTicker
+	case "quote":
+		out.Kind = KindQuote
 	default:
 		return fmt.Errorf("venue: event: unknown type %q", w.Type)
 	}
@@ -203,6 +220,15 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 			}
 		}
 		out.Last = w.Last
+	case KindQuote:
+		for _, f := range []struct {
+			src *decimal.Decimal
+			dst *decimal.Decimal
+		}{{w.Bid, &out.Bid}, {w.BidSize, &out.BidSize}, {w.Ask, &out.Ask}, {w.AskSize, &out.AskSize}} {
+			if f.src != nil {
+				*f.dst = *f.src
+			}
+		}
 	}
 	*e = out
 	return nil

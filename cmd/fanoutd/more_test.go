@@ -118,7 +118,9 @@ venues:
 }
 
 func TestServerPingsKeepConnectionAlive(t *testing.T) {
-	td := startDaemon(t, "websocket:\n  ping_interval: 50ms\n"+baseConfig)
+	// 250ms: the server closes a client silent for two intervals, and a
+	// loaded machine can hold the test client's pong that long.
+	td := startDaemon(t, "websocket:\n  ping_interval: 250ms\n"+baseConfig)
 	c := dial(t, td.url(""), dialOpts{paused: true})
 	var pings atomic.Int32
 	c.ws.SetPingHandler(func(data string) error {

@@ -18,6 +18,7 @@ import (
 	"github.com/fanoutd/fanoutd/internal/config"
 	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/replay"
+	"github.com/fanoutd/fanoutd/venue"
 	"github.com/fanoutd/fanoutd/venues"
 )
 
@@ -32,6 +33,7 @@ type replayOpts struct {
 	insecure   bool
 	export     string
 	cpuprofile string
+	streams    []string // --streams: names or patterns, derived ones included
 	grace      time.Duration
 	captures   []string
 	venues     map[string][]string // venue → symbols from the captures' metadata
@@ -59,7 +61,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fanoutd replay [--venue V] [--speed 1|N|max] [--loop] [--wait N] [--config FILE] [--listen ADDR] [--insecure] [--grace D] CAPTURE…")
-		fmt.Fprintln(stderr, "       fanoutd replay --export FILE|- [--venue V] [--config FILE] [--cpuprofile FILE] CAPTURE…")
+		fmt.Fprintln(stderr, "       fanoutd replay --export FILE|- [--streams S[,S…]] [--venue V] [--config FILE] [--cpuprofile FILE] CAPTURE…")
 		fs.PrintDefaults()
 	}
 	var o replayOpts
@@ -71,6 +73,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 	fs.StringVar(&o.listen, "listen", "", "address to listen on; overrides the config's listen and FANOUTD_LISTEN")
 	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback listen address without tokens")
 	fs.StringVar(&o.export, "export", "", "write the normalized events and notices to FILE (- for stdout) as fast as possible, without serving")
+	streams := fs.String("streams", "", "with --export: only these streams, comma-separated names or patterns ('*' matches any run), derived ones included (binance:book_snapshot_25_1s:*)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the replay to FILE")
 	fs.DurationVar(&o.grace, "grace", daemon.DefaultGrace, "after the replay ends, keep serving at most this long for the queues to drain")
 	if err := fs.Parse(args); err != nil {
@@ -88,6 +91,19 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 	if o.grace < 0 {
 		fmt.Fprintf(stderr, "fanoutd: replay: --grace: %v is negative\n", o.grace)
 		return 2
+	}
+	if *streams != "" {
+		if o.export == "" {
+			fmt.Fprintln(stderr, "fanoutd: replay: --streams applies to --export (a served replay takes subscriptions)")
+			return 2
+		}
+		for _, p := range strings.Split(*streams, ",") {
+			if err := checkStreamPattern(p); err != nil {
+				fmt.Fprintf(stderr, "fanoutd: replay: --streams: %q %v\n", p, err)
+				return 2
+			}
+			o.streams = append(o.streams, p)
+		}
 	}
 	o.captures = fs.Args()
 	if len(o.captures) == 0 {
@@ -202,6 +218,22 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 	return 0
 }
 
+// checkStreamPattern validates a --streams value: venue:channel:symbol,
+// where '*' matches any run; a channel without '*' must be a channel, raw
+// or derived.
+func checkStreamPattern(p string) error {
+	parts := strings.SplitN(p, ":", 3)
+	if len(parts) != 3 || parts[0] == "" || parts[2] == "" {
+		return fmt.Errorf("is not venue:channel:symbol")
+	}
+	if !strings.Contains(parts[1], "*") {
+		if _, err := venue.ParseChannel(parts[1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func known(name string) bool { _, ok := venues.Lookup(name); return ok }
 
 // export is replay --export: the captures' events and notices to a file or
@@ -219,7 +251,7 @@ func export(ctx context.Context, o *replayOpts, cfg *config.Config, stdout, stde
 		w = f
 	}
 	start := time.Now()
-	st, err := daemon.Export(ctx, cfg, o.srcs, w, log)
+	st, err := daemon.Export(ctx, cfg, o.srcs, w, log, o.streams...)
 	if err == nil && f != nil {
 		err = f.Close()
 	}

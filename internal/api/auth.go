@@ -140,3 +140,7 @@ func matchGlob(pattern, s string) bool {
 		return false
 	}
 }
+
+// MatchGlob reports whether s matches pattern, where '*' matches any run
+// of characters (':' and '/' included), as token stream scopes match.
+func MatchGlob(pattern, s string) bool { return matchGlob(pattern, s) }

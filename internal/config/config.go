@@ -110,13 +110,36 @@ type Config struct {
 	Record          Record // record.go
 }
 
+// Serves reports whether the venue serves channel ch to subscribers: a raw
+// channel in Raw, or a derived one whose source the adapter subscribes and
+// that Derived, if set, lists.
+func (v *Venue) Serves(ch venue.Channel) bool {
+	if ch.Valid() {
+		return slices.Contains(v.Raw, ch)
+	}
+	if !ch.Derived() || !slices.Contains(v.Channels, ch.Source()) {
+		return false
+	}
+	return v.Derived == nil || slices.Contains(v.Derived, ch)
+}
+
 // Venue is one enabled venue.
 type Venue struct {
-	Name          string
-	WSURL         string
-	RESTURL       string
-	Symbols       []string
-	Channels      []venue.Channel
+	Name    string
+	WSURL   string
+	RESTURL string
+	Symbols []string
+	// Channels are the raw channels the adapter subscribes: those listed in
+	// venues.<v>.channels and the sources of the derived ones listed (all
+	// three when none is listed).
+	Channels []venue.Channel
+	// Raw are the raw channels served to subscribers: those listed (all
+	// three when none is listed). A raw channel only a derived one needs
+	// is subscribed at the venue but not served.
+	Raw []venue.Channel
+	// Derived restricts the derived channels served to those listed; nil
+	// serves every derived channel whose source the adapter subscribes.
+	Derived       []venue.Channel
 	Depth         int
 	MaxQueueLen   int
 	MaxQueueBytes int
@@ -576,12 +599,20 @@ func resolveVenues(in map[string]venueConfig) ([]Venue, error) {
 		for i, ch := range vc.Channels {
 			c, err := venue.ParseChannel(ch)
 			if err != nil {
-				return nil, cfgErr(fmt.Sprintf("%s.channels[%d]", key, i), "%q is not level2, trades or ticker", ch)
+				return nil, cfgErr(fmt.Sprintf("%s.channels[%d]", key, i), "%q is not level2, trades, ticker, quote, book_snapshot_<depth>_<interval> or trade_bar_<interval>", ch)
 			}
-			v.Channels = append(v.Channels, c)
+			if c.Derived() {
+				v.Derived = append(v.Derived, c)
+			} else {
+				v.Raw = append(v.Raw, c)
+			}
+			if src := c.Source(); !slices.Contains(v.Channels, src) {
+				v.Channels = append(v.Channels, src)
+			}
 		}
 		if len(v.Channels) == 0 {
 			v.Channels = []venue.Channel{venue.Level2, venue.Trades, venue.Ticker}
+			v.Raw = v.Channels
 		}
 		depth, err := intIn(key+".depth", vc.Depth, 0, 0, 10000)
 		if err != nil {

@@ -324,6 +324,20 @@ func (d *Daemon) authorizeTenant(r *http.Request, tenant string) (int, bool) {
 	return http.StatusOK, true
 }
 
+// authorizeStream is claimcheck.Options.AuthorizeStream: a claim's stream
+// (its scope, read from the pack index) must be within the token's
+// scopes, as for /v1/books.
+func (d *Daemon) authorizeStream(r *http.Request, stream string) (int, bool) {
+	tok, ok := d.auth.Authenticate(r)
+	if !ok {
+		return http.StatusUnauthorized, false
+	}
+	if !tok.Allows(venue.Stream(stream)) {
+		return http.StatusForbidden, false
+	}
+	return http.StatusOK, true
+}
+
 // CheckInSegment checks a closed capture segment in as a claim of the
 // daemon's tenant (for the recorder's OnSegment).
 func (d *Daemon) CheckInSegment(ctx context.Context, seg replay.Segment) (claimcheck.Claim, error) {

@@ -112,7 +112,7 @@ func New(o Options) (*Daemon, error) {
 		byName: map[string]*venueRun{}, stopped: make(chan struct{})}
 	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var err error
-	if d.claims, err = openClaims(context.Background(), cfg.ClaimCheck, claimcheck.Options{Registerer: d.reg, Authorize: d.authorizeTenant}, log); err != nil {
+	if d.claims, err = openClaims(context.Background(), cfg.ClaimCheck, claimcheck.Options{Registerer: d.reg, Authorize: d.authorizeTenant, AuthorizeStream: d.authorizeStream}, log); err != nil {
 		return nil, err
 	}
 	built := false
@@ -178,7 +178,7 @@ func (d *Daemon) check(st venue.Stream) error {
 	if vr == nil {
 		return errors.New("venue not served")
 	}
-	if !slices.Contains(vr.cfg.Channels, st.Channel()) {
+	if !vr.cfg.Serves(st.Channel()) {
 		return errors.New("channel not served for this venue")
 	}
 	sym := st.Symbol()
@@ -441,6 +441,8 @@ type SubscriberView struct {
 	Bounds     map[string]any `json:"bounds"`
 	Dropping   bool           `json:"dropping"`
 	Dropped    uint64         `json:"dropped_total"`
+	// Replaced counts conflated messages replaced unsent by a newer one.
+	Replaced uint64 `json:"replaced_total"`
 }
 
 // subscribers lists the subscribers tok created (every one without tokens).
@@ -460,6 +462,7 @@ func (d *Daemon) subscribers(w http.ResponseWriter, _ *http.Request, tok *api.To
 			v.Bounds[f.Venue()] = map[string]int{"max_queue_len": n, "max_queue_bytes": b}
 			v.Dropping = v.Dropping || st.Dropping
 			v.Dropped += st.DroppedTotal
+			v.Replaced += st.ReplacedTotal
 		}
 		out = append(out, v)
 	}

@@ -58,15 +58,23 @@ func decoderFor(cfg *config.Config, log *slog.Logger) func(string, venue.Sink) (
 
 // Export writes the captures' normalized events and notices to w, one JSON
 // object per line, as fast as the process can go. cfg's venues must be the
-// captures' (config.Config.ForCaptures).
-func Export(ctx context.Context, cfg *config.Config, srcs []replay.Source, w io.Writer, log *slog.Logger) (replay.Stats, error) {
+// captures' (config.Config.ForCaptures). streams, if any, are stream
+// names or patterns ('*' matches any run): only the raw streams they match
+// are written, and the derived streams they name (a pattern whose channel
+// is a derived channel, written out) are computed from their sources'
+// events and written.
+func Export(ctx context.Context, cfg *config.Config, srcs []replay.Source, w io.Writer, log *slog.Logger, streams ...string) (replay.Stats, error) {
 	if log == nil {
 		log = slog.Default()
 	}
 	sink := replay.NewExportSink(w)
+	var to venue.Sink = sink
+	if len(streams) > 0 {
+		to = newExportTap(sink, streams)
+	}
 	st, err := replay.Play(ctx, replay.PlayerOptions{
 		NewDecoder: decoderFor(cfg, log),
-		Sink:       func(string) (venue.Sink, error) { return sink, nil },
+		Sink:       func(string) (venue.Sink, error) { return to, nil },
 	}, srcs)
 	if ferr := sink.Flush(); err == nil && ferr != nil {
 		err = fmt.Errorf("export: %w", ferr)

@@ -1,7 +1,8 @@
 // Package wsapi is the subscriber side of fanoutd on the wire: the
 // websocket endpoint (GET /v1/stream), one session per connection, the
-// client command protocol, bearer-token authentication with scopes, the
-// per-connection limits, and the metrics of all of it.
+// client command protocol, authentication (with package api's tokens and
+// scopes), name ownership, the per-connection limits, and the metrics of
+// all of it.
 //
 // # Sessions
 //
@@ -16,7 +17,7 @@
 // message. One write system call per batch instead of per event is where
 // the CPU is saved.
 //
-// Without Options.WriteDelay the writer goroutine waits on Conn.Ready and
+// Without Options.WriteDelay the writer goroutine waits on Mailbox.Ready and
 // drains until the queues are empty. With it (the daemon's default), a
 // pool of GOMAXPROCS write workers does the data writes: every WriteDelay
 // each worker writes the connections of its shard whose queue signalled

@@ -1,0 +1,250 @@
+package fanout
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/fanoutd/fanoutd/notice"
+	"github.com/fanoutd/fanoutd/subscriber"
+	"github.com/fanoutd/fanoutd/venue"
+)
+
+const (
+	snap10 = venue.Stream("coinbase:book_snapshot_10_100ms:BTC-USD")
+	snap0  = venue.Stream("coinbase:book_snapshot_3_0ms:BTC-USD")
+	quote  = venue.Stream("coinbase:quote:BTC-USD")
+	bar1s  = venue.Stream("coinbase:trade_bar_1s:BTC-USD")
+)
+
+// newClockHub is newHub on the real (in a bubble: fake) clock.
+func newClockHub(t testing.TB, bound int) (*Hub, *Feed) {
+	t.Helper()
+	h := NewHub(subscriber.NewRegistry())
+	f, err := h.AddFeed(Options{Venue: "coinbase", MaxQueueLen: bound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, f
+}
+
+func at(ev *venue.Event) *venue.Event { ev.RecvTime = time.Now(); return ev }
+
+// TestDerivedStreamsLive: derived streams exist while subscribed, each with
+// its own seq from 1, computed once whatever the number of subscribers;
+// intervals close on a timer when no event comes.
+func TestDerivedStreamsLive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, f := newClockHub(t, 1000)
+		f.Publish(at(bookSnap(l2)))
+		conns := make([]*subscriber.Mailbox, 3)
+		subs := make([]*subscriber.Subscriber, 3)
+		for i := range conns {
+			conns[i] = subscriber.NewMailbox()
+			s := h.NewEphemeral(conns[i])
+			subs[i] = s
+			for _, st := range []venue.Stream{snap10, quote, bar1s} {
+				if err := h.Subscribe(s, st); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		// A quote at once from the book; the snapshot at the interval's end.
+		for i := 1; i <= 5; i++ {
+			time.Sleep(10 * time.Millisecond)
+			f.Publish(at(bookUpd(l2, i)))
+			f.Publish(at(trade(tr, i)))
+		}
+		time.Sleep(time.Second) // no events: the timers close the intervals
+		synctest.Wait()
+		var first []msg
+		for i, c := range conns {
+			ms := drain(t, c)
+			seqs := map[string][]uint64{}
+			for _, m := range ms {
+				seqs[m.Stream] = append(seqs[m.Stream], m.Seq)
+			}
+			if len(seqs[string(snap10)]) < 1 || len(seqs[string(quote)]) < 1 || len(seqs[string(bar1s)]) != 1 {
+				t.Fatalf("conn %d: seqs %v", i, seqs)
+			}
+			for st, ss := range seqs {
+				for j, s := range ss {
+					if s != uint64(j+1) {
+						t.Fatalf("conn %d: %s seqs %v, want 1, 2, …", i, st, ss)
+					}
+				}
+			}
+			if i == 0 {
+				first = ms
+			} else if len(ms) != len(first) {
+				t.Fatalf("conn %d got %d messages, conn 0 %d", i, len(ms), len(first))
+			} else {
+				for j := range ms {
+					if string(ms[j].raw) != string(first[j].raw) {
+						t.Fatalf("conn %d message %d differs", i, j)
+					}
+				}
+			}
+		}
+		// Encoded once: every subscriber holds the same bytes.
+		if got := f.Counters().Published.Load(); got == 0 {
+			t.Fatal("nothing published")
+		}
+		// The bar counts the five trades.
+		for _, m := range first {
+			if m.Stream == string(bar1s) {
+				var b struct {
+					Trades int    `json:"trades"`
+					Volume string `json:"volume"`
+				}
+				json.Unmarshal(m.raw, &b)
+				if b.Trades != 5 || b.Volume != "5" {
+					t.Fatalf("bar %s", m.raw)
+				}
+			}
+		}
+		// Unsubscribed by all, the derived stream goes; again, it restarts at 1.
+		for i, c := range conns {
+			h.Detach(subs[i], c)
+		}
+		f.mu.Lock()
+		_, live := f.streams[snap10]
+		nd := len(f.streams[l2].derived)
+		f.mu.Unlock()
+		if live || nd != 0 {
+			t.Fatalf("derived stream still there (%v, %d) with no subscriber", live, nd)
+		}
+	})
+}
+
+// TestConflatedStalledSubscriber: a subscriber that stops reading keeps at
+// most one message per conflated stream; after it reads again, its newest
+// message is the current state, and it got no dropping notice for them.
+// A raw stream on the same connection keeps drop-newest.
+func TestConflatedStalledSubscriber(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const bound = 8
+		h, f := newClockHub(t, bound)
+		f.Publish(at(bookSnap(l2)))
+		onlyC := subscriber.NewMailbox() // conflated streams only
+		mixed := subscriber.NewMailbox() // and raw level2
+		so, sm := h.NewEphemeral(onlyC), h.NewEphemeral(mixed)
+		for _, st := range []venue.Stream{snap10, snap0, quote} {
+			h.Subscribe(so, st)
+			h.Subscribe(sm, st)
+		}
+		h.Subscribe(sm, l2)
+		r := rand.New(rand.NewPCG(1, 2))
+		for i := range 20000 {
+			ev := &venue.Event{Kind: venue.KindBook, Stream: l2, RecvTime: time.Now(),
+				Bids: []venue.Level{lvl(90+int64(r.IntN(10)), int64(r.IntN(3)))}, Asks: []venue.Level{lvl(101+int64(r.IntN(10)), int64(r.IntN(3)))}}
+			f.Publish(ev)
+			if i%10 == 0 {
+				time.Sleep(7 * time.Millisecond)
+			}
+			if n := onlyC.Len(); n > 3 {
+				t.Fatalf("event %d: conflated-only queue holds %d, want at most 3", i, n)
+			}
+			if n := mixed.Len(); n > bound+3 {
+				t.Fatalf("event %d: mixed queue holds %d, want at most bound+3", i, n)
+			}
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		book, _ := f.Book(l2)
+		for name, c := range map[string]*subscriber.Mailbox{"conflated only": onlyC, "mixed": mixed} {
+			newest := map[string]msg{}
+			for _, m := range drain(t, c) {
+				if m.Type == "notice" && m.Kind == "dropping" && name == "conflated only" {
+					t.Fatalf("%s: a dropping notice: %s", name, m.raw)
+				}
+				if m.Type == "notice" && m.Kind == "resumed" {
+					for st := range m.Details["gaps"].(map[string]any) {
+						if st != string(l2) {
+							t.Fatalf("%s: a gap on %s", name, st)
+						}
+					}
+				}
+				if m.Stream != "" && m.Type != "notice" {
+					newest[m.Stream] = m
+				}
+			}
+			for _, st := range []venue.Stream{snap10, snap0, quote} {
+				m, ok := newest[string(st)]
+				if !ok {
+					t.Fatalf("%s: nothing of %s", name, st)
+				}
+				var ev venue.Event
+				if err := json.Unmarshal(m.raw, &ev); err != nil {
+					t.Fatal(err)
+				}
+				d, _ := st.Channel().Derivation()
+				if st == quote {
+					if !ev.Bid.Equal(book.Bids[0].Price) || !ev.BidSize.Equal(book.Bids[0].Size) || !ev.Ask.Equal(book.Asks[0].Price) || !ev.AskSize.Equal(book.Asks[0].Size) {
+						t.Fatalf("%s: newest quote %s is not the top of the book", name, m.raw)
+					}
+					continue
+				}
+				if !eqTop(ev.Bids, book.Bids, d.Depth) || !eqTop(ev.Asks, book.Asks, d.Depth) {
+					t.Fatalf("%s: newest %s %s is not the current top", name, st, m.raw)
+				}
+			}
+		}
+		if f.Counters().Replaced.Load() == 0 || onlyC.Replaced() == 0 {
+			t.Fatal("no replaced message counted")
+		}
+		h.Detach(so, onlyC)
+		h.Detach(sm, mixed)
+	})
+}
+
+func eqTop(got, book []venue.Level, d int) bool {
+	want := book[:min(d, len(book))]
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		if !got[i].Price.Equal(want[i].Price) || !got[i].Size.Equal(want[i].Size) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestDerivedResync: a book_resync of the source reaches the subscribers of
+// its derived streams, naming each; a link drop marks the open bar.
+func TestDerivedResync(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, f := newClockHub(t, 100)
+		f.Publish(at(bookSnap(l2)))
+		c := subscriber.NewMailbox()
+		s := h.NewEphemeral(c)
+		h.Subscribe(s, quote)
+		h.Subscribe(s, bar1s)
+		f.Publish(at(trade(tr, 1)))
+		f.Notice(notice.Must(notice.BookResync, "coinbase", string(l2), time.Now(), "gap", map[string]any{"reason": "gap"}))
+		f.Notice(notice.Must(notice.LinkDown, "coinbase", "", time.Now(), "down", map[string]any{"reason": "eof"}))
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		var resync, gapBar bool
+		for _, m := range drain(t, c) {
+			if m.Kind == "book_resync" && m.Stream == string(quote) {
+				resync = true
+				if err := notice.CheckDetails(notice.Notice{Kind: notice.BookResync, Details: m.Details}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if m.Stream == string(bar1s) {
+				var b struct{ Gap bool }
+				json.Unmarshal(m.raw, &b)
+				gapBar = b.Gap
+			}
+		}
+		if !resync || !gapBar {
+			t.Fatalf("resync notice %v, bar marked %v", resync, gapBar)
+		}
+		h.Detach(s, c)
+	})
+}

@@ -1,0 +1,133 @@
+package daemon
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/fanoutd/fanoutd/derive"
+	"github.com/fanoutd/fanoutd/internal/api"
+	"github.com/fanoutd/fanoutd/notice"
+	"github.com/fanoutd/fanoutd/replay"
+	"github.com/fanoutd/fanoutd/venue"
+)
+
+// exportTap is replay --export --streams: it passes on the raw events of
+// the streams the patterns match, and computes the derived streams they
+// name from their sources, as a feed does (Advance before the book takes
+// an event, Apply after), on the capture's receive times.
+type exportTap struct {
+	mu       sync.Mutex // guards the fields below: the player may call from several goroutines
+	out      *replay.ExportSink
+	patterns []string
+	books    map[venue.Stream]*venue.Book
+	derived  map[venue.Stream][]derive.Deriver // by source; nil slice: resolved, none
+	raw      map[venue.Stream]bool             // whether a raw stream matches
+	seq      map[venue.Stream]uint64           // bars' seq (events take theirs from out)
+	buf      []byte
+}
+
+func newExportTap(out *replay.ExportSink, patterns []string) *exportTap {
+	return &exportTap{out: out, patterns: patterns, books: map[venue.Stream]*venue.Book{},
+		derived: map[venue.Stream][]derive.Deriver{}, raw: map[venue.Stream]bool{}, seq: map[venue.Stream]uint64{}}
+}
+
+// resolve finds what the patterns want of source stream src: itself, and
+// the derived streams a pattern names with an exact derived channel whose
+// source is src's channel, for src's venue and symbol.
+func (t *exportTap) resolve(src venue.Stream) {
+	if _, ok := t.raw[src]; ok {
+		return
+	}
+	matched := false
+	var ds []derive.Deriver
+	for _, p := range t.patterns {
+		if api.MatchGlob(p, string(src)) {
+			matched = true
+		}
+		parts := strings.SplitN(p, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		ch := venue.Channel(parts[1])
+		if !ch.Derived() || ch.Source() != src.Channel() || !api.MatchGlob(parts[0], src.Venue()) || !api.MatchGlob(parts[2], src.Symbol()) {
+			continue
+		}
+		id := venue.NewStream(src.Venue(), ch, src.Symbol())
+		if d, err := derive.New(id); err == nil && !hasDeriver(ds, id) {
+			ds = append(ds, d)
+		}
+	}
+	t.raw[src] = matched
+	t.derived[src] = ds
+	if len(ds) > 0 && src.Channel() == venue.Level2 {
+		t.books[src] = &venue.Book{}
+	}
+}
+
+func hasDeriver(ds []derive.Deriver, id venue.Stream) bool {
+	for _, d := range ds {
+		if d.Stream() == id {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *exportTap) emit(o derive.Out) {
+	if o.Event != nil {
+		t.out.Event(o.Event)
+		return
+	}
+	t.seq[o.Bar.Stream]++
+	o.Bar.Seq = t.seq[o.Bar.Stream]
+	t.buf = o.Bar.AppendJSON(t.buf[:0])
+	t.out.Line(t.buf)
+}
+
+// Event is the venue.Sink method.
+func (t *exportTap) Event(ev *venue.Event) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.resolve(ev.Stream)
+	ds := t.derived[ev.Stream]
+	book := t.books[ev.Stream]
+	for _, d := range ds {
+		d.Advance(ev.RecvTime, book, t.emit)
+	}
+	if t.raw[ev.Stream] {
+		t.out.Event(ev)
+	}
+	if book != nil {
+		book.Apply(ev)
+	}
+	for _, d := range ds {
+		d.Apply(ev, book, t.emit)
+	}
+}
+
+// Notice is the venue.Sink method: notices pass, a book_resync is also
+// said of the derived streams of its stream, and a link drop marks the
+// open trade bars.
+func (t *exportTap) Notice(n notice.Notice) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.out.Notice(n)
+	switch {
+	case n.Kind == notice.BookResync && n.Stream != "":
+		for _, d := range t.derived[venue.Stream(n.Stream)] {
+			dn := n
+			dn.Stream = string(d.Stream())
+			t.out.Notice(dn)
+		}
+	case n.Kind == notice.LinkDown:
+		for _, ds := range t.derived {
+			for _, d := range ds {
+				if d.Stream().Venue() == n.Venue {
+					d.Break(n.At)
+				}
+			}
+		}
+	}
+}
+
+var _ venue.Sink = (*exportTap)(nil)
