@@ -32,6 +32,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/shopspring/decimal"
 
+	"github.com/fanoutd/fanoutd/claimcheck"
 	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/internal/daemon/daemontest"
 	"github.com/fanoutd/fanoutd/internal/testsource"
@@ -41,10 +42,10 @@ import (
 )
 
 // hostile is a daemon on a test source named coinbase and one named kraken;
-// src is the coinbase source, through which a test publishes.
+// src and kraken are the sources, through which a test publishes.
 type hostile struct {
 	*daemontest.Running
-	src *testsource.Source
+	src, kraken *testsource.Source
 }
 
 func startHostile(t *testing.T, yml string) *hostile {
@@ -57,7 +58,12 @@ func startHostile(t *testing.T, yml string) *hostile {
 		h.src = testsource.New("coinbase", c)
 		return h.src, nil
 	}}
-	kr := venues.Venue{Name: "kraken", New: func(c venue.Config) (venue.Adapter, error) { return testsource.New("kraken", c), nil }}
+	kr := venues.Venue{Name: "kraken", New: func(c venue.Config) (venue.Adapter, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		h.kraken = testsource.New("kraken", c)
+		return h.kraken, nil
+	}}
 	h.Running = daemontest.Start(t, yml, daemon.Options{Venues: []venues.Venue{cb, kr}})
 	return h
 }
@@ -294,31 +300,67 @@ func claimOf(t *testing.T, h *hostile, st venue.Stream) string {
 const claimYML = "claim_check:\n  pack_max_age_ms: 20\n  snapshot_interval_ms: 50\n"
 
 // TestHostileClaimScopes (found, item 3): a token limited to kraken asks
-// for a Coinbase snapshot claim. Promise: 403 unauthorized on
-// /v1/claims, as on /v1/books and /v1/snapshots.
+// for a Coinbase snapshot claim, and for every claim of the packs it can
+// name by changing the index of a claim id it holds. Promise: 403
+// unauthorized on /v1/claims for every claim whose stream is outside its
+// scopes, as on /v1/books and /v1/snapshots; its own kraken claim is
+// served.
 func TestHostileClaimScopes(t *testing.T) {
-	h := startHostile(t, twoVenues+claimYML+"tokens:\n  - {name: k, token: secret-k, venues: [kraken]}\n  - {name: all, token: secret-all}\n")
-	st := venue.Stream("coinbase:level2:BTC-USD")
-	url := claimOf(t, h, st)
-	if resp, _ := get(t, h.URL("http")+url, "secret-all"); resp.StatusCode != http.StatusOK {
+	h := startHostile(t, twoVenues+"claim_check:\n  pack_max_age_ms: 300\n  snapshot_interval_ms: 50\n"+
+		"tokens:\n  - {name: k, token: secret-k, venues: [kraken]}\n  - {name: all, token: secret-all}\n")
+	h.kraken.Publish(book("kraken:level2:BTC/USD")) // in the same pack as the Coinbase book, most likely
+	cbURL := claimOf(t, h, "coinbase:level2:BTC-USD")
+	krURL := ""
+	if !waitFor(10*time.Second, func() bool {
+		c, ok := h.LatestClaim("kraken:level2:BTC/USD")
+		krURL = c.URL
+		return ok
+	}) {
+		t.Fatal("no kraken claim within 10s")
+	}
+	if resp, _ := get(t, h.URL("http")+cbURL, "secret-all"); resp.StatusCode != http.StatusOK {
 		t.Fatalf("the claim with an all-scopes token: %s", resp.Status)
 	}
-	for _, path := range []string{"/v1/books/coinbase/BTC-USD", "/v1/snapshots/coinbase/BTC-USD", "/v1/snapshots/coinbase/BTC-USD/latest"} {
+	for _, path := range []string{"/v1/books/coinbase/BTC-USD", "/v1/snapshots/coinbase/BTC-USD", "/v1/snapshots/coinbase/BTC-USD/latest", cbURL} {
 		resp, body := get(t, h.URL("http")+path, "secret-k")
 		if resp.StatusCode != http.StatusForbidden {
-			t.Errorf("%s with a kraken-only token: %s %s", path, resp.Status, body)
+			t.Errorf("%s with a kraken-only token: %s %.80s", path, resp.Status, body)
 			continue
 		}
 		errorBody(t, path, resp, body, "unauthorized")
 	}
-	resp, body := get(t, h.URL("http")+url, "secret-k")
-	if resp.StatusCode == http.StatusOK {
-		t.Skipf("GET %s with a kraken-only token served the Coinbase claim (%d bytes): the claim stream check (issue 11, item 3) is not on this base", url, len(body))
+	if resp, _ := get(t, h.URL("http")+krURL, "secret-k"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("its own kraken claim with the kraken-only token: %s", resp.Status)
 	}
-	if resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("GET %s with a kraken-only token: %s %s, want 403", url, resp.Status, body)
+	// Enumerate: every index of both packs.
+	tried := 0
+	for _, u := range []string{cbURL, krURL} {
+		tenant, raw, _ := strings.Cut(strings.TrimPrefix(u, "/v1/claims/"), "/")
+		id, err := claimcheck.ParseClaimID(raw)
+		if err != nil {
+			t.Fatalf("%s: %v", u, err)
+		}
+		for i := range id.Count {
+			sib := id
+			sib.Index = i
+			path := "/v1/claims/" + tenant + "/" + sib.String()
+			resp, body := get(t, h.URL("http")+path, "secret-all")
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%s with an all-scopes token: %s", path, resp.Status)
+			}
+			var ev struct{ Stream string }
+			json.Unmarshal(body, &ev)
+			resp, body = get(t, h.URL("http")+path, "secret-k")
+			tried++
+			switch kraken := strings.HasPrefix(ev.Stream, "kraken:"); {
+			case kraken && resp.StatusCode != http.StatusOK:
+				t.Errorf("%s (%s) with the kraken-only token: %s", path, ev.Stream, resp.Status)
+			case !kraken && resp.StatusCode != http.StatusForbidden:
+				t.Errorf("%s (%s) with the kraken-only token: %s %.80s, want 403", path, ev.Stream, resp.Status, body)
+			}
+		}
 	}
-	errorBody(t, "claim", resp, body, "unauthorized")
+	t.Logf("%d claims enumerated", tried)
 }
 
 // smallRcvBuf dials with a 4 KiB receive buffer: a client that does not
