@@ -446,7 +446,7 @@ func TestHTTPRoutes(t *testing.T) {
 	c := dial(t, td.url(""), dialOpts{})
 	c.send(map[string]any{"op": "subscribe", "id": "1", "streams": []string{"coinbase:trades:SOL-USD"}})
 	c.reply("1")
-	if !slices.Contains(td.src.Symbols(), "SOL-USD") {
-		t.Errorf("adapter symbols %v lack SOL-USD", td.src.Symbols())
-	}
+	// The ack is queued before the venue subscription is made (it must
+	// precede the snapshot), so the adapter may see the symbol just after.
+	checkFor(t, 5*time.Second, "the adapter subscribes SOL-USD", func() bool { return slices.Contains(td.src.Symbols(), "SOL-USD") })
 }
