@@ -207,8 +207,8 @@ func metric(t *testing.T, h *hostile, name string, labels ...string) float64 {
 	return sum
 }
 
-// waitFor polls cond every 10ms for up to d.
-func waitFor(d time.Duration, cond func() bool) bool {
+// eventually polls cond every 10ms for up to d.
+func eventually(d time.Duration, cond func() bool) bool {
 	for deadline := time.Now().Add(d); ; time.Sleep(10 * time.Millisecond) {
 		if cond() {
 			return true
@@ -287,7 +287,7 @@ func claimOf(t *testing.T, h *hostile, st venue.Stream) string {
 	t.Helper()
 	h.src.Publish(book(st))
 	var url string
-	if !waitFor(10*time.Second, func() bool {
+	if !eventually(10*time.Second, func() bool {
 		c, ok := h.LatestClaim(st)
 		url = c.URL
 		return ok
@@ -311,7 +311,7 @@ func TestHostileClaimScopes(t *testing.T) {
 	h.kraken.Publish(book("kraken:level2:BTC/USD")) // in the same pack as the Coinbase book, most likely
 	cbURL := claimOf(t, h, "coinbase:level2:BTC-USD")
 	krURL := ""
-	if !waitFor(10*time.Second, func() bool {
+	if !eventually(10*time.Second, func() bool {
 		c, ok := h.LatestClaim("kraken:level2:BTC/USD")
 		krURL = c.URL
 		return ok
@@ -404,7 +404,7 @@ func TestHostileJunkNeverRead(t *testing.T) {
 				}
 			}
 			unread := func() float64 { return metric(t, h, "fanoutd_closes_total", "reason", "unread_replies") }
-			if !waitFor(5*time.Second, func() bool { return unread() == 1 }) {
+			if !eventually(5*time.Second, func() bool { return unread() == 1 }) {
 				t.Fatalf("after %d bytes never read: closes{unread_replies} = %v, want 1", sent, unread())
 			}
 			grew := int64(heapInUse()) - int64(before)
@@ -617,7 +617,7 @@ func TestHostileNamedExpire(t *testing.T) {
 		replyTo(t, ws, "1", `{"op":"subscribe","id":"1","streams":["coinbase:trades:BTC-USD"]}`)
 		ws.Close()
 	}
-	if !waitFor(15*time.Second, func() bool { return metric(t, h, "fanoutd_named_expired_total") == n }) {
+	if !eventually(15*time.Second, func() bool { return metric(t, h, "fanoutd_named_expired_total") == n }) {
 		t.Fatalf("fanoutd_named_expired_total = %v 15s after %d names left with a 1s time to live", metric(t, h, "fanoutd_named_expired_total"), n)
 	}
 	for i := range n {
