@@ -155,7 +155,9 @@
       const b = bound(s);
       const pct = b ? Math.min(100, 100 * s.queue_len / b) : 0;
       const bar = el('span', { class: 'fill' + (pct >= 100 ? ' full' : ''), role: 'meter', 'aria-valuemin': 0, 'aria-valuemax': b, 'aria-valuenow': s.queue_len, 'aria-label': 'queue ' + s.queue_len + ' of ' + b });
-      bar.append(el('span', { style: 'width:' + pct.toFixed(1) + '%' }));
+      const fill = el('span');
+      fill.style.width = pct.toFixed(1) + '%'; // CSSOM, not a style attribute: the page's CSP forbids inline styles
+      bar.append(fill);
       return el('tr', { 'data-id': s.id, 'data-dropping': s.dropping ? 'true' : 'false' },
         el('th', { scope: 'row', text: s.id }),
         el('td', { text: s.kind }),
@@ -204,6 +206,7 @@
       this.trades = this.channel === 'level2' ? this.venue + ':trades:' + this.symbol : this.channel === 'trades' ? stream : '';
       this.bids = new Map(); this.asks = new Map();
       this.seq = 0; this.valid = false; this.isBook = false;
+      this.snapshots = 0; this.updates = 0; // books applied, for the curious and the tests
       this.lastTrades = [];
       this.backoff = 500;
       this.dirty = false;
@@ -263,7 +266,7 @@
           for (const [p, s] of o.bids || []) { if (Number(s) === 0) this.bids.delete(p); else this.bids.set(p, s); }
           for (const [p, s] of o.asks || []) { if (Number(s) === 0) this.asks.delete(p); else this.asks.set(p, s); }
           this.seq = o.seq;
-          this.lastBook = o;
+          if (o.snapshot) this.snapshots++; else this.updates++;
           return;
         case 'trade':
           if (o.stream !== this.trades && o.stream !== this.stream) return;
@@ -332,7 +335,7 @@
     // curious: what the page shows is the top of this.
     state() {
       const { bids, asks } = this.sides();
-      return { stream: this.stream, seq: this.seq, valid: this.valid, bids, asks };
+      return { stream: this.stream, seq: this.seq, valid: this.valid, snapshots: this.snapshots, updates: this.updates, bids, asks };
     }
   }
 
