@@ -51,7 +51,9 @@ var policy = map[string][]string{
 	"internal/daemon":            {"internal/ui", "internal/cluster", "claimcheck", "claimcheck/s3store", "derive", "fanout", "internal/api", "internal/config", "internal/wsapi", "notice", "replay", "subscriber", "venue", "venues"},
 	"internal/daemon/daemontest": {"internal/config", "internal/daemon"},
 	"internal/bench":             {"fanout", "internal/config", "internal/daemon", "internal/testsource", "venue", "venues"},
-	"cmd/fanoutd":                {"claimcheck", "internal/bench", "internal/config", "internal/daemon", "notice", "replay", "venue", "venues"},
+	// deploy/ holds no Go but its tests (Prometheus rules, the Grafana dashboard).
+	"deploy":      {},
+	"cmd/fanoutd": {"claimcheck", "internal/bench", "internal/config", "internal/daemon", "notice", "replay", "venue", "venues"},
 }
 
 // websockets names the packages that may import a websocket library: the
