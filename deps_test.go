@@ -47,11 +47,14 @@ var policy = map[string][]string{
 	"internal/config":            {"claimcheck", "fanout", "internal/api", "internal/wsapi", "venue", "venues"},
 	"internal/testsource":        {"notice", "venue"},
 	"internal/cluster":           {"fanout", "internal/config", "notice", "venue"},
-	"internal/daemon":            {"internal/cluster", "claimcheck", "claimcheck/s3store", "derive", "fanout", "internal/api", "internal/config", "internal/wsapi", "notice", "replay", "subscriber", "venue", "venues"},
+	"internal/ui":                {},
+	"internal/daemon":            {"internal/ui", "internal/cluster", "claimcheck", "claimcheck/s3store", "derive", "fanout", "internal/api", "internal/config", "internal/wsapi", "notice", "replay", "subscriber", "venue", "venues"},
 	"internal/daemon/daemontest": {"internal/config", "internal/daemon"},
 	"internal/bench":             {"fanout", "internal/config", "internal/daemon", "internal/testsource", "venue", "venues"},
 	"internal/tail":              {},
-	"cmd/fanoutd":                {"claimcheck", "internal/bench", "internal/tail", "internal/config", "internal/daemon", "notice", "replay", "venue", "venues"},
+	// deploy/ holds no Go but its tests (Prometheus rules, the Grafana dashboard).
+	"deploy":      {},
+	"cmd/fanoutd": {"claimcheck", "internal/bench", "internal/tail", "internal/config", "internal/daemon", "notice", "replay", "venue", "venues"},
 }
 
 // websockets names the packages that may import a websocket library: the

@@ -49,6 +49,9 @@ func newMetrics(reg prometheus.Registerer, c *cache) (*metrics, error) {
 		wasted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricStoreWasted,
 			Help: "Store answers no caller used: nobody still waited and the cache did not keep it, or (cache off) an index whose claim read then missed its deadline."}, []string{"store"}),
 	}
+	for _, o := range []string{"store", "coalesced", "cache", "shed"} {
+		m.reads.WithLabelValues(o) // every outcome at 0 from the start
+	}
 	if reg == nil {
 		return m, nil
 	}

@@ -212,6 +212,14 @@ func NewReader(cfg ReaderConfig, stores []Store) (*Reader, error) {
 		st := &storeState{name: n, limit: cfg.MaxInflight}
 		r.st = append(r.st, st)
 		r.gauges(st)
+		// Every series exists from the start at 0, so alerts on increase()
+		// see the first throttled or forbidden answer.
+		for _, res := range []string{"ok", "missing", "throttled", "unavailable", "forbidden", "other"} {
+			m.storeReqs.WithLabelValues(n, res)
+		}
+		m.limitChanges.WithLabelValues(n, "up")
+		m.limitChanges.WithLabelValues(n, "down")
+		m.wasted.WithLabelValues(n)
 	}
 	return r, nil
 }

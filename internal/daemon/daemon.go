@@ -21,6 +21,7 @@ import (
 	"github.com/fanoutd/fanoutd/fanout"
 	"github.com/fanoutd/fanoutd/internal/api"
 	"github.com/fanoutd/fanoutd/internal/config"
+	"github.com/fanoutd/fanoutd/internal/ui"
 	"github.com/fanoutd/fanoutd/internal/wsapi"
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/replay"
@@ -155,7 +156,7 @@ func New(o Options) (*Daemon, error) {
 	wo := cfg.WS
 	wo.Hub, wo.Auth, wo.Logger = d.hub, d.auth, log
 	wo.Metrics = wsapi.NewMetrics(d.reg)
-	d.reg.MustRegister(fanout.NewCollector(d.hub))
+	d.reg.MustRegister(fanout.NewCollector(d.hub), newVenueCollector(d.venues))
 	wo.Check = d.check
 	wo.OnSubscribe = d.onSubscribe
 	wo.SnapshotClaim = d.claims.replyClaim
@@ -398,6 +399,7 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("GET /v1/subscribers", d.authed(d.subscribers))
 	mux.HandleFunc("GET /v1/books/{venue}/{symbol...}", d.authed(d.book))
 	d.claims.register(mux, d)
+	ui.Register(mux)
 	return mux
 }
 

@@ -40,6 +40,9 @@ func (d *Daemon) startRecording() error {
 	}
 	errs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fanoutd_recording_errors_total",
 		Help: "Recording failures (write errors, reports of dropped frames; at most one report per second per venue)."}, []string{"venue"})
+	for _, vr := range d.venues {
+		errs.WithLabelValues(vr.cfg.Name) // at 0 from the start: increase() sees the first failure
+	}
 	r, err := replay.NewRecorder(replay.RecorderOptions{
 		Dir: rc.Dir, MaxBytes: rc.MaxBytes, MaxAge: rc.MaxAge, Queue: rc.Queue, Version: Version,
 		Meta: d.captureMeta,

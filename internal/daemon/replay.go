@@ -38,6 +38,10 @@ type ReplayOptions struct {
 	// Grace: after the replay ends, keep serving at most this long for the
 	// queues to drain. Defaults to DefaultGrace; negative means none.
 	Grace time.Duration
+	// Hold keeps serving after the replay ended, with the books as the
+	// captures left them, until ctx is done (tests and the operator's page
+	// read the final state); Grace is then not waited.
+	Hold bool
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -146,6 +150,12 @@ func Replay(ctx context.Context, cfg *config.Config, o ReplayOptions, ln net.Lis
 	case err := <-played:
 		var playErr error
 		switch {
+		case err == nil && o.Hold:
+			select {
+			case <-ctx.Done():
+			case err := <-runErr: // the server failed
+				return err
+			}
 		case err == nil:
 			drain(ctx, d, o.Grace)
 		case ctx.Err() != nil: // interrupted

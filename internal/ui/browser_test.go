@@ -1,0 +1,483 @@
+package ui_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+	"github.com/gorilla/websocket"
+	"github.com/shopspring/decimal"
+
+	"github.com/fanoutd/fanoutd/internal/config"
+	"github.com/fanoutd/fanoutd/internal/daemon"
+	"github.com/fanoutd/fanoutd/internal/daemon/daemontest"
+	"github.com/fanoutd/fanoutd/internal/testsource"
+	"github.com/fanoutd/fanoutd/replay"
+	"github.com/fanoutd/fanoutd/venue"
+	"github.com/fanoutd/fanoutd/venues"
+	"github.com/fanoutd/fanoutd/venues/coinbase/coinbasetest"
+)
+
+var updateDocs = flag.Bool("update-docs", false, "write the page's screenshot for the README to docs/operator-page.png")
+
+// browser starts headless Chromium for t (skipping t when it is not
+// installed) at 1280×800, and returns a chromedp context for one tab.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	bin := ""
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			bin = p
+			break
+		}
+	}
+	if bin == "" {
+		t.Skip("chromium is not installed (apt-get install chromium): the browser tests need a real headless Chromium; skipped")
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(bin),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 800),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+	}
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelB := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelB(); cancelA() })
+	if err := chromedp.Do(ctx); err != nil { // starts the browser (no timeout on this first call: it would stop the browser)
+		t.Fatalf("chromium %s: %v", bin, err)
+	}
+	return ctx
+}
+
+// run runs chromedp steps, failing t on error or after 30 s.
+func run(t *testing.T, ctx context.Context, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(cctx, steps...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// value runs one chromedp action for its value, failing t on error.
+func value[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
+	t.Helper()
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(cctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// screenshot writes the page as name.png into the test's artifact
+// directory (go test -artifacts keeps it) and names it in the log.
+func screenshot(t *testing.T, ctx context.Context, name string) string {
+	t.Helper()
+	png := value(t, ctx, chromedp.FullScreenshot(100))
+	p := filepath.Join(t.ArtifactDir(), name+".png")
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", p)
+	return p
+}
+
+// eval evaluates js in the page into *out.
+func eval[T any](t *testing.T, ctx context.Context, js string, out *T) {
+	t.Helper()
+	*out = value(t, ctx, chromedp.Evaluate[T](js))
+}
+
+// waitFor polls cond every 50 ms until it holds, failing t after d.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > d {
+			t.Fatalf("after %v: %s", d, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+func getJSON(t *testing.T, u string, out any) int {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return resp.StatusCode
+}
+
+type book struct {
+	Stream string `json:"stream"`
+	Seq    uint64 `json:"seq"`
+	Valid  bool   `json:"valid"`
+	// Snapshots and Updates count the book events the page applied.
+	Snapshots int         `json:"snapshots"`
+	Updates   int         `json:"updates"`
+	Bids      [][2]string `json:"bids"`
+	Asks      [][2]string `json:"asks"`
+}
+
+// replayDaemon serves the five testdata captures as fast as it can, from
+// the first subscription on, and keeps serving the final books (Hold).
+func replayDaemon(t *testing.T) string {
+	t.Helper()
+	cfg, err := config.Parse(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ClaimCheck.Stores[0].Path = t.TempDir()
+	found := map[string][]string{}
+	var srcs []replay.Source
+	for _, v := range venues.Names() {
+		src := replay.FileSource(filepath.Join("..", "..", "testdata", "replay", v+".jsonl.gz"), "")
+		f, err := src.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		found[v] = f.Meta.Subscriptions
+		f.Close()
+		src.Venue = v
+		srcs = append(srcs, src)
+	}
+	if err := cfg.ForCaptures(found); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	log := slog.New(slog.DiscardHandler)
+	go func() {
+		done <- daemon.Replay(ctx, cfg, daemon.ReplayOptions{Sources: srcs, Speed: 0, Wait: 1, Hold: true, Logger: log}, ln)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("replay: %v", err)
+		}
+	})
+	return "http://" + ln.Addr().String()
+}
+
+// TestPageShowsTheReplayedBook: the page, opened on a level2 stream of a
+// daemon replaying the testdata captures, applies the snapshot and every
+// update it receives over the websocket API; once the replay is over, its
+// seq and its book (in full, and the top levels it shows as text) equal
+// /v1/books for that stream. Then every venue's level2 stream, opened
+// afresh, shows /v1/books too; and the overview lists the five venues.
+func TestPageShowsTheReplayedBook(t *testing.T) {
+	ctx := browser(t)
+	base := replayDaemon(t)
+	const stream = "coinbase:level2:BTC-USD"
+	run(t, ctx, chromedp.Navigate(base+"/?stream="+url.QueryEscape(stream)))
+
+	compare := func(stream string) {
+		t.Helper()
+		v, sym, _ := strings.Cut(strings.Replace(stream, ":level2:", "\x00", 1), "\x00")
+		var want, got book
+		var stable int
+		var last uint64
+		waitFor(t, 20*time.Second, stream+": the page's book never equalled /v1/books at the same seq", func() bool {
+			if code := getJSON(t, base+"/v1/books/"+v+"/"+sym, &want); code != http.StatusOK {
+				if testing.Verbose() {
+					var st string
+					eval(t, ctx, `document.querySelector('#ws-state').textContent + ' | ' + document.querySelector('#notices').textContent + ' | ' + document.querySelector('#status').textContent`, &st)
+					t.Logf("%s: /v1/books: %d; page: %s", stream, code, st)
+				}
+				return false
+			}
+			if want.Seq == last {
+				stable++
+			} else {
+				stable, last = 0, want.Seq
+			}
+			eval(t, ctx, `window.fanoutdView()`, &got)
+			if testing.Verbose() && stable == 4 {
+				t.Logf("%s: /v1/books at seq %d; the page at seq %d (valid %v)", stream, want.Seq, got.Seq, got.Valid)
+			}
+			return stable >= 4 && got.Valid && got.Seq == want.Seq
+		})
+		if !slices.Equal(got.Bids, want.Bids) || !slices.Equal(got.Asks, want.Asks) {
+			t.Fatalf("%s at seq %d: the page's book differs from /v1/books:\npage bids %v\nwant bids %v\npage asks %v\nwant asks %v",
+				stream, want.Seq, head(got.Bids), head(want.Bids), head(got.Asks), head(want.Asks))
+		}
+		// What is shown as text: the top 20 of each side, and the seq.
+		var shown struct {
+			Seq  string      `json:"seq"`
+			Bids [][2]string `json:"bids"`
+			Asks [][2]string `json:"asks"`
+		}
+		waitFor(t, 2*time.Second, stream+": the seq shown", func() bool {
+			eval(t, ctx, `({seq: document.querySelector('#seq').dataset.seq,
+				bids: [...document.querySelectorAll('#book-bids tbody tr')].map(r => [r.cells[1].textContent, r.cells[0].textContent]),
+				asks: [...document.querySelectorAll('#book-asks tbody tr')].map(r => [r.cells[0].textContent, r.cells[1].textContent])})`, &shown)
+			return shown.Seq == strconv.FormatUint(want.Seq, 10)
+		})
+		if !slices.Equal(shown.Bids, want.Bids[:min(20, len(want.Bids))]) || !slices.Equal(shown.Asks, want.Asks[:min(20, len(want.Asks))]) {
+			t.Fatalf("%s: the book shown differs from /v1/books:\nshown bids %v\nwant %v\nshown asks %v\nwant %v", stream, shown.Bids, head(want.Bids), shown.Asks, head(want.Asks))
+		}
+		t.Logf("%s: the page shows /v1/books at seq %d (%d bids, %d asks; it applied %d snapshots and %d updates)",
+			stream, want.Seq, len(want.Bids), len(want.Asks), got.Snapshots, got.Updates)
+	}
+	compare(stream)
+	p := screenshot(t, ctx, "stream-coinbase")
+	if *updateDocs {
+		b, _ := os.ReadFile(p)
+		if err := os.WriteFile(filepath.Join("..", "..", "docs", "operator-page.png"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Every venue's level2 streams, as the coverage lists them.
+	var cov []venue.Coverage
+	getJSON(t, base+"/v1/coverage", &cov)
+	if len(cov) != 5 {
+		t.Fatalf("/v1/coverage lists %d venues, want 5", len(cov))
+	}
+	for _, c := range cov {
+		for _, s := range c.Streams {
+			if s.Stream.Channel() != venue.Level2 || s.Stream == stream {
+				continue
+			}
+			run(t, ctx, chromedp.Navigate(base+"/?stream="+url.QueryEscape(string(s.Stream))))
+			compare(string(s.Stream))
+			break
+		}
+	}
+	var venuesShown []string
+	waitFor(t, 3*time.Second, "the venue table lists the five venues", func() bool {
+		eval(t, ctx, `[...document.querySelectorAll('#venue-table tbody tr')].map(r => r.dataset.venue)`, &venuesShown)
+		return len(venuesShown) == 5
+	})
+	screenshot(t, ctx, "stream-last")
+
+	// Dark mode and a narrow screen render too (looked at in the artifacts).
+	if _, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+		Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}}); err != nil {
+		t.Fatal(err)
+	}
+	run(t, ctx, chromedp.Navigate(base+"/?stream="+url.QueryEscape(stream)), chromedp.Sleep(1500*time.Millisecond))
+	screenshot(t, ctx, "stream-dark")
+	run(t, ctx, chromedp.EmulateViewport(390, 844), chromedp.Reload(), chromedp.Sleep(1500*time.Millisecond))
+	var overflow bool
+	eval(t, ctx, `document.documentElement.scrollWidth > window.innerWidth + 1`, &overflow)
+	if overflow {
+		t.Error("at 390 px wide the page scrolls sideways")
+	}
+	screenshot(t, ctx, "stream-narrow")
+}
+
+func head(ls [][2]string) [][2]string { return ls[:min(5, len(ls))] }
+
+// TestPageShowsAStalledSubscriber: a subscriber that stops reading shows
+// as dropping on the page (updated at least once a second), and as no
+// longer dropping once it reads again and delivery resumed.
+func TestPageShowsAStalledSubscriber(t *testing.T) {
+	ctx := browser(t)
+	var src *testsource.Source
+	v := venues.Venue{Name: "coinbase", New: func(c venue.Config) (venue.Adapter, error) { src = testsource.New("coinbase", c); return src, nil }}
+	d := daemontest.Start(t, "venues:\n  coinbase:\n    symbols: [BTC-USD]\n    max_queue_len: 50\nwebsocket:\n  send_buffer_bytes: 4096\n  write_delay: 0s\n",
+		daemon.Options{Venues: []venues.Venue{v}})
+	base := d.URL("http")
+	stream := venue.Stream("coinbase:trades:BTC-USD")
+
+	// The stalled one: a named subscriber with a small receive buffer.
+	dialer := websocket.Dialer{NetDial: func(network, addr string) (net.Conn, error) {
+		c, err := net.Dial(network, addr)
+		if err == nil {
+			c.(*net.TCPConn).SetReadBuffer(4096)
+		}
+		return c, err
+	}, ReadBufferSize: 1024}
+	ws, _, err := dialer.Dial(d.URL("ws")+"/v1/stream?name=stalled", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	ws.WriteJSON(map[string]any{"op": "subscribe", "id": "1", "streams": []venue.Stream{stream}})
+	ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, _, err := ws.ReadMessage(); err != nil { // the ack
+		t.Fatal(err)
+	}
+	run(t, ctx, chromedp.Navigate(base+"/#subscribers"))
+	row := func() string {
+		var s string
+		eval(t, ctx, `(r => r ? r.dataset.dropping : '')(document.querySelector('#sub-table tr[data-id="stalled"]'))`, &s)
+		return s
+	}
+	waitFor(t, 5*time.Second, "the page lists the subscriber", func() bool { return row() == "false" })
+
+	var mu sync.Mutex
+	seq := 0
+	publish := func(n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for range n {
+			seq++
+			src.Publish(&venue.Event{Kind: venue.KindTrade, Stream: stream, TradeID: strconv.Itoa(seq),
+				Price: decimal.New(int64(50000+seq%100), 0), Size: decimal.New(1, -2), Side: venue.SideBuy, RecvTime: time.Now()})
+		}
+	}
+	took := waitFor(t, 10*time.Second, "the page never showed the stalled subscriber dropping", func() bool {
+		publish(200)
+		return row() == "true"
+	})
+	t.Logf("shown dropping %v after the publishing began", took)
+	screenshot(t, ctx, "subscriber-dropping")
+
+	// Read again; a trickle of events lets the feed see the queue drained.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+				publish(1)
+			}
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+	resumed := make(chan struct{})
+	go func() {
+		defer close(resumed)
+		for {
+			ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+			_, msg, err := ws.ReadMessage()
+			if err != nil {
+				return
+			}
+			if strings.Contains(string(msg), `"kind":"resumed"`) {
+				for { // keep reading
+					if _, _, err := ws.ReadMessage(); err != nil {
+						return
+					}
+				}
+			}
+		}
+	}()
+	waitFor(t, 10*time.Second, "the page never showed the subscriber resumed", func() bool { return row() == "false" })
+	screenshot(t, ctx, "subscriber-resumed")
+	ws.Close()
+	<-resumed
+}
+
+// proxy forwards TCP to target until killed: a venue that goes away.
+type proxy struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, u)
+			p.mu.Unlock()
+			go func() { io.Copy(u, c); u.Close() }()
+			go func() { io.Copy(c, u); c.Close() }()
+		}
+	}()
+	t.Cleanup(p.kill)
+	return p
+}
+
+// kill closes the listener and every connection: dials are refused.
+func (p *proxy) kill() {
+	p.ln.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// TestPageShowsALinkDown: the venue table shows a venue's link up, and
+// down within 2 s of its venue going away (the mock venue behind a proxy
+// that is killed: its connections closed, new ones refused).
+func TestPageShowsALinkDown(t *testing.T) {
+	ctx := browser(t)
+	mock := &coinbasetest.Mock{}
+	mock.Start(t)
+	px := newProxy(t, strings.TrimPrefix(mock.Server().URL, "ws://"))
+	cb, _ := venues.Lookup("coinbase")
+	d := daemontest.Start(t, fmt.Sprintf("venues:\n  coinbase:\n    ws_url: ws://%s\n    symbols: [%s]\n", px.ln.Addr(), mock.Symbol()),
+		daemon.Options{Venues: []venues.Venue{cb}})
+	run(t, ctx, chromedp.Navigate(d.URL("http")+"/?stream="+url.QueryEscape("coinbase:level2:"+mock.Symbol())))
+	link := func() string {
+		var s string
+		eval(t, ctx, `(r => r ? r.dataset.link : '')(document.querySelector('#venue-table tr[data-venue="coinbase"]'))`, &s)
+		return s
+	}
+	waitFor(t, 10*time.Second, "the page never showed coinbase up", func() bool { return link() == "up" })
+	screenshot(t, ctx, "link-up")
+	px.kill()
+	took := waitFor(t, 2*time.Second, "the page did not show the link down within 2 s", func() bool { s := link(); return s == "down" || s == "connecting" })
+	t.Logf("link %s shown %v after the venue went away", link(), took)
+	var notices string
+	waitFor(t, 2*time.Second, "no link_down notice in the stream view", func() bool {
+		eval(t, ctx, `[...document.querySelectorAll('#notices li')].map(l => l.dataset.kind).join(' ')`, &notices)
+		return strings.Contains(notices, "link_down")
+	})
+	screenshot(t, ctx, "link-down")
+}
