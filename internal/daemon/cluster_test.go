@@ -133,6 +133,13 @@ func dialSub(t *testing.T, url string, streams ...string) *wsClient {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return readAll(t, ws, streams)
+}
+
+// readAll reads every message of ws in the background, after subscribing
+// it to streams if any are given.
+func readAll(t *testing.T, ws *websocket.Conn, streams []string) *wsClient {
+	t.Helper()
 	c := &wsClient{t: t, ws: ws, done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
@@ -149,6 +156,9 @@ func dialSub(t *testing.T, url string, streams ...string) *wsClient {
 		}
 	}()
 	t.Cleanup(func() { ws.Close(); <-c.done })
+	if len(streams) == 0 {
+		return c
+	}
 	if err := ws.WriteJSON(map[string]any{"op": "subscribe", "id": "1", "streams": streams}); err != nil {
 		t.Fatal(err)
 	}
