@@ -514,6 +514,13 @@ func (es *edgeStream) book(h heldMsg) {
 func (es *edgeStream) heartbeat(epoch string, seq uint64) {
 	es.mu.Lock()
 	defer es.mu.Unlock()
+	if !es.started && !es.level2 && !es.closed && es.sub != nil && seq > 0 {
+		// A quiet stream's seq is known before its next event: the
+		// subscribers' gaps on this edge can end there.
+		es.started, es.epoch, es.last, es.hbSeq = true, epoch, seq, seq
+		es.v.feed.Baseline(es.id, seq)
+		return
+	}
 	if es.closed || !es.started || es.resyncing || epoch != es.epoch {
 		es.hbSeq = 0
 		return

@@ -123,7 +123,11 @@ func New(o Options) (*Daemon, error) {
 			d.claims.close(context.Background())
 		}
 	}()
-	d.bus = newBusWire(cfg.Cluster, log)
+	namedTTL := cfg.WS.NamedTTL
+	if namedTTL == 0 {
+		namedTTL = wsapi.DefaultNamedTTL
+	}
+	d.bus = newBusWire(cfg.Cluster, namedTTL, log)
 	for _, vc := range cfg.Venues {
 		i := slices.IndexFunc(o.Venues, func(v venues.Venue) bool { return v.Name == vc.Name })
 		if i < 0 {
@@ -159,6 +163,7 @@ func New(o Options) (*Daemon, error) {
 	wo.Check = d.check
 	wo.OnSubscribe = d.onSubscribe
 	wo.SnapshotClaim = d.claims.replyClaim
+	wo.Names, wo.Node = d.bus.wsNames(), d.bus.instance(cfg.Cluster.Node)
 	d.ws = wsapi.NewServer(wo)
 	d.released = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fanoutd_symbols_unsubscribed_total",
 		Help: "Symbols unsubscribed at their venue because no subscriber held them for unsubscribe_after."}, []string{"venue"})
@@ -295,7 +300,7 @@ func (d *Daemon) Hub() *fanout.Hub { return d.hub }
 // shuts down (see Shutdown) with the configured shutdown_timeout and
 // returns nil, or the error that stopped the HTTP server.
 func (d *Daemon) Run(ctx context.Context, ln net.Listener) error {
-	if err := d.bus.start(d.hub.Feeds()); err != nil {
+	if err := d.bus.start(d.hub.Feeds(), d.ws); err != nil {
 		d.claims.close(ctx)
 		return err
 	}
@@ -360,6 +365,9 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		cancel()
 		d.hub.Broadcast(notice.Must(notice.Shutdown, "", "", time.Now(), "fanoutd is shutting down", nil))
 		err := d.ws.Shutdown(ctx)
+		if errors.Is(err, wsapi.ErrServerClosed) {
+			err = nil // Abort closed it
+		}
 		if err != nil {
 			d.log.Warn("shutdown: flush did not finish in time", "err", err)
 		}
@@ -380,6 +388,21 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	})
 	<-d.stopped
 	return d.shutdownErr
+}
+
+// Abort stops the daemon at once, as a crash would (a test's stand-in for
+// kill -9 in one process): the bus connection drops unflushed, every
+// websocket closes without a notice, nothing is released in the cluster's
+// record of names. Run still returns once its context is done.
+func (d *Daemon) Abort() {
+	d.bus.abort()
+	d.ws.Abort()
+	d.http.Close()
+	for _, vr := range d.venues {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		vr.adapter.Stop(ctx)
+		cancel()
+	}
 }
 
 func (d *Daemon) routes() http.Handler {

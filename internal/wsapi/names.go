@@ -21,18 +21,23 @@ type Names interface {
 	// Claim takes name for connection conn of owner, cluster-wide: the
 	// connection that held it, on any node, is told it was taken over. It
 	// returns ErrNameOwned if another owner created the name, and the
-	// name's record if the name was last held on another node (this node
-	// then adopts it: its subscriptions and the seqs written), else nil.
+	// name's record as it was before the claim (nil for a new name): a
+	// name last held on another node, or unknown here, is adopted (its
+	// subscriptions and the seqs written).
 	Claim(name, owner, conn string) (*NameRecord, error)
 	// Release records that conn detached from name, with what was
 	// written to it last; a record another connection holds since is left
 	// alone.
 	Release(name, conn string, st NamedState)
+	// Changed says a named subscriber's subscriptions changed: the record
+	// is written soon, not at the next periodic sync. It must not block.
+	Changed()
 }
 
 // NameRecord is a named subscriber as the cluster last recorded it.
 type NameRecord struct {
 	Owner   string
+	Node    string // the node that held it last
 	Streams []venue.Stream
 	Last    map[venue.Stream]uint64 // per stream, the last seq written to its connection
 }

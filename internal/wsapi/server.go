@@ -562,8 +562,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	s.o.Metrics.opened()
 	if name != "" {
-		if rec != nil {
+		if rec != nil && (rec.Node != s.o.Node || s.o.Hub.Registry().Named(name) == nil) {
 			s.adopt(name, tokName, tok, rec)
+		} else {
+			rec = nil // this node's own state is the newer
 		}
 		sub, existed, err := s.o.Hub.AttachFrom(name, tokName, sess.q, mergeLast(last, rec), s.takeover)
 		if err != nil { // another token created the name since the check above

@@ -754,6 +754,14 @@ func (s *session) check(id string, st venue.Stream) bool {
 	return true
 }
 
+// namesChanged tells the cluster's record of names that a named
+// subscriber's subscriptions changed.
+func (s *session) namesChanged(changed bool) {
+	if changed && s.written != nil && s.srv.o.Names != nil {
+		s.srv.o.Names.Changed()
+	}
+}
+
 // handle answers one client message.
 func (s *session) handle(b []byte) {
 	cmd, cerr := ParseCommand(b)
@@ -799,10 +807,12 @@ func (s *session) handle(b []byte) {
 				f(st)
 			}
 		}
+		s.namesChanged(len(fresh) > 0)
 	case OpUnsubscribe:
 		for _, st := range cmd.Streams {
 			hub.Unsubscribe(s.sub, st)
 		}
+		s.namesChanged(true)
 		s.reply(appendAck(nil, cmd.ID, cmd.Streams))
 	case OpSnapshot:
 		st := cmd.Streams[0]
