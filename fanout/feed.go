@@ -438,6 +438,63 @@ func (f *Feed) Reset(id venue.Stream) {
 	}
 }
 
+// Continue makes the feed continue another node's numbering: an ingest
+// standby taking a venue over from its leader. Under the feed's lock, so
+// that no event of the feed interleaves: before is called (the caller
+// starts publishing through Tap from here); every raw stream seqs names
+// takes that seq (this node's own numbering, never published while it
+// followed, is replaced: seqs holds the last the bus carried, so seq never
+// goes back for the subscribers); then each is passed to each (its seq, and whether it is
+// level2 with a book), and a level2 stream with a book is published whole
+// as a snapshot:true event at the next seq (through Tap and to its
+// subscribers), so that the other node's subscribers continue from this
+// node's book. each may be nil.
+func (f *Feed) Continue(seqs map[venue.Stream]uint64, before func(), each func(id venue.Stream, seq uint64, book bool)) {
+	now := f.now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if before != nil {
+		before()
+	}
+	for id := range seqs {
+		if id.Venue() == f.venue && !id.Channel().Derived() {
+			f.stream(id)
+		}
+	}
+	ids := make([]venue.Stream, 0, len(f.streams))
+	for id, st := range f.streams {
+		if st.deriver == nil {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		st := f.streams[id]
+		if s, ok := seqs[id]; ok {
+			st.seq = s
+		}
+		book := st.level2 && st.hasBook
+		if each != nil {
+			each(id, st.seq, book)
+		}
+		if !book {
+			continue
+		}
+		ev := st.snapshotEvent()
+		st.seq++
+		ev.Seq = st.seq
+		f.scratch = ev.AppendJSON(f.scratch[:0])
+		if f.tap != nil {
+			f.tap(st.id, st.seq, f.scratch)
+		}
+		f.counters.Published.Add(1)
+		st.bookSeq, st.snap = st.seq, nil
+		if len(st.subs) > 0 {
+			f.deliver(st, &subscriber.Message{Stream: string(id), Seq: st.seq, Data: slices.Clone(f.scratch), Snapshot: true, Published: now})
+		}
+	}
+}
+
 // Seq returns the last seq of stream id on this node, 0 if it has none
 // yet.
 func (f *Feed) Seq(id venue.Stream) uint64 {
