@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fanoutd/fanoutd/fanout"
 	"github.com/fanoutd/fanoutd/internal/cluster"
@@ -200,5 +201,49 @@ func (b *busWire) stopServer() {
 		b.srv.Shutdown()
 		b.srv.WaitForShutdown()
 		b.srv = nil
+	}
+}
+
+// leader returns the node leading venueName as this node knows it, and
+// whether this node leads it (an ingest); ok is false outside a cluster.
+func (b *busWire) leader(venueName string, cov venue.Coverage) (node string, leading, ok bool) {
+	switch {
+	case b == nil:
+		return "", false, false
+	case b.ingest != nil:
+		node, leading = b.ingest.Leader(venueName)
+		return node, leading, true
+	}
+	return cov.Leader, false, true
+}
+
+// leaderCollector exports, per venue, the node leading it
+// (fanoutd_venue_leader{venue,node} 1) and, on an ingest, whether this
+// node leads it (fanoutd_venue_leading{venue}).
+type leaderCollector struct{ d *Daemon }
+
+var (
+	leaderDesc  = prometheus.NewDesc("fanoutd_venue_leader", "The ingest node leading the venue, as this node knows it (1 for that node).", []string{"venue", "node"}, nil)
+	leadingDesc = prometheus.NewDesc("fanoutd_venue_leading", "1 if this ingest node leads the venue (holds its lease and publishes it), 0 if it stands by.", []string{"venue"}, nil)
+)
+
+func (c leaderCollector) Describe(ch chan<- *prometheus.Desc) { ch <- leaderDesc; ch <- leadingDesc }
+
+func (c leaderCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, vr := range c.d.venues {
+		node, leading, ok := c.d.bus.leader(vr.cfg.Name, vr.adapter.Coverage())
+		if !ok {
+			return
+		}
+		if node != "" {
+			ch <- prometheus.MustNewConstMetric(leaderDesc, prometheus.GaugeValue, 1, vr.cfg.Name, node)
+		}
+		if c.d.bus.ingest != nil {
+			v := 0.0
+			if leading {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(leadingDesc, prometheus.GaugeValue, v, vr.cfg.Name)
+		}
 	}
 }

@@ -172,6 +172,9 @@ func New(o Options) (*Daemon, error) {
 		d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fanoutd_venue_symbols",
 			Help: "Symbols subscribed at the venue now.", ConstLabels: prometheus.Labels{"venue": vr.cfg.Name}}, vr.symbolCount))
 	}
+	if d.bus != nil {
+		d.reg.MustRegister(leaderCollector{d})
+	}
 	d.conns = newConnGuard(cfg.HTTP.MaxAnonymousConnections, d.reg)
 	d.http = &http.Server{Handler: d.conns.vouching(d.auth, d.routes()),
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout, IdleTimeout: cfg.HTTP.IdleTimeout,
@@ -467,7 +470,14 @@ func (d *Daemon) readyz(w http.ResponseWriter, _ *http.Request) {
 func (d *Daemon) coverage(w http.ResponseWriter, _ *http.Request, _ *api.Token) {
 	out := make([]venue.Coverage, 0, len(d.venues))
 	for _, vr := range d.venues {
-		out = append(out, vr.adapter.Coverage())
+		cov := vr.adapter.Coverage()
+		if node, leading, ok := d.bus.leader(vr.cfg.Name, cov); ok {
+			cov.Leader = node
+			if d.bus.ingest != nil {
+				cov.Leading = &leading
+			}
+		}
+		out = append(out, cov)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
