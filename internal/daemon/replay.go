@@ -132,16 +132,17 @@ func Replay(ctx context.Context, cfg *config.Config, o ReplayOptions, ln net.Lis
 	go func() { runErr <- d.Run(runCtx, ln) }()
 	if d.bus != nil && d.bus.ingest != nil {
 		// A capture feeds a cluster as live venues do: the clock starts
-		// once this ingest leads its venues (their events would otherwise
-		// not be published), or after LeadWait if another ingest leads.
+		// once each venue has a leader — this ingest (its events would
+		// otherwise not be published), or another one (this ingest is its
+		// standby, and plays to keep its books) — or after LeadWait.
 		gate = make(chan struct{})
 		go func() {
 			defer close(gate)
 			deadline := time.Now().Add(LeadWait)
 			for time.Now().Before(deadline) && runCtx.Err() == nil {
-				all := true
+				all := true // every venue led, by this node or (a standby) by another
 				for _, vr := range d.venues {
-					if _, leading := d.bus.ingest.Leader(vr.cfg.Name); !leading {
+					if node, leading := d.bus.ingest.Leader(vr.cfg.Name); !leading && node == "" {
 						all = false
 					}
 				}
@@ -150,7 +151,7 @@ func Replay(ctx context.Context, cfg *config.Config, o ReplayOptions, ln net.Lis
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
-			log.Warn("replay: this ingest does not lead every venue; playing anyway (a standby publishes nothing)")
+			log.Warn("replay: no leader known for every venue after LeadWait; playing anyway")
 		}()
 	}
 
