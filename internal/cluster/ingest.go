@@ -35,6 +35,7 @@ type Ingest struct {
 	pubs  map[string]*publisher   // by venue, set by Tap before Start
 	resp  *nats.Subscription      // the book responder
 	stop  chan struct{}           // closes to stop the heartbeat
+	hbNow chan struct{}           // capacity 1: heartbeat now (a venue was taken over)
 	done  sync.WaitGroup          // the heartbeat goroutine
 	hbBuf map[venue.Stream]uint64 // the heartbeat's scratch, its goroutine's only
 }
@@ -44,7 +45,7 @@ type Ingest struct {
 func NewIngest(subj Subjects, node string, log *slog.Logger) *Ingest {
 	epoch := NewEpoch()
 	return &Ingest{subj: subj, node: node, instance: node + "~" + epoch[:8], epoch: epoch, log: log, pubs: map[string]*publisher{},
-		stop: make(chan struct{}), hbBuf: map[venue.Stream]uint64{}}
+		stop: make(chan struct{}), hbNow: make(chan struct{}, 1), hbBuf: map[venue.Stream]uint64{}}
 }
 
 // Epoch returns the ingest's own epoch (a venue it took over from another
@@ -188,6 +189,7 @@ func (in *Ingest) heartbeats() {
 		case <-in.stop:
 			return
 		case <-t.C:
+		case <-in.hbNow:
 		}
 	}
 }

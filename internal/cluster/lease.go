@@ -214,6 +214,10 @@ func (in *Ingest) takeover(p *publisher) {
 		in.nc.PublishMsg(&nats.Msg{Subject: in.subj.Notice(p.venue), Data: n.AppendJSON(nil), Header: nats.Header{HeaderEpoch: {epoch}}})
 	})
 	p.unfollow()
+	select { // the edges hear from the new leader at once, not up to a second later
+	case in.hbNow <- struct{}{}:
+	default:
+	}
 	in.log.Info("ingest: leading the venue", "venue", p.venue, "epoch", epoch, "failover", failover, "previous", prev, "streams", len(seqs))
 }
 

@@ -1,11 +1,18 @@
 package daemon_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/fanoutd/fanoutd/internal/daemon"
+	"github.com/fanoutd/fanoutd/internal/daemon/daemontest"
 )
 
 // TestClusterNamedSurvivesEdgeLoss: a named subscriber's edge is killed
@@ -88,4 +95,35 @@ func TestClusterNamedTakeoverAcrossEdges(t *testing.T) {
 
 func containsCode(b []byte, code string) bool {
 	return len(b) > 0 && string(b) != "" && (strings.Contains(string(b), `"code":"`+code+`"`))
+}
+
+// TestClusterNameBelongsToItsToken: a name created under one token on
+// edge A is refused (HTTP 409 name_taken) to another token on edge B; its
+// own token attaches it on edge B.
+func TestClusterNameBelongsToItsToken(t *testing.T) {
+	t.Cleanup(http.DefaultClient.CloseIdleConnections)
+	ns := startNATS(t, 0, t.TempDir())
+	t.Cleanup(func() { ns.Shutdown() })
+	sum := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
+	yml := fmt.Sprintf("tokens:\n  - name: desk-a\n    sha256: %s\n  - name: desk-b\n    sha256: %s\ncluster:\n  role: edge\n  nats_url: %s\nvenues:\n  coinbase:\n    symbols: []\n",
+		sum("alpha-secret"), sum("beta-secret"), ns.ClientURL())
+	edgeA := daemontest.Start(t, yml, daemon.Options{})
+	edgeB := daemontest.Start(t, yml, daemon.Options{})
+	dial := func(base, secret string) (*websocket.Conn, *http.Response, error) {
+		return websocket.DefaultDialer.Dial(base+"/v1/stream?name=shared", http.Header{"Authorization": {"Bearer " + secret}})
+	}
+	a, _, err := dial(edgeA.URL("ws"), "alpha-secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	_, r, err := dial(edgeB.URL("ws"), "beta-secret")
+	if err == nil || r == nil || r.StatusCode != http.StatusConflict {
+		t.Fatalf("another token on edge B: %v %v, want 409", r, err)
+	}
+	b, _, err := dial(edgeB.URL("ws"), "alpha-secret")
+	if err != nil {
+		t.Fatalf("its own token on edge B: %v", err)
+	}
+	b.Close()
 }
