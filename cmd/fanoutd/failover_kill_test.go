@@ -16,8 +16,6 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/fanoutd/fanoutd/internal/daemon"
-	"github.com/fanoutd/fanoutd/internal/daemon/daemontest"
 	"github.com/fanoutd/fanoutd/venue"
 )
 
@@ -34,8 +32,15 @@ func startProcess(t *testing.T, args ...string) *exec.Cmd {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if len(args) > 0 && args[0] == "serve" {
+		edgeProcs = append(edgeProcs, cmd)
+	}
 	return cmd
 }
+
+// edgeProcs are the serve processes startProcess started (tests are not
+// parallel).
+var edgeProcs []*exec.Cmd
 
 func leaderOf(base, venueName string) (string, bool) {
 	r, err := http.Get(base + "/v1/coverage")
@@ -68,7 +73,7 @@ type line struct {
 }
 
 // TestIngestKilledStandbyTakesOver: two ingest processes replay the same
-// capture into NATS; the leader is killed with SIGKILL; the standby leads
+// capture into NATS, an edge process serves the subscriber; the leader is killed with SIGKILL; the standby leads
 // within 3 s, seq never goes back for the edge's subscriber, the level2
 // stream restarts with one book_resync (failover) and a snapshot at the
 // next seq, and the subscriber's book is exactly the new leader's.
@@ -97,8 +102,9 @@ func TestIngestKilledStandbyTakesOver(t *testing.T) {
 	checkFor(t, 20*time.Second, "in-a to lead", func() bool { _, l := leaderOf(aURL, "kraken"); return l })
 	bURL, _ := ingest("in-b")
 	checkFor(t, 20*time.Second, "in-b to stand by", func() bool { n, l := leaderOf(bURL, "kraken"); return n == "in-a" && !l })
-	edge := daemontest.Start(t, "cluster:\n  role: edge\n  nats_url: "+natsURL+"\nvenues:\n  kraken:\n    symbols: []\n    max_queue_len: 1000000\n", daemon.Options{})
-	ws, _, err := websocket.DefaultDialer.Dial(edge.URL("ws")+"/v1/stream", nil)
+	// The edge is a process of its own too.
+	edgeAddr := startEdgeProcess(t, natsURL)
+	ws, _, err := websocket.DefaultDialer.Dial("ws://"+edgeAddr+"/v1/stream", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,4 +227,161 @@ func levelPairs(ls []venue.Level) [][2]string {
 		out[i] = [2]string{l.Price.String(), l.Size.String()}
 	}
 	return out
+}
+
+// startEdgeProcess runs `fanoutd serve --role edge` for kraken in its own
+// process and returns its address once it is ready.
+func startEdgeProcess(t *testing.T, natsURL string) string {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "edge.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("log_level: warn\nclaim_check:\n  stores:\n    - {name: default, kind: dir, path: %s}\nvenues:\n  kraken:\n    symbols: []\n    max_queue_len: 1000000\n", t.TempDir())), 0o644)
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	startProcess(t, "serve", "--role", "edge", "--nats", natsURL, "--listen", addr, "--config", cfg)
+	checkFor(t, 20*time.Second, "the edge ready", func() bool {
+		r, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		r.Body.Close()
+		return r.StatusCode == 200
+	})
+	return addr
+}
+
+// lineReader reads every object of a websocket connection.
+type lineReader struct {
+	ws   *websocket.Conn
+	mu   sync.Mutex
+	got  []line
+	done chan struct{}
+}
+
+func readLines(t *testing.T, ws *websocket.Conn) *lineReader {
+	r := &lineReader{ws: ws, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		for {
+			_, b, err := ws.ReadMessage()
+			if err != nil {
+				return
+			}
+			r.mu.Lock()
+			for _, l := range strings.Split(string(b), "\n") {
+				var x line
+				json.Unmarshal([]byte(l), &x)
+				x.raw = []byte(l)
+				r.got = append(r.got, x)
+			}
+			r.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { ws.Close(); <-r.done })
+	return r
+}
+
+func (r *lineReader) all() []line {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]line(nil), r.got...)
+}
+
+func lastSeq(ls []line, st string) uint64 {
+	var s uint64
+	for _, l := range ls {
+		if l.Stream == st && l.Type != "notice" && l.Seq > s {
+			s = l.Seq
+		}
+	}
+	return s
+}
+
+// TestEdgeKilledNamedReattaches: a named subscriber's edge process is
+// killed with SIGKILL; it reattaches on another edge process, stating the
+// last seq it read per stream: resumed (reattached) first, gaps starting
+// right after what it read and ending right before what follows (a
+// snapshot at the gap's end); its subscriptions came from the NATS
+// key-value bucket.
+func TestEdgeKilledNamedReattaches(t *testing.T) {
+	t.Cleanup(http.DefaultClient.CloseIdleConnections)
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	t.Cleanup(ns.Shutdown)
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats not ready")
+	}
+	natsURL := ns.ClientURL()
+	const l2 = "kraken:level2:BTC/USD" // the captures hold no trades: the trades path is TestClusterNamedSurvivesEdgeLoss's
+	cfg := filepath.Join(t.TempDir(), "in.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("log_level: warn\ncluster:\n  node: in-a\nclaim_check:\n  stores:\n    - {name: default, kind: dir, path: %s}\n", t.TempDir())), 0o644)
+	startProcess(t, "replay", "--role", "ingest", "--nats", natsURL, "--speed", "1", "--loop",
+		"--listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--config", cfg, capture("kraken"))
+	e1 := startEdgeProcess(t, natsURL)
+	e2 := startEdgeProcess(t, natsURL)
+	ws, _, err := websocket.DefaultDialer.Dial("ws://"+e1+"/v1/stream?name=desk9", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := readLines(t, ws)
+	ws.WriteJSON(map[string]any{"op": "subscribe", "id": "1", "streams": []string{l2}})
+	checkFor(t, 20*time.Second, "events on edge 1", func() bool { return lastSeq(a.all(), l2) > 100 })
+	time.Sleep(1500 * time.Millisecond) // the bucket has what was written
+	// Kill edge 1's process: it is the second-to-last process started.
+	var victim *exec.Cmd
+	for _, c := range edgeProcs {
+		if strings.Contains(strings.Join(c.Args, " "), e1) {
+			victim = c
+		}
+	}
+	if victim == nil {
+		t.Fatal("edge 1's process not found")
+	}
+	victim.Process.Kill()
+	victim.Wait()
+	<-a.done
+	got := a.all()
+	read := map[string]uint64{l2: lastSeq(got, l2) - 5}
+	q := fmt.Sprintf("name=desk9&last=%s:%d", l2, read[l2])
+	ws2, _, err := websocket.DefaultDialer.Dial("ws://"+e2+"/v1/stream?"+strings.ReplaceAll(q, "/", "%2F"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := readLines(t, ws2)
+	checkFor(t, 20*time.Second, "events on edge 2", func() bool {
+		return lastSeq(b.all(), l2) > read[l2]+10
+	})
+	ms := b.all()
+	if ms[0].Kind != "resumed" || ms[0].Details["reason"] != "reattached" {
+		t.Fatalf("first message on edge 2: %s", ms[0].raw)
+	}
+	gaps := ms[0].Details["gaps"].(map[string]any)
+	for st, r := range read {
+		g, ok := gaps[st].([]any)
+		if !ok || uint64(g[0].(float64)) != r+1 {
+			t.Fatalf("gap of %s: %v, want it to start at %d", st, gaps[st], r+1)
+		}
+		end := uint64(g[1].(float64))
+		for _, l := range ms[1:] {
+			if l.Stream != st || l.Type == "notice" {
+				continue
+			}
+			if !l.Snapshot || l.Seq != end {
+				t.Fatalf("%s after the gap %v: seq %d snapshot %v", st, g, l.Seq, l.Snapshot)
+			}
+			break
+		}
+	}
+	// Then the updates follow the snapshot one by one.
+	var prev uint64
+	for _, l := range ms[1:] {
+		if l.Stream != l2 || l.Type != "book" {
+			continue
+		}
+		if prev != 0 && !l.Snapshot && l.Seq != prev+1 {
+			t.Fatalf("update %d after %d", l.Seq, prev)
+		}
+		prev = l.Seq
+	}
 }
