@@ -360,7 +360,7 @@ func (f *Feed) deliverConflated(st *stream, m *subscriber.Message) {
 				missed++ // a detached subscriber gets the newest state on reattach
 				continue
 			}
-			f.reattached(e, c)
+			f.reattached(e, c, st)
 		}
 		switch c.Conflate(m) {
 		case subscriber.Enqueued:
@@ -438,6 +438,89 @@ func (f *Feed) Reset(id venue.Stream) {
 	}
 }
 
+// Continue makes the feed continue another node's numbering: an ingest
+// standby taking a venue over from its leader. Under the feed's lock, so
+// that no event of the feed interleaves: before is called (the caller
+// starts publishing through Tap from here); every raw stream seqs names
+// takes that seq (this node's own numbering, never published while it
+// followed, is replaced: seqs holds the last the bus carried, so seq never
+// goes back for the subscribers); then each is passed to each (its seq, and whether it is
+// level2 with a book), and a level2 stream with a book is published whole
+// as a snapshot:true event at the next seq (through Tap and to its
+// subscribers), so that the other node's subscribers continue from this
+// node's book. each may be nil.
+func (f *Feed) Continue(seqs map[venue.Stream]uint64, before func(), each func(id venue.Stream, seq uint64, book bool)) {
+	now := f.now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if before != nil {
+		before()
+	}
+	for id := range seqs {
+		if id.Venue() == f.venue && !id.Channel().Derived() {
+			f.stream(id)
+		}
+	}
+	ids := make([]venue.Stream, 0, len(f.streams))
+	for id, st := range f.streams {
+		if st.deriver == nil {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		st := f.streams[id]
+		if s, ok := seqs[id]; ok {
+			st.seq = s
+		}
+		book := st.level2 && st.hasBook
+		if each != nil {
+			each(id, st.seq, book)
+		}
+		if !book {
+			continue
+		}
+		ev := st.snapshotEvent()
+		st.seq++
+		ev.Seq = st.seq
+		f.scratch = ev.AppendJSON(f.scratch[:0])
+		if f.tap != nil {
+			f.tap(st.id, st.seq, f.scratch)
+		}
+		f.counters.Published.Add(1)
+		st.bookSeq, st.snap = st.seq, nil
+		if len(st.subs) > 0 {
+			f.deliver(st, &subscriber.Message{Stream: string(id), Seq: st.seq, Data: slices.Clone(f.scratch), Snapshot: true, Published: now})
+		}
+	}
+}
+
+// Seq returns the last seq of stream id on this node, 0 if it has none
+// yet.
+func (f *Feed) Seq(id venue.Stream) uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st := f.streams[id]; st != nil {
+		return st.seq
+	}
+	return 0
+}
+
+// Baseline sets the seq of stream id, if it has none yet, to seq: the
+// last seq of a stream whose events another node numbers, known before
+// its next event arrives (an edge learns it from a heartbeat), so that a
+// subscriber's gap on this node can end there.
+func (f *Feed) Baseline(id venue.Stream, seq uint64) {
+	if id.Venue() != f.venue {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st := f.stream(id); st.seq == 0 {
+		st.seq = seq
+	}
+}
+
 // Seqs appends each stream's last seq to dst and returns it (an ingest's
 // heartbeat).
 func (f *Feed) Seqs(dst map[venue.Stream]uint64) {
@@ -460,7 +543,7 @@ func (f *Feed) deliver(st *stream, m *subscriber.Message) {
 				missed++
 				continue
 			}
-			f.reattached(e, c)
+			f.reattached(e, c, st)
 		}
 		if e.dropping {
 			if c.Len() >= resume || f.maxBytes > 0 && c.Bytes() >= f.maxBytes/2 {
@@ -569,15 +652,66 @@ func (f *Feed) claims(sts []*stream) map[string]any {
 }
 
 // reattached handles a connection e has not been delivered to before: a
-// named subscriber's new connection after a detach or a takeover.
-// f.mu must be held.
-func (f *Feed) reattached(e *entry, c *subscriber.Mailbox) {
+// named subscriber's new connection after a detach or a takeover. cur is
+// the stream whose event is being delivered (its seq already counts that
+// event, which goes to c), or nil. f.mu must be held.
+func (f *Feed) reattached(e *entry, c *subscriber.Mailbox, cur *stream) {
 	if e.conn == nil { // the first connection this entry sees
 		e.conn = c
 		return
 	}
 	e.conn = c
+	if from := e.sub.ResumeFrom(); from != nil {
+		e.stated(from, cur)
+	}
 	f.resumed(e, c, "reattached")
+}
+
+// detachedConn is the connection of an entry created while its named
+// subscriber had none (it was adopted from another node): the first
+// connection it sees is then a reattach, told what it missed.
+var detachedConn = subscriber.NewMailbox()
+
+// stated replaces e's gap of each stream the reattaching connection named
+// in from with the seqs after the one it read, up to the last the stream
+// had for e before the new connection (cur's event goes to the new one).
+// A stream whose seq is still unknown here (0) keeps its gap. e.mu
+// (f.mu) must be held.
+func (e *entry) stated(from map[venue.Stream]uint64, cur *stream) {
+	for _, st := range e.streams {
+		read, ok := from[st.id]
+		if !ok || st.conflate || st.seq == 0 {
+			continue
+		}
+		b := st.seq
+		if st == cur {
+			b--
+		}
+		var old uint64
+		i := slices.IndexFunc(e.gaps, func(g gap) bool { return g.st == st })
+		if i >= 0 {
+			old = e.gaps[i].last - e.gaps[i].first + 1
+		}
+		var now uint64
+		switch {
+		case read >= b:
+			if i >= 0 {
+				e.gaps = slices.Delete(e.gaps, i, i+1)
+			}
+		case i >= 0:
+			e.gaps[i].first, e.gaps[i].last = read+1, b
+			now = b - read
+		default:
+			e.gaps = append(e.gaps, gap{st: st, first: read + 1, last: b})
+			now = b - read
+		}
+		if now > old {
+			e.dropped += now - old
+			e.total += now - old
+		} else {
+			e.dropped -= min(e.dropped, old-now)
+		}
+	}
 }
 
 // sendSnapshot queues a snapshot of st's book on c, past the queue bound:
@@ -685,6 +819,9 @@ func (f *Feed) subscribe(s *subscriber.Subscriber, id venue.Stream) {
 	e := f.entries[s]
 	if e == nil {
 		e = &entry{sub: s, conn: s.Resolve()}
+		if e.conn == nil && s.Kind() == subscriber.Named {
+			e.conn = detachedConn
+		}
 		f.entries[s] = e
 	}
 	if slices.Contains(st.subs, e) {
@@ -692,7 +829,7 @@ func (f *Feed) subscribe(s *subscriber.Subscriber, id venue.Stream) {
 	}
 	c := s.Resolve()
 	if c != nil && c != e.conn {
-		f.reattached(e, c)
+		f.reattached(e, c, nil)
 	}
 	was := st.wanted()
 	st.subs = append(st.subs, e)
@@ -771,7 +908,7 @@ func (f *Feed) sync(s *subscriber.Subscriber) {
 		return
 	}
 	if c := s.Resolve(); c != nil && c != e.conn {
-		f.reattached(e, c)
+		f.reattached(e, c, nil)
 	}
 }
 
@@ -797,7 +934,7 @@ func (f *Feed) snapshot(s *subscriber.Subscriber, id venue.Stream) bool {
 		return false
 	}
 	if c != e.conn {
-		f.reattached(e, c) // sends every snapshot, this one included
+		f.reattached(e, c, nil) // sends every snapshot, this one included
 		return true
 	}
 	f.sendSnapshot(c, st)

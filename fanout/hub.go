@@ -137,7 +137,18 @@ func (h *Hub) NewOwnedEphemeral(c *subscriber.Mailbox, owner string) *subscriber
 // If the name existed, each of its feeds tells c at once what it missed (a
 // resumed notice, reason "reattached") and sends fresh snapshots.
 func (h *Hub) Attach(name, owner string, c *subscriber.Mailbox, onTakeover func(previous *subscriber.Mailbox)) (*subscriber.Subscriber, bool, error) {
-	s, existed, err := h.reg.Attach(name, owner, c, func(s *subscriber.Subscriber, prev *subscriber.Mailbox) {
+	return h.AttachFrom(name, owner, c, nil, onTakeover)
+}
+
+// AttachFrom is Attach for a connection that states what it read before
+// its previous connection closed: from holds, per stream, the last seq it
+// read. The gaps of the resumed notice then start right after it, for
+// each stream it names: events written to the old connection but never
+// read are named too. A stream it does not name keeps the gaps the feed
+// recorded (what was lost or left unwritten). A seq at or past what the
+// stream had sent the subscriber means nothing was lost there.
+func (h *Hub) AttachFrom(name, owner string, c *subscriber.Mailbox, from map[venue.Stream]uint64, onTakeover func(previous *subscriber.Mailbox)) (*subscriber.Subscriber, bool, error) {
+	s, existed, err := h.reg.AttachFrom(name, owner, c, from, func(s *subscriber.Subscriber, prev *subscriber.Mailbox) {
 		if onTakeover != nil {
 			onTakeover(prev)
 		}
@@ -147,10 +158,13 @@ func (h *Hub) Attach(name, owner string, c *subscriber.Mailbox, onTakeover func(
 		return nil, false, err
 	}
 	h.stopTimer(s)
-	if existed {
+	if existed && c != nil {
 		for _, f := range h.Feeds() {
 			f.sync(s)
 		}
+	}
+	if from != nil {
+		s.ClearResumeFrom(from)
 	}
 	return s, existed, nil
 }

@@ -68,7 +68,7 @@ var schemas = map[Kind]Schema{
 		{"delay_ms", Int, true, "the wait before the attempt"},
 	}},
 	BookResync: {Evidence: true, Fields: []Field{
-		{"reason", String, true, "`gap`, `checksum`, `bad_frame`, … what was found wrong; on an edge node `bus_gap` or `epoch_change` (evidence `first`, `last`: the seq range lost, `epoch`: the ingest's new epoch)"},
+		{"reason", String, true, "`gap`, `checksum`, `bad_frame`, … what was found wrong; on an edge node `bus_gap` or `epoch_change` (evidence `first`, `last`: the seq range lost, `epoch`: the ingest's new epoch); `failover` when a standby ingest took the venue over (evidence `node`: the new leader, `previous`: the old, `seq`: the seq of the snapshot:true that follows)"},
 		{"claim", Object, false, "claim check of the newest stored snapshot (added by the daemon)"},
 	}},
 	Dropping: {Fields: []Field{
@@ -115,10 +115,15 @@ var schemas = map[Kind]Schema{
 	ReplayEnd:       {Fields: []Field{{"capture", String, true, "the capture that ended"}}},
 	RecordingFailed: {},
 	StreamGap: {Fields: []Field{
-		{"reason", String, true, "`bus_gap` (a hole in seq between the ingest and this edge) or `epoch_change` (the ingest restarted: seq starts again)"},
+		{"reason", String, true, "`bus_gap` (a hole in seq between the ingest and this edge), `epoch_change` (the ingest restarted: seq starts again) or `failover` (a standby ingest took the venue over: seq continues at `after`+1; events the venue sent between `from` and `until` may be lost)"},
 		{"first", Int, false, "the first seq lost"},
 		{"last", Int, false, "the last seq lost, where known"},
 		{"epoch", String, false, "the ingest's new epoch (epoch_change)"},
+		{"after", Int, false, "failover: the last seq the old leader published"},
+		{"from", String, false, "failover: when the old leader's last event of the stream was seen (RFC 3339)"},
+		{"until", String, false, "failover: when the new leader took over (RFC 3339)"},
+		{"node", String, false, "failover: the new leader"},
+		{"previous", String, false, "failover: the old leader"},
 	}},
 }
 

@@ -3,6 +3,7 @@ package subscriber
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -48,6 +49,29 @@ type Subscriber struct {
 
 	mu      sync.Mutex // protects streams
 	streams map[venue.Stream]struct{}
+
+	// from is what the attaching connection stated it had read: per
+	// stream, the last seq (AttachFrom). Set before the connection is
+	// stored, cleared once every feed has observed the connection.
+	from atomic.Pointer[map[venue.Stream]uint64]
+}
+
+// ResumeFrom returns what the connection attaching now stated it had read
+// (per stream, the last seq), or nil if it stated nothing. A feed reads it
+// when it observes a new connection, to start the gaps it reports there.
+func (s *Subscriber) ResumeFrom() map[venue.Stream]uint64 {
+	if p := s.from.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// ClearResumeFrom forgets the statement from, unless a later attach has
+// replaced it.
+func (s *Subscriber) ClearResumeFrom(from map[venue.Stream]uint64) {
+	if p := s.from.Load(); p != nil && reflect.ValueOf(*p).UnsafePointer() == reflect.ValueOf(from).UnsafePointer() {
+		s.from.CompareAndSwap(p, nil)
+	}
 }
 
 // ID returns the subscriber's id: its name if named, "e<N>" if ephemeral.
@@ -162,6 +186,15 @@ var ErrNameTaken = errors.New("subscriber: name belongs to another owner")
 // had queued while nothing else can be delivered to either. Concurrent
 // attaches of one name are serialised.
 func (r *Registry) Attach(name, owner string, c *Mailbox, takeover func(s *Subscriber, previous *Mailbox)) (s *Subscriber, existed bool, err error) {
+	return r.AttachFrom(name, owner, c, nil, takeover)
+}
+
+// AttachFrom is Attach for a connection that states, per stream, the last
+// seq it read before its previous connection closed (from, nil if it
+// states nothing): the statement is set on the subscriber (ResumeFrom)
+// before c is attached, so the gaps the feeds report start after it. c
+// may be nil: the subscriber is then created (or kept) detached.
+func (r *Registry) AttachFrom(name, owner string, c *Mailbox, from map[venue.Stream]uint64, takeover func(s *Subscriber, previous *Mailbox)) (s *Subscriber, existed bool, err error) {
 	if !ValidName(name) {
 		return nil, false, fmt.Errorf("%w: %q", ErrBadName, name)
 	}
@@ -183,6 +216,9 @@ func (r *Registry) Attach(name, owner string, c *Mailbox, takeover func(s *Subsc
 		}
 		if prev := s.conn.Load(); prev != nil && takeover != nil {
 			takeover(s, prev)
+		}
+		if from != nil {
+			s.from.Store(&from)
 		}
 		s.conn.Store(c)
 		s.attachMu.Unlock()

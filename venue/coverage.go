@@ -48,6 +48,11 @@ type Coverage struct {
 	Since   time.Time        `json:"since"` // when Link last changed
 	Resyncs uint64           `json:"resyncs"`
 	Streams []StreamCoverage `json:"streams"` // sorted by stream
+	// Leader is, in a cluster, the ingest node leading the venue (its
+	// cluster.node) as this node knows it; Leading says whether it is this
+	// node (ingest nodes only). Absent outside a cluster.
+	Leader  string `json:"leader,omitempty"`
+	Leading *bool  `json:"leading,omitempty"`
 }
 
 // CoverageTracker is the coverage bookkeeping adapters share. The zero

@@ -11,6 +11,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// A test that needs fanoutd as a separate process (kill -9) runs this
+	// test binary as the command.
+	if os.Getenv("FANOUTD_TEST_AS_MAIN") == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
 	// The embedded default claim store is ./data/claims: keep tests that
 	// run on defaults out of the source tree.
 	dir, err := os.MkdirTemp("", "fanoutd-claims-")

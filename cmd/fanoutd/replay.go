@@ -60,6 +60,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fanoutd replay [--venue V] [--speed 1|N|max] [--loop] [--wait N] [--config FILE] [--listen ADDR] [--insecure] [--grace D] CAPTURE…")
+		fmt.Fprintln(stderr, "       fanoutd replay --role ingest [--nats URL] [--embedded-nats] [--speed …] [--loop] [--config FILE] [--listen ADDR] CAPTURE…")
 		fmt.Fprintln(stderr, "       fanoutd replay --export FILE|- [--streams S[,S…]] [--venue V] [--config FILE] [--cpuprofile FILE] CAPTURE…")
 		fs.PrintDefaults()
 	}
@@ -75,6 +76,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 	streams := fs.String("streams", "", "with --export: only these streams, comma-separated names or patterns ('*' matches any run), derived ones included (binance:book_snapshot_25_1s:*)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the replay to FILE")
 	fs.DurationVar(&o.grace, "grace", daemon.DefaultGrace, "after the replay ends, keep serving at most this long for the queues to drain")
+	cf := clusterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -120,6 +122,21 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 	cfg, err := loadCommandConfig(o.cfgPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "fanoutd: %v\n", err)
+		return 2
+	}
+	if err := cf.apply(fs, cfg); err != nil {
+		fmt.Fprintf(stderr, "fanoutd: replay: %v\n", err)
+		return 2
+	}
+	switch {
+	case cfg.Cluster.Role == config.RoleEdge:
+		fmt.Fprintln(stderr, "fanoutd: replay: --role edge: a replay feeds a cluster as its ingest (--role ingest); edges are started with serve")
+		return 2
+	case cfg.Cluster.Role == config.RoleIngest && o.wait > 0:
+		fmt.Fprintln(stderr, "fanoutd: replay: --wait counts subscriptions, which an ingest does not take: start the edges and their subscribers first")
+		return 2
+	case cfg.Cluster.Role == config.RoleIngest && o.export != "":
+		fmt.Fprintln(stderr, "fanoutd: replay: --export writes a file; --role ingest serves a cluster: choose one")
 		return 2
 	}
 	// Every capture must open and name a known venue before anything starts.

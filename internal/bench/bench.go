@@ -54,8 +54,16 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	cpuprofile := fs.String("cpuprofile", "", "write the server's CPU profile of the measured window to this file (fanoutd only)")
 	peer := fs.String("peer", "", "measure this peer instead of fanoutd: centrifugo")
 	peerBin := fs.String("peer-bin", "", "the peer's binary (default: its name, looked up in PATH)")
+	edges := fs.Int("edges", 0, "also run a cluster: one ingest (this process, embedded NATS) and N edge processes, against --role all under the same load")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *edges > 0 {
+		if *peer != "" || *cpuprofile != "" {
+			fmt.Fprintln(stderr, "fanoutd bench: --edges measures fanoutd itself: --peer and --cpuprofile do not apply")
+			return 2
+		}
+		return clusterMain(*edges, loadOpts{subs: *subs, rate: *rate, size: *size, warm: *warm, dur: *dur, delay: *delay, uring: *uring}, stdout, stderr)
 	}
 	var srv benchServer
 	var err error

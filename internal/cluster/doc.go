@@ -11,6 +11,11 @@
 //	P.notice.<venue>                 the venue's notices, wire form
 //	P.hb.<venue>                     every second: {"node","epoch","streams":{stream: last seq}}
 //	P.book.<venue>.<symbol>          request/reply: the level2 book as the snapshot:true event at its seq
+//	P.names.takeover                 an edge claimed a name: {"name","conn","by"} (Names)
+//
+// and two JetStream key-value buckets, P_names (named subscribers: owner,
+// holder, subscriptions, last seq written; Names) and P_leases (per venue,
+// the ingest leading it; lease.go), with P's dots written '_'.
 //
 // The symbol is one subject token, escaped (EscapeToken): every byte
 // outside A-Z a-z 0-9 _ - is written %XX (two upper-case hex digits), so
@@ -36,4 +41,25 @@
 // lost (a stream_gap notice) and goes on. Heartbeats catch a loss at the
 // tail: a stream whose last seq a heartbeat named is still not reached by
 // the next heartbeat has lost its tail.
+//
+// # Leaders and standbys
+//
+// Several ingests may serve one venue; the one holding the venue's lease
+// publishes it, renewing the lease every LeaseRenew by compare-and-set on
+// the key's revision. The others follow its events and heartbeats to know
+// each stream's last seq and its epoch; one that sees the lease's revision
+// unchanged for LeaseLapse takes it, and its feed continues the numbering
+// (fanout.Feed.Continue) in the same epoch: a book_resync (reason
+// failover) and a snapshot:true per level2 stream at the next seq, a
+// stream_gap (reason failover) per other stream. A leader that could not
+// renew for LeaseLapse stops publishing.
+//
+// # Named subscribers
+//
+// Names keeps every edge's named subscribers in one bucket: a connection
+// claims its name by compare-and-set (one holder cluster-wide; the
+// previous holder's edge is told to close it as taken over), a name keeps
+// the owner that created it, and the subscriptions and the last seq
+// written per stream are written on change (at most every NamesSyncEvery)
+// so that another edge can adopt the name with exact gaps.
 package cluster

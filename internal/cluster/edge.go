@@ -241,6 +241,7 @@ type edgeVenue struct {
 	up     bool
 	since  time.Time
 	lastHB time.Time
+	leader string // the node of the last heartbeat: the ingest leading the venue
 }
 
 var _ venue.Adapter = (*edgeVenue)(nil)
@@ -257,7 +258,7 @@ func (v *edgeVenue) Coverage() venue.Coverage {
 	if v.up {
 		link = venue.LinkUp
 	}
-	return venue.Coverage{Venue: v.name, Link: link.String(), Since: v.since, Streams: []venue.StreamCoverage{}}
+	return venue.Coverage{Venue: v.name, Link: link.String(), Since: v.since, Streams: []venue.StreamCoverage{}, Leader: v.leader}
 }
 
 // evaluate sets the link from the connection and the heartbeats, and
@@ -315,7 +316,7 @@ func (v *edgeVenue) onHeartbeat(m *nats.Msg) {
 		return
 	}
 	v.mu.Lock()
-	v.lastHB = time.Now()
+	v.lastHB, v.leader = time.Now(), hb.Node
 	v.mu.Unlock()
 	v.evaluate()
 	for _, es := range v.e.streamsOf(v.name) {
@@ -514,6 +515,13 @@ func (es *edgeStream) book(h heldMsg) {
 func (es *edgeStream) heartbeat(epoch string, seq uint64) {
 	es.mu.Lock()
 	defer es.mu.Unlock()
+	if !es.started && !es.level2 && !es.closed && es.sub != nil && seq > 0 {
+		// A quiet stream's seq is known before its next event: the
+		// subscribers' gaps on this edge can end there.
+		es.started, es.epoch, es.last, es.hbSeq = true, epoch, seq, seq
+		es.v.feed.Baseline(es.id, seq)
+		return
+	}
 	if es.closed || !es.started || es.resyncing || epoch != es.epoch {
 		es.hbSeq = 0
 		return

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -21,16 +22,20 @@ import (
 // before the feeds (their Options.Tap is Ingest.Tap), then Start it with
 // the connection before the venues start.
 type Ingest struct {
-	subj  Subjects
-	node  string
-	epoch string
-	log   *slog.Logger
+	subj     Subjects
+	node     string
+	instance string // node and a random suffix: this process, in the leases
+	epoch    string // this process's own epoch (a venue taken over keeps its leader's)
+	log      *slog.Logger
+
+	leaseErrs int // the lease loop's: failed attempts to bind the bucket
 
 	nc    *nats.Conn              // set by Start
 	feeds map[string]*fanout.Feed // by venue, set by Start
 	pubs  map[string]*publisher   // by venue, set by Tap before Start
 	resp  *nats.Subscription      // the book responder
 	stop  chan struct{}           // closes to stop the heartbeat
+	hbNow chan struct{}           // capacity 1: heartbeat now (a venue was taken over)
 	done  sync.WaitGroup          // the heartbeat goroutine
 	hbBuf map[venue.Stream]uint64 // the heartbeat's scratch, its goroutine's only
 }
@@ -38,21 +43,34 @@ type Ingest struct {
 // NewIngest returns an ingest publishing under subj as node, with a fresh
 // epoch.
 func NewIngest(subj Subjects, node string, log *slog.Logger) *Ingest {
-	return &Ingest{subj: subj, node: node, epoch: NewEpoch(), log: log, pubs: map[string]*publisher{},
-		stop: make(chan struct{}), hbBuf: map[venue.Stream]uint64{}}
+	epoch := NewEpoch()
+	return &Ingest{subj: subj, node: node, instance: node + "~" + epoch[:8], epoch: epoch, log: log, pubs: map[string]*publisher{},
+		stop: make(chan struct{}), hbNow: make(chan struct{}, 1), hbBuf: map[venue.Stream]uint64{}}
 }
 
-// Epoch returns the ingest's epoch.
+// Epoch returns the ingest's own epoch (a venue it took over from another
+// leader keeps that leader's).
 func (in *Ingest) Epoch() string { return in.epoch }
 
-// publisher publishes one venue's events. Its fields are guarded by the
-// feed's lock: Tap is only ever called under it.
+// publisher publishes one venue's events while this node leads the venue
+// (lead). Its first fields are guarded by the feed's lock: Tap is only
+// ever called under it.
 type publisher struct {
 	in       *Ingest
+	venue    string
+	lead     atomic.Bool             // this node holds the venue's lease: it publishes
 	subjects map[venue.Stream]string // subject per stream, built once
 	msg      nats.Msg                // reused: one message at a time
 	seqBuf   []byte
 	failed   uint64 // publishes nats refused (reconnect buffer full)
+
+	mu         sync.Mutex                 // protects the fields below
+	epoch      string                     // the epoch this node publishes the venue in
+	leader     string                     // the node leading the venue, as last known
+	seen       map[venue.Stream]uint64    // following: the leader's last seq per stream
+	seenAt     map[venue.Stream]time.Time // following: when its last event was seen
+	seenEpoch  string                     // following: the leader's epoch
+	followSubs []*nats.Subscription
 }
 
 // Tap returns the fanout.Options.Tap of venueName's feed. It publishes
@@ -61,7 +79,8 @@ type publisher struct {
 // returns (and buffers them while reconnecting, up to its limit), so the
 // feed's buffer is not retained.
 func (in *Ingest) Tap(venueName string) func(venue.Stream, uint64, []byte) {
-	p := &publisher{in: in, subjects: map[venue.Stream]string{}}
+	p := &publisher{in: in, venue: venueName, subjects: map[venue.Stream]string{}, epoch: in.epoch,
+		seen: map[venue.Stream]uint64{}, seenAt: map[venue.Stream]time.Time{}}
 	p.msg.Header = nats.Header{HeaderEpoch: {in.epoch}, HeaderSeq: {""}}
 	in.pubs[venueName] = p
 	return p.publish
@@ -69,7 +88,7 @@ func (in *Ingest) Tap(venueName string) func(venue.Stream, uint64, []byte) {
 
 func (p *publisher) publish(st venue.Stream, seq uint64, data []byte) {
 	nc := p.in.nc
-	if nc == nil {
+	if nc == nil || !p.lead.Load() {
 		return
 	}
 	subj, ok := p.subjects[st]
@@ -92,27 +111,30 @@ func (p *publisher) publish(st venue.Stream, seq uint64, data []byte) {
 // Sink wraps a venue's sink so that its notices are also published on
 // the venue's notice subject.
 func (in *Ingest) Sink(venueName string, inner venue.Sink) venue.Sink {
-	return &noticeSink{Sink: inner, in: in, subject: in.subj.Notice(venueName)}
+	return &noticeSink{Sink: inner, in: in, venue: venueName, subject: in.subj.Notice(venueName)}
 }
 
 type noticeSink struct {
 	venue.Sink
 	in      *Ingest
+	venue   string
 	subject string
 }
 
 func (s *noticeSink) Notice(n notice.Notice) {
 	s.Sink.Notice(n)
-	if nc := s.in.nc; nc != nil {
-		m := &nats.Msg{Subject: s.subject, Data: n.AppendJSON(nil), Header: nats.Header{HeaderEpoch: {s.in.epoch}}}
+	p := s.in.pubs[s.venue]
+	if nc := s.in.nc; nc != nil && p != nil && p.lead.Load() {
+		m := &nats.Msg{Subject: s.subject, Data: n.AppendJSON(nil), Header: nats.Header{HeaderEpoch: {p.epochNow()}}}
 		if err := nc.PublishMsg(m); err != nil {
 			s.in.log.Warn("nats: notice publish failed", "kind", n.Kind.String(), "err", err)
 		}
 	}
 }
 
-// Start begins publishing on nc: events (from now on, through the taps),
-// heartbeats, and the book responder for feeds.
+// Start begins publishing on nc: each venue follows the bus until this
+// node takes the venue's lease (lease.go), then publishes its events
+// (through the taps), heartbeats, and answers book requests.
 func (in *Ingest) Start(nc *nats.Conn, feeds []*fanout.Feed) error {
 	in.feeds = map[string]*fanout.Feed{}
 	for _, f := range feeds {
@@ -124,8 +146,12 @@ func (in *Ingest) Start(nc *nats.Conn, feeds []*fanout.Feed) error {
 	}
 	in.resp = sub
 	in.nc = nc // after the feeds map: the taps may run from here on
-	in.done.Add(1)
+	for _, p := range in.pubs {
+		p.follow()
+	}
+	in.done.Add(2)
 	go in.heartbeats()
+	go in.leases()
 	return nil
 }
 
@@ -144,6 +170,8 @@ func (in *Ingest) Stop() {
 	}
 }
 
+func parseSeq(s string) (uint64, error) { return strconv.ParseUint(s, 10, 64) }
+
 // Heartbeat is the body of a heartbeat message.
 type Heartbeat struct {
 	Node    string            `json:"node"`
@@ -161,28 +189,38 @@ func (in *Ingest) heartbeats() {
 		case <-in.stop:
 			return
 		case <-t.C:
+		case <-in.hbNow:
 		}
 	}
 }
 
 func (in *Ingest) heartbeat() {
 	for name, f := range in.feeds {
+		p := in.pubs[name]
+		if p == nil || !p.lead.Load() {
+			continue
+		}
+		epoch := p.epochNow()
 		clear(in.hbBuf)
 		f.Seqs(in.hbBuf)
-		hb := Heartbeat{Node: in.node, Epoch: in.epoch, Streams: make(map[string]uint64, len(in.hbBuf))}
+		hb := Heartbeat{Node: in.node, Epoch: epoch, Streams: make(map[string]uint64, len(in.hbBuf))}
 		for st, seq := range in.hbBuf {
 			hb.Streams[string(st)] = seq
 		}
 		b, _ := json.Marshal(hb)
-		in.nc.PublishMsg(&nats.Msg{Subject: in.subj.Heartbeat(name), Data: b, Header: nats.Header{HeaderEpoch: {in.epoch}}})
+		in.nc.PublishMsg(&nats.Msg{Subject: in.subj.Heartbeat(name), Data: b, Header: nats.Header{HeaderEpoch: {epoch}}})
 	}
 }
 
 // answerBook answers a request on P.book.<venue>.<symbol>.
 func (in *Ingest) answerBook(m *nats.Msg) {
-	reply := &nats.Msg{Header: nats.Header{HeaderEpoch: {in.epoch}}}
 	rest := strings.TrimPrefix(m.Subject, in.subj.Prefix+".book.")
 	v, tok, _ := strings.Cut(rest, ".")
+	p := in.pubs[v]
+	if p == nil || !p.lead.Load() {
+		return // the leader answers
+	}
+	reply := &nats.Msg{Header: nats.Header{HeaderEpoch: {p.epochNow()}}}
 	sym, ok := UnescapeToken(tok)
 	f := in.feeds[v]
 	var ev *venue.Event

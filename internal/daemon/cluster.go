@@ -1,16 +1,19 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fanoutd/fanoutd/fanout"
 	"github.com/fanoutd/fanoutd/internal/cluster"
 	"github.com/fanoutd/fanoutd/internal/config"
+	"github.com/fanoutd/fanoutd/internal/wsapi"
 	"github.com/fanoutd/fanoutd/venue"
 )
 
@@ -22,11 +25,12 @@ type busWire struct {
 	log    *slog.Logger
 	ingest *cluster.Ingest // role ingest
 	edge   *cluster.Edge   // role edge
+	names  *cluster.Names  // role edge: named subscribers in the key-value bucket
 	srv    *server.Server  // cluster.embedded_nats
 	nc     *nats.Conn
 }
 
-func newBusWire(c config.Cluster, log *slog.Logger) *busWire {
+func newBusWire(c config.Cluster, namedTTL time.Duration, log *slog.Logger) *busWire {
 	if !c.Clustered() {
 		return nil
 	}
@@ -36,8 +40,64 @@ func newBusWire(c config.Cluster, log *slog.Logger) *busWire {
 		b.ingest = cluster.NewIngest(subj, c.Node, b.log)
 	} else {
 		b.edge = cluster.NewEdge(subj, b.log)
+		b.names = cluster.NewNames(subj, c.Node, namedTTL, b.log)
 	}
 	return b
+}
+
+// instance names this process in connection ids: the edge's Names
+// instance, else the node.
+func (b *busWire) instance(node string) string {
+	if b == nil || b.names == nil {
+		return node
+	}
+	return b.names.Instance()
+}
+
+// wsNames is the websocket server's Names: the bucket's, on an edge.
+func (b *busWire) wsNames() wsapi.Names {
+	if b == nil || b.names == nil {
+		return nil
+	}
+	return wsNames{b.names}
+}
+
+// wsNames adapts cluster.Names to wsapi.Names.
+type wsNames struct{ n *cluster.Names }
+
+func (w wsNames) Claim(name, owner, conn string) (*wsapi.NameRecord, error) {
+	rec, err := w.n.Claim(name, owner, conn)
+	if errors.Is(err, cluster.ErrNameOwned) {
+		return nil, wsapi.ErrNameOwned
+	}
+	if err != nil || rec == nil {
+		return nil, err
+	}
+	out := &wsapi.NameRecord{Owner: rec.Owner, Node: rec.Node, Last: map[venue.Stream]uint64{}}
+	for _, s := range rec.Streams {
+		if st, err := venue.ParseStream(s); err == nil {
+			out.Streams = append(out.Streams, st)
+		}
+	}
+	for s, seq := range rec.Last {
+		out.Last[venue.Stream(s)] = seq
+	}
+	return out, nil
+}
+
+func (w wsNames) Changed() { w.n.Changed() }
+
+func (w wsNames) Release(name, conn string, st wsapi.NamedState) { w.n.Release(clusterState(st)) }
+
+func clusterState(st wsapi.NamedState) cluster.NamedState {
+	out := cluster.NamedState{Name: st.Name, Owner: st.Owner, Conn: st.Conn, Streams: make([]string, len(st.Streams)), Last: make(map[string]uint64, len(st.Last))}
+	for i, s := range st.Streams {
+		out.Streams[i] = string(s)
+	}
+	for s, seq := range st.Last {
+		out.Last[string(s)] = seq
+	}
+	return out
 }
 
 // feedOptions sets a feed's bus hooks: an ingest taps every event, an edge
@@ -63,7 +123,7 @@ func (b *busWire) sink(venueName string, s venue.Sink) venue.Sink {
 // start runs the embedded server (if configured), connects, and starts the
 // ingest or the edge. The connection keeps retrying in the background if
 // the server is not up.
-func (b *busWire) start(feeds []*fanout.Feed) error {
+func (b *busWire) start(feeds []*fanout.Feed, ws *wsapi.Server) error {
 	if b == nil {
 		return nil
 	}
@@ -87,8 +147,16 @@ func (b *busWire) start(feeds []*fanout.Feed) error {
 	b.nc = nc
 	if b.ingest != nil {
 		err = b.ingest.Start(nc, feeds)
-	} else {
-		err = b.edge.Start(nc)
+	} else if err = b.edge.Start(nc); err == nil {
+		b.names.TakeOver = ws.TakeOver
+		b.names.States = func() []cluster.NamedState {
+			var out []cluster.NamedState
+			for _, st := range ws.NamedStates() {
+				out = append(out, clusterState(st))
+			}
+			return out
+		}
+		err = b.names.Start(nc)
 	}
 	if err != nil {
 		nc.Close()
@@ -109,10 +177,23 @@ func (b *busWire) stop() {
 		b.ingest.Stop()
 		b.nc.FlushTimeout(2 * time.Second)
 	} else {
+		b.names.Stop()
 		b.edge.Stop()
 	}
 	b.nc.Close()
 	b.stopServer()
+}
+
+// abort drops the bus at once, as a crash would: nothing is flushed, no
+// name released.
+func (b *busWire) abort() {
+	if b == nil || b.nc == nil {
+		return
+	}
+	b.nc.Close()
+	if b.names != nil {
+		b.names.Stop()
+	}
 }
 
 func (b *busWire) stopServer() {
@@ -120,5 +201,49 @@ func (b *busWire) stopServer() {
 		b.srv.Shutdown()
 		b.srv.WaitForShutdown()
 		b.srv = nil
+	}
+}
+
+// leader returns the node leading venueName as this node knows it, and
+// whether this node leads it (an ingest); ok is false outside a cluster.
+func (b *busWire) leader(venueName string, cov venue.Coverage) (node string, leading, ok bool) {
+	switch {
+	case b == nil:
+		return "", false, false
+	case b.ingest != nil:
+		node, leading = b.ingest.Leader(venueName)
+		return node, leading, true
+	}
+	return cov.Leader, false, true
+}
+
+// leaderCollector exports, per venue, the node leading it
+// (fanoutd_venue_leader{venue,node} 1) and, on an ingest, whether this
+// node leads it (fanoutd_venue_leading{venue}).
+type leaderCollector struct{ d *Daemon }
+
+var (
+	leaderDesc  = prometheus.NewDesc("fanoutd_venue_leader", "The ingest node leading the venue, as this node knows it (1 for that node).", []string{"venue", "node"}, nil)
+	leadingDesc = prometheus.NewDesc("fanoutd_venue_leading", "1 if this ingest node leads the venue (holds its lease and publishes it), 0 if it stands by.", []string{"venue"}, nil)
+)
+
+func (c leaderCollector) Describe(ch chan<- *prometheus.Desc) { ch <- leaderDesc; ch <- leadingDesc }
+
+func (c leaderCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, vr := range c.d.venues {
+		node, leading, ok := c.d.bus.leader(vr.cfg.Name, vr.adapter.Coverage())
+		if !ok {
+			return
+		}
+		if node != "" {
+			ch <- prometheus.MustNewConstMetric(leaderDesc, prometheus.GaugeValue, 1, vr.cfg.Name, node)
+		}
+		if c.d.bus.ingest != nil {
+			v := 0.0
+			if leading {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(leadingDesc, prometheus.GaugeValue, v, vr.cfg.Name)
+		}
 	}
 }

@@ -133,6 +133,13 @@ func dialSub(t *testing.T, url string, streams ...string) *wsClient {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return readAll(t, ws, streams)
+}
+
+// readAll reads every message of ws in the background, after subscribing
+// it to streams if any are given.
+func readAll(t *testing.T, ws *websocket.Conn, streams []string) *wsClient {
+	t.Helper()
 	c := &wsClient{t: t, ws: ws, done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
@@ -149,6 +156,9 @@ func dialSub(t *testing.T, url string, streams ...string) *wsClient {
 		}
 	}()
 	t.Cleanup(func() { ws.Close(); <-c.done })
+	if len(streams) == 0 {
+		return c
+	}
 	if err := ws.WriteJSON(map[string]any{"op": "subscribe", "id": "1", "streams": streams}); err != nil {
 		t.Fatal(err)
 	}
@@ -245,20 +255,33 @@ func sameBook(b *venue.Book, h httpBook) bool {
 }
 
 // source publishes a level2 snapshot and then updates and trades on a
-// testsource venue until stopped.
+// testsource venue until stopped: the same events to every adapter it
+// built (two ingests of one venue see the same market).
 type source struct {
-	mu  sync.Mutex
-	src *testsource.Source
-	n   int
+	mu   sync.Mutex
+	src  *testsource.Source   // the first adapter built
+	srcs []*testsource.Source // every adapter built, alive
+	n    int
 }
 
 func (s *source) adapter() venues.Venue {
 	return venues.Venue{Name: "coinbase", New: func(c venue.Config) (venue.Adapter, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.src = testsource.New("coinbase", c)
-		return s.src, nil
+		src := testsource.New("coinbase", c)
+		if s.src == nil {
+			s.src = src
+		}
+		s.srcs = append(s.srcs, src)
+		return src, nil
 	}}
+}
+
+// drop stops feeding the i-th adapter built (its ingest was killed).
+func (s *source) drop(i int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.srcs[i] = nil
 }
 
 func lv(p, q int64) venue.Level {
@@ -267,20 +290,24 @@ func lv(p, q int64) venue.Level {
 
 func (s *source) step() {
 	s.mu.Lock()
-	src := s.src
+	defer s.mu.Unlock()
 	s.n++
 	i := s.n
-	s.mu.Unlock()
 	const l2, tr = venue.Stream("coinbase:level2:BTC-USD"), venue.Stream("coinbase:trades:BTC-USD")
-	if i == 1 {
-		src.Publish(&venue.Event{Kind: venue.KindBook, Stream: l2, Snapshot: true,
-			Bids: []venue.Level{lv(100, 1), lv(99, 2)}, Asks: []venue.Level{lv(101, 1), lv(102, 2)}})
-		return
-	}
-	src.Publish(&venue.Event{Kind: venue.KindBook, Stream: l2,
-		Bids: []venue.Level{lv(90+int64(i%10), int64(i%4))}, Asks: []venue.Level{lv(101+int64(i%7), int64((i+1)%3))}})
-	if i%3 == 0 {
-		src.Publish(&venue.Event{Kind: venue.KindTrade, Stream: tr, TradeID: strconv.Itoa(i), Price: decimal.New(100, 0), Size: decimal.New(1, 0), Side: venue.SideBuy})
+	for _, src := range s.srcs {
+		if src == nil {
+			continue
+		}
+		if i == 1 {
+			src.Publish(&venue.Event{Kind: venue.KindBook, Stream: l2, Snapshot: true,
+				Bids: []venue.Level{lv(100, 1), lv(99, 2)}, Asks: []venue.Level{lv(101, 1), lv(102, 2)}})
+			continue
+		}
+		src.Publish(&venue.Event{Kind: venue.KindBook, Stream: l2,
+			Bids: []venue.Level{lv(90+int64(i%10), int64(i%4))}, Asks: []venue.Level{lv(101+int64(i%7), int64((i+1)%3))}})
+		if i%3 == 0 {
+			src.Publish(&venue.Event{Kind: venue.KindTrade, Stream: tr, TradeID: strconv.Itoa(i), Price: decimal.New(100, 0), Size: decimal.New(1, 0), Side: venue.SideBuy})
+		}
 	}
 }
 

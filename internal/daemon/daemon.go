@@ -124,7 +124,11 @@ func New(o Options) (*Daemon, error) {
 			d.claims.close(context.Background())
 		}
 	}()
-	d.bus = newBusWire(cfg.Cluster, log)
+	namedTTL := cfg.WS.NamedTTL
+	if namedTTL == 0 {
+		namedTTL = wsapi.DefaultNamedTTL
+	}
+	d.bus = newBusWire(cfg.Cluster, namedTTL, log)
 	for _, vc := range cfg.Venues {
 		i := slices.IndexFunc(o.Venues, func(v venues.Venue) bool { return v.Name == vc.Name })
 		if i < 0 {
@@ -160,6 +164,7 @@ func New(o Options) (*Daemon, error) {
 	wo.Check = d.check
 	wo.OnSubscribe = d.onSubscribe
 	wo.SnapshotClaim = d.claims.replyClaim
+	wo.Names, wo.Node = d.bus.wsNames(), d.bus.instance(cfg.Cluster.Node)
 	d.ws = wsapi.NewServer(wo)
 	d.released = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fanoutd_symbols_unsubscribed_total",
 		Help: "Symbols unsubscribed at their venue because no subscriber held them for unsubscribe_after."}, []string{"venue"})
@@ -167,6 +172,9 @@ func New(o Options) (*Daemon, error) {
 	for _, vr := range d.venues {
 		d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fanoutd_venue_symbols",
 			Help: "Symbols subscribed at the venue now.", ConstLabels: prometheus.Labels{"venue": vr.cfg.Name}}, vr.symbolCount))
+	}
+	if d.bus != nil {
+		d.reg.MustRegister(leaderCollector{d})
 	}
 	d.conns = newConnGuard(cfg.HTTP.MaxAnonymousConnections, d.reg)
 	d.http = &http.Server{Handler: d.conns.vouching(d.auth, d.routes()),
@@ -296,7 +304,7 @@ func (d *Daemon) Hub() *fanout.Hub { return d.hub }
 // shuts down (see Shutdown) with the configured shutdown_timeout and
 // returns nil, or the error that stopped the HTTP server.
 func (d *Daemon) Run(ctx context.Context, ln net.Listener) error {
-	if err := d.bus.start(d.hub.Feeds()); err != nil {
+	if err := d.bus.start(d.hub.Feeds(), d.ws); err != nil {
 		d.claims.close(ctx)
 		return err
 	}
@@ -361,6 +369,9 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		cancel()
 		d.hub.Broadcast(notice.Must(notice.Shutdown, "", "", time.Now(), "fanoutd is shutting down", nil))
 		err := d.ws.Shutdown(ctx)
+		if errors.Is(err, wsapi.ErrServerClosed) {
+			err = nil // Abort closed it
+		}
 		if err != nil {
 			d.log.Warn("shutdown: flush did not finish in time", "err", err)
 		}
@@ -381,6 +392,21 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	})
 	<-d.stopped
 	return d.shutdownErr
+}
+
+// Abort stops the daemon at once, as a crash would (a test's stand-in for
+// kill -9 in one process): the bus connection drops unflushed, every
+// websocket closes without a notice, nothing is released in the cluster's
+// record of names. Run still returns once its context is done.
+func (d *Daemon) Abort() {
+	d.bus.abort()
+	d.ws.Abort()
+	d.http.Close()
+	for _, vr := range d.venues {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		vr.adapter.Stop(ctx)
+		cancel()
+	}
 }
 
 func (d *Daemon) routes() http.Handler {
@@ -446,7 +472,14 @@ func (d *Daemon) readyz(w http.ResponseWriter, _ *http.Request) {
 func (d *Daemon) coverage(w http.ResponseWriter, _ *http.Request, _ *api.Token) {
 	out := make([]venue.Coverage, 0, len(d.venues))
 	for _, vr := range d.venues {
-		out = append(out, vr.adapter.Coverage())
+		cov := vr.adapter.Coverage()
+		if node, leading, ok := d.bus.leader(vr.cfg.Name, cov); ok {
+			cov.Leader = node
+			if d.bus.ingest != nil {
+				cov.Leading = &leading
+			}
+		}
+		out = append(out, cov)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

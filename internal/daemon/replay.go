@@ -19,6 +19,10 @@ import (
 	"github.com/fanoutd/fanoutd/venues"
 )
 
+// LeadWait bounds how long a replay on an ingest (cluster.role ingest)
+// waits to lead its venues before it starts the clock.
+const LeadWait = 10 * time.Second
+
 // DefaultGrace is how long a replay that ended keeps serving so the
 // subscribers' writers flush what is queued (it stops as soon as every
 // queue is empty); shutdown then flushes for shutdown_timeout as usual.
@@ -130,6 +134,30 @@ func Replay(ctx context.Context, cfg *config.Config, o ReplayOptions, ln net.Lis
 	defer stopRun()
 	runErr := make(chan error, 1)
 	go func() { runErr <- d.Run(runCtx, ln) }()
+	if d.bus != nil && d.bus.ingest != nil {
+		// A capture feeds a cluster as live venues do: the clock starts
+		// once each venue has a leader — this ingest (its events would
+		// otherwise not be published), or another one (this ingest is its
+		// standby, and plays to keep its books) — or after LeadWait.
+		gate = make(chan struct{})
+		go func() {
+			defer close(gate)
+			deadline := time.Now().Add(LeadWait)
+			for time.Now().Before(deadline) && runCtx.Err() == nil {
+				all := true // every venue led, by this node or (a standby) by another
+				for _, vr := range d.venues {
+					if node, leading := d.bus.ingest.Leader(vr.cfg.Name); !leading && node == "" {
+						all = false
+					}
+				}
+				if all {
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			log.Warn("replay: no leader known for every venue after LeadWait; playing anyway")
+		}()
+	}
 
 	playCtx, stopPlay := context.WithCancel(ctx)
 	defer stopPlay()

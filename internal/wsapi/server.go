@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -131,6 +132,12 @@ type Options struct {
 	Metrics *Metrics
 	// Logger defaults to slog.Default(). Tokens are never logged.
 	Logger *slog.Logger
+	// Names, if set, is the cluster's record of named subscribers (an
+	// edge): a name is claimed there on attach, adopted from another node
+	// that held it last, and its last written seqs recorded.
+	Names Names
+	// Node names this server's node in the connection ids it gives Names.
+	Node string
 	// SnapshotClaim, if set, returns the claim check (a JSON object) the
 	// reply to a snapshot op of st carries as "claim", or nil; see
 	// snapshotAck.
@@ -188,6 +195,9 @@ type Server struct {
 	poolStop  chan struct{}  // closed to stop the write pool
 	poolWG    sync.WaitGroup // one per write-pool worker
 	stopOnce  sync.Once
+	aborted   atomic.Bool // Abort: sessions end as in a crash, nothing is released
+
+	connSeq atomic.Uint64 // numbers the named connections (connection ids)
 
 	mu       sync.Mutex // protects the fields below
 	closed   bool
@@ -472,11 +482,32 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusBadRequest, api.CodeBadName, "name must match [A-Za-z0-9_.-]{1,64}")
 		return
 	}
+	last, err := parseLast(r.URL.Query(), s.o.Limits.MaxStreams)
+	if err == nil && last != nil && name == "" {
+		err = errors.New("last= needs ?name=: only a named subscriber reattaches")
+	}
+	if err != nil {
+		refuse(http.StatusBadRequest, api.CodeBadRequest, err.Error())
+		return
+	}
 	tokName := owner(tok)
 	if name != "" {
 		if sub := s.o.Hub.Registry().Named(name); sub != nil && sub.Owner() != tokName {
 			refuse(http.StatusConflict, api.CodeNameTaken, "the name belongs to another token")
 			return
+		}
+	}
+	var connID string
+	var rec *NameRecord
+	if name != "" {
+		connID = s.o.Node + "/" + strconv.FormatUint(s.connSeq.Add(1), 10)
+		if s.o.Names != nil {
+			if rec, err = s.o.Names.Claim(name, tokName, connID); errors.Is(err, ErrNameOwned) {
+				refuse(http.StatusConflict, api.CodeNameTaken, "the name belongs to another token")
+				return
+			} else if err != nil {
+				s.log.Warn("wsapi: the cluster's record of names is unavailable; the name is held on this node only", "name", name, "err", err)
+			}
 		}
 	}
 	s.mu.Lock()
@@ -516,6 +547,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	sess := newSession(s, ws, tok)
+	if name != "" {
+		sess.connID, sess.written = connID, map[venue.Stream]uint64{}
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -528,7 +562,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	s.o.Metrics.opened()
 	if name != "" {
-		sub, existed, err := s.o.Hub.Attach(name, tokName, sess.q, s.takeover)
+		if rec != nil && (rec.Node != s.o.Node || s.o.Hub.Registry().Named(name) == nil) {
+			s.adopt(name, tokName, tok, rec)
+		} else {
+			rec = nil // this node's own state is the newer
+		}
+		sub, existed, err := s.o.Hub.AttachFrom(name, tokName, sess.q, mergeLast(last, rec), s.takeover)
 		if err != nil { // another token created the name since the check above
 			s.o.Metrics.refused(api.CodeNameTaken)
 			ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.ClosePolicyViolation, string(api.CodeNameTaken)), time.Now().Add(time.Second))
@@ -549,6 +588,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	delete(s.sessions, sess.q)
 	s.mu.Unlock()
+	if name != "" && s.o.Names != nil && reason != TakenOver && !s.aborted.Load() {
+		s.o.Names.Release(name, connID, sess.namedState())
+	}
 	release()
 	s.o.Metrics.closed(reason)
 	level := slog.LevelInfo
@@ -624,6 +666,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	<-done
 	return ctx.Err()
+}
+
+// Abort ends every session at once, as a crash would: nothing is flushed
+// and no name is released in the cluster's record (a test's stand-in for
+// a killed process).
+func (s *Server) Abort() {
+	s.aborted.Store(true)
+	s.Close()
 }
 
 // Close ends every session at once, without flushing.

@@ -98,6 +98,12 @@ type session struct {
 	rawFn     func(fd uintptr) // s.rawWriteFD, bound once so a write allocates nothing
 	shardIdx  int              // index in pool.sessions; guarded by pool.mu
 
+	// A named subscriber's connection records the last seq written per
+	// stream (nil for an ephemeral one), for the cluster's record.
+	connID  string
+	wrMu    sync.Mutex // protects written
+	written map[venue.Stream]uint64
+
 	// reader's own state
 	allowance float64   // command tokens available
 	last      time.Time // when allowance was computed
@@ -366,6 +372,7 @@ func (s *session) writeNext(batch []*subscriber.Message) ([]*subscriber.Message,
 	n := len(batch)
 	if err == nil {
 		s.observe(len(batch), nn, len(buf), firstPublished(batch[nn:]))
+		s.noteWritten(batch[nn:])
 	}
 	clear(batch)
 	return batch, n, err
@@ -405,6 +412,7 @@ func (s *session) poolWrite(batch []*subscriber.Message, buf []byte) ([]*subscri
 			return batch, buf
 		}
 		s.observe(len(batch), nn, len(buf), firstPublished(batch[nn:]))
+		s.noteWritten(batch[nn:])
 		clear(batch)
 		if n < len(buf) {
 			s.pending = append(s.pending[:0], buf[n:]...)
@@ -449,6 +457,7 @@ func (s *session) ringPrep(r *ring, slot *ringSlot, userData uint64) bool {
 	// queued after Drain emptied the queue also signalled Ready, and is
 	// then met by an empty Drain next tick.)
 	slot.more = s.q.Queued() > 0
+	s.noteWritten(slot.batch[nn:])
 	clear(slot.batch)
 	r.send(s.fd, slot.buf, userData)
 	return true
@@ -745,6 +754,14 @@ func (s *session) check(id string, st venue.Stream) bool {
 	return true
 }
 
+// namesChanged tells the cluster's record of names that a named
+// subscriber's subscriptions changed.
+func (s *session) namesChanged(changed bool) {
+	if changed && s.written != nil && s.srv.o.Names != nil {
+		s.srv.o.Names.Changed()
+	}
+}
+
 // handle answers one client message.
 func (s *session) handle(b []byte) {
 	cmd, cerr := ParseCommand(b)
@@ -790,10 +807,12 @@ func (s *session) handle(b []byte) {
 				f(st)
 			}
 		}
+		s.namesChanged(len(fresh) > 0)
 	case OpUnsubscribe:
 		for _, st := range cmd.Streams {
 			hub.Unsubscribe(s.sub, st)
 		}
+		s.namesChanged(true)
 		s.reply(appendAck(nil, cmd.ID, cmd.Streams))
 	case OpSnapshot:
 		st := cmd.Streams[0]

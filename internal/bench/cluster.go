@@ -1,0 +1,332 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/fanoutd/fanoutd/internal/config"
+	"github.com/fanoutd/fanoutd/internal/daemon"
+	"github.com/fanoutd/fanoutd/internal/testsource"
+	"github.com/fanoutd/fanoutd/venue"
+	"github.com/fanoutd/fanoutd/venues"
+)
+
+// loadOpts is the load both runs of bench --edges get.
+type loadOpts struct {
+	subs, rate, size int
+	warm, dur        time.Duration
+	delay            string
+	uring            bool
+}
+
+// loadResult is what one run measured: each process's CPU in the
+// measured window (the first is the publishing process) and the clients'
+// reports (one per client process).
+type loadResult struct {
+	cpu        []time.Duration
+	reports    []clientReport
+	eventBytes int
+}
+
+func (r loadResult) received() int64 {
+	var n int64
+	for _, c := range r.reports {
+		n += c.Received
+	}
+	return n
+}
+
+// worst returns the highest of the client processes' percentiles (each
+// process measures its own subscribers; the worst is the honest summary).
+func (r loadResult) worst(f func(clientReport) int64) time.Duration {
+	var w int64
+	for _, c := range r.reports {
+		w = max(w, f(c))
+	}
+	return time.Duration(w)
+}
+
+// drive starts one bench-clients child per URL (subs[i] subscribers on
+// urls[i]), publishes o.rate events per second through publish, and
+// measures cpus (one per server process) over the measured window.
+func drive(publish func(*venue.Event), cpus []func() time.Duration, urls []string, subs []int, o loadOpts, stderr io.Writer) (loadResult, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return loadResult{}, err
+	}
+	var children []*exec.Cmd
+	var outs []*bufio.Reader
+	kill := func() {
+		for _, c := range children {
+			c.Process.Kill()
+			c.Wait()
+		}
+	}
+	for i, u := range urls {
+		child := exec.Command(exe, "bench-clients", "--url", u, "--proto", "fanoutd",
+			"--subs", fmt.Sprint(subs[i]), "--stream", benchStream, "--warmup", o.warm.String(), "--duration", o.dur.String())
+		child.Stderr = stderr
+		out, _ := child.StdoutPipe()
+		if err := child.Start(); err != nil {
+			kill()
+			return loadResult{}, err
+		}
+		children = append(children, child)
+		rd := bufio.NewReader(out)
+		if line, err := rd.ReadString('\n'); err != nil || strings.TrimSpace(line) != "ready" {
+			kill()
+			return loadResult{}, fmt.Errorf("clients did not start: %q %v", line, err)
+		}
+		outs = append(outs, rd)
+	}
+	mk := func(i int, pad string) *venue.Event {
+		now := time.Now()
+		return &venue.Event{Kind: venue.KindTrade, Stream: benchStream, TradeID: pad, Price: decimal.New(int64(5000000+i%1000), -2),
+			Size: decimal.New(12345, -4), Side: venue.SideBuy, RecvTime: now, VenueTime: now, Seq: uint64(i)}
+	}
+	pad := strings.Repeat("x", max(1, o.size-len(mk(1000000, "").AppendJSON(nil))))
+	interval := time.Second / time.Duration(o.rate)
+	// The clients' windows start when they printed ready; the last started
+	// last, so the publisher's clock starts now.
+	start := time.Now()
+	measureAt, endAt := start.Add(o.warm), start.Add(o.warm+o.dur)
+	cpu0 := make([]time.Duration, len(cpus))
+	res := loadResult{cpu: make([]time.Duration, len(cpus)), eventBytes: len(mk(0, pad).AppendJSON(nil)) + 8}
+	measuring := false
+	for i := 0; ; i++ {
+		at := start.Add(time.Duration(i) * interval)
+		if !measuring && !at.Before(measureAt) {
+			for j, f := range cpus {
+				cpu0[j] = f()
+			}
+			measuring = true
+		}
+		if !at.Before(endAt) {
+			for j, f := range cpus {
+				res.cpu[j] = f() - cpu0[j]
+			}
+			break
+		}
+		if w := time.Until(at); w > 0 {
+			time.Sleep(w)
+		}
+		publish(mk(i, pad))
+	}
+	for i, rd := range outs {
+		b, _ := io.ReadAll(rd)
+		children[i].Wait()
+		var cr clientReport
+		if err := json.Unmarshal(bytes.TrimSpace(b), &cr); err != nil {
+			return res, fmt.Errorf("client report %q: %v", b, err)
+		}
+		res.reports = append(res.reports, cr)
+	}
+	return res, nil
+}
+
+// pidCPU returns a function reading process pid's CPU time from /proc.
+func pidCPU(pid int) func() time.Duration {
+	return func() time.Duration {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return 0
+		}
+		d, _ := procStatCPU(b)
+		return d
+	}
+}
+
+// clusterMain is bench --edges N: the same load on --role all (one
+// process) and on one ingest (this process, with the embedded NATS
+// server) feeding N edge processes (fanoutd serve --role edge), the
+// subscribers split evenly over the edges; it reports edge CPU per
+// delivered message against the single process's, the ingest's CPU per
+// event, and publish-to-read latency.
+func clusterMain(edges int, o loadOpts, stdout, stderr io.Writer) int {
+	fail := func(err error) int { fmt.Fprintln(stderr, "fanoutd bench:", err); return 1 }
+	// One process.
+	single, err := startFanoutd(o.delay, o.uring, stderr)
+	if err != nil {
+		return fail(err)
+	}
+	one, err := drive(func(ev *venue.Event) { single.src.Publish(ev) }, []func() time.Duration{processCPU}, []string{single.url}, []int{o.subs}, o, stderr)
+	single.stop()
+	if err != nil {
+		return fail(err)
+	}
+	// The cluster.
+	dir, err := os.MkdirTemp("", "fanoutd-bench-")
+	if err != nil {
+		return fail(err)
+	}
+	defer os.RemoveAll(dir)
+	ing, err := startIngest(dir, stderr)
+	if err != nil {
+		return fail(err)
+	}
+	defer ing.stop()
+	exe, _ := os.Executable()
+	edgeCfg := filepath.Join(dir, "edge.yaml")
+	yml := fmt.Sprintf("limits:\n  max_connections_per_token: 100000\nlog_level: warn\nwebsocket:\n  io_uring: %t\n", o.uring)
+	if o.delay != "" {
+		yml += "  write_delay: " + o.delay + "\n"
+	}
+	yml += "venues:\n  coinbase:\n    symbols: []\n"
+	if err := os.WriteFile(edgeCfg, []byte(yml), 0o644); err != nil {
+		return fail(err)
+	}
+	var urls []string
+	var subs []int
+	cpus := []func() time.Duration{processCPU}
+	for i := range edges {
+		port, err := freePort()
+		if err != nil {
+			return fail(err)
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		cmd := exec.Command(exe, "serve", "--role", "edge", "--nats", ing.natsURL, "--listen", addr, "--config", edgeCfg)
+		cmd.Stderr = stderr
+		cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(runtime.GOMAXPROCS(0)))
+		if err := cmd.Start(); err != nil {
+			return fail(err)
+		}
+		defer func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() }()
+		if err := waitReady("http://" + addr + "/readyz"); err != nil {
+			return fail(fmt.Errorf("edge %d: %w", i, err))
+		}
+		urls = append(urls, "ws://"+addr+"/v1/stream")
+		subs = append(subs, o.subs/edges+btoi(i < o.subs%edges))
+		cpus = append(cpus, pidCPU(cmd.Process.Pid))
+	}
+	many, err := drive(func(ev *venue.Event) { ing.src.Publish(ev) }, cpus, urls, subs, o, stderr)
+	if err != nil {
+		return fail(err)
+	}
+	var edgeCPU time.Duration
+	for _, c := range many.cpu[1:] {
+		edgeCPU += c
+	}
+	perMsg := func(cpu time.Duration, n int64) float64 {
+		return float64(cpu.Nanoseconds()) / float64(max(n, 1)) / 1000
+	}
+	events := int64(float64(o.rate) * o.dur.Seconds())
+	oneMsg, edgeMsg := perMsg(one.cpu[0], one.received()), perMsg(edgeCPU, many.received())
+	fmt.Fprintf(stdout, "bench --edges %d: %d subscribers, %d events/s of %d bytes, %s measured after %s warm-up (GOMAXPROCS %d, one machine)\n",
+		edges, o.subs, o.rate, one.eventBytes, o.dur, o.warm, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(stdout, "%-34s %14s %16s\n", "", "--role all", fmt.Sprintf("ingest+%d edges", edges))
+	fmt.Fprintf(stdout, "%-34s %14.0f %16.0f\n", "delivered/s (clients read)", float64(one.received())/o.dur.Seconds(), float64(many.received())/o.dur.Seconds())
+	fmt.Fprintf(stdout, "%-34s %14.3f %16.3f\n", "server CPU per delivered msg, µs", oneMsg, edgeMsg)
+	fmt.Fprintf(stdout, "%-34s %14s %16.3f\n", "ingest CPU per event, µs (+NATS)", "-", perMsg(many.cpu[0], events))
+	fmt.Fprintf(stdout, "%-34s %14.1f %16.1f\n", "server CPU, % of one core", 100*one.cpu[0].Seconds()/o.dur.Seconds(), 100*edgeCPU.Seconds()/o.dur.Seconds())
+	fmt.Fprintf(stdout, "%-34s %14.1f %16.1f\n", "ingest+NATS CPU, % of one core", 0.0, 100*many.cpu[0].Seconds()/o.dur.Seconds())
+	p50 := func(c clientReport) int64 { return c.P50 }
+	p99 := func(c clientReport) int64 { return c.P99 }
+	fmt.Fprintf(stdout, "%-34s %14s %16s\n", "publish-to-read p50", one.worst(p50), many.worst(p50))
+	fmt.Fprintf(stdout, "%-34s %14s %16s\n", "publish-to-read p99", one.worst(p99), many.worst(p99))
+	ratio := edgeMsg / max(oneMsg, 1e-9)
+	hop := many.worst(p99) - one.worst(p99)
+	fmt.Fprintf(stdout, "edge CPU/msg ÷ single process: %.2f× (target ≤ 1.1×: %s); the hop adds %s to p99 (target ≤ 1ms: %s)\n",
+		ratio, met(ratio <= 1.1), hop, met(hop <= time.Millisecond))
+	return 0
+}
+
+func met(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT met"
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func waitReady(url string) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if r, err := http.Get(url); err == nil {
+			r.Body.Close()
+			if r.StatusCode == 200 {
+				return nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("%s not ready within 20s", url)
+}
+
+// ingestServer is bench's ingest: a daemon in this process with the
+// embedded NATS server, fed by a test source.
+type ingestServer struct {
+	src     *testsource.Source
+	natsURL string
+	stop    func()
+}
+
+func startIngest(dir string, stderr io.Writer) (*ingestServer, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	in := &ingestServer{natsURL: fmt.Sprintf("nats://127.0.0.1:%d", port)}
+	yml := fmt.Sprintf("listen: 127.0.0.1:0\ncluster:\n  role: ingest\n  node: bench-ingest\n  embedded_nats: true\n  nats_url: %s\n  nats_dir: %s\nvenues:\n  coinbase:\n    symbols: [BTC-USD]\n",
+		in.natsURL, filepath.Join(dir, "nats"))
+	cfg, err := config.Parse([]byte(yml), nil)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ClaimCheck.Stores[0].Path = filepath.Join(dir, "claims")
+	src := venues.Venue{Name: "coinbase", New: func(c venue.Config) (venue.Adapter, error) {
+		in.src = testsource.New("coinbase", c)
+		return in.src, nil
+	}}
+	d, err := daemon.New(daemon.Options{Config: cfg, Venues: []venues.Venue{src},
+		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	runDone := make(chan error, 1)
+	go func() { runDone <- d.Run(ctx, ln) }()
+	in.stop = func() { cancel(); <-runDone }
+	// Lead the venue before the load starts.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r, err := http.Get("http://" + ln.Addr().String() + "/v1/coverage")
+		if err == nil {
+			b, _ := io.ReadAll(r.Body)
+			r.Body.Close()
+			if bytes.Contains(b, []byte(`"leading": true`)) {
+				return in, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			in.stop()
+			return nil, fmt.Errorf("the bench ingest did not lead coinbase within 20s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
