@@ -46,6 +46,7 @@ var policy = map[string][]string{
 	"internal/testsource":        {"notice", "venue"},
 	"internal/daemon":            {"claimcheck", "claimcheck/s3store", "fanout", "internal/api", "internal/config", "internal/wsapi", "notice", "replay", "subscriber", "venue", "venues"},
 	"internal/daemon/daemontest": {"internal/config", "internal/daemon"},
+	"internal/faults":            {}, // tests only
 	"internal/bench":             {"fanout", "internal/config", "internal/daemon", "internal/testsource", "replay", "venue", "venues"},
 	"cmd/fanoutd":                {"claimcheck", "internal/bench", "internal/config", "internal/daemon", "notice", "replay", "venue", "venues"},
 }

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,7 +57,8 @@ func Soak(args []string, stdout, stderr io.Writer) int {
 	namedFrac := fs.Float64("named", 0.05, "fraction of named subscribers that close and reattach under their name")
 	stallFor := fs.Duration("stall-for", 12*time.Second, "how long a stalled subscriber stops reading (below the daemon's write_timeout of 30s)")
 	queueLen := fs.Int("max-queue-len", 300, "the daemon's max_queue_len for every venue")
-	memTol := fs.Float64("mem-tolerance", 0.20, "RSS: the last third's max may exceed the second third's by this fraction")
+	memTol := fs.Float64("mem-tolerance", 0.25, "RSS: the last third's max may exceed the second third's by this fraction")
+	liveTol := fs.Float64("live-tolerance", 0.15, "live heap (marked by the last GC): the same")
 	grTol := fs.Float64("goroutine-tolerance", 0.10, "goroutines and open files: the same, as a fraction (plus 25)")
 	samplesOut := fs.String("samples", "", "write the per-second samples (CSV) to this file")
 	if err := fs.Parse(args); err != nil {
@@ -187,10 +189,14 @@ func Soak(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}()
-	res, _ := io.ReadAll(rd)
-	childErr := child.Wait()
+	line, _ := rd.ReadString('\n') // "stopping"
 	close(stopSampling)
 	<-sampled
+	res, _ := io.ReadAll(rd)
+	if strings.TrimSpace(line) != "stopping" {
+		res = append([]byte(line), res...)
+	}
+	childErr := child.Wait()
 	delivered, dropped := daemonCounters(url)
 	cancel()
 	select {
@@ -209,9 +215,9 @@ func Soak(args []string, stdout, stderr io.Writer) int {
 	}
 	if *samplesOut != "" {
 		var b strings.Builder
-		b.WriteString("t_s,rss_bytes,heap_bytes,goroutines,open_files\n")
+		b.WriteString("t_s,rss_bytes,heap_objects_bytes,live_heap_bytes,goroutines,open_files\n")
 		for _, s := range samples {
-			fmt.Fprintf(&b, "%.0f,%d,%d,%d,%d\n", s.at.Seconds(), s.rss, s.heap, s.goroutines, s.fds)
+			fmt.Fprintf(&b, "%.0f,%d,%d,%d,%d,%d\n", s.at.Seconds(), s.rss, s.heap, s.live, s.goroutines, s.fds)
 		}
 		os.WriteFile(*samplesOut, []byte(b.String()), 0o644)
 	}
@@ -233,7 +239,8 @@ func Soak(args []string, stdout, stderr io.Writer) int {
 		mid, end := samples[n/3:2*n/3], samples[2*n/3:]
 		fmt.Fprintf(stdout, "RSS                 %s → %s (after warm-up %s; max of 2nd third %s, of last third %s)\n",
 			mib(samples[0].rss), mib(last.rss), mib(first.rss), mib(maxOf(mid, sample.getRSS)), mib(maxOf(end, sample.getRSS)))
-		fmt.Fprintf(stdout, "Go heap in use      %s → %s\n", mib(samples[0].heap), mib(last.heap))
+		fmt.Fprintf(stdout, "live heap (GC)      %s → %s (after warm-up %s; max of 2nd third %s, of last third %s)\n",
+			mib(samples[0].live), mib(last.live), mib(first.live), mib(maxOf(mid, sample.getLive)), mib(maxOf(end, sample.getLive)))
 		fmt.Fprintf(stdout, "goroutines          %d → %d (max of 2nd third %d, of last third %d)\n",
 			samples[0].goroutines, last.goroutines, maxOf(mid, sample.getG), maxOf(end, sample.getG))
 		fmt.Fprintf(stdout, "open files          %d → %d (max of 2nd third %d, of last third %d)\n",
@@ -245,6 +252,7 @@ func Soak(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		flat("RSS", sample.getRSS, *memTol, 0)
+		flat("live heap", sample.getLive, *liveTol, 0)
 		flat("goroutines", sample.getG, *grTol, 25)
 		flat("open files", sample.getFDs, *grTol, 25)
 	}
@@ -288,13 +296,14 @@ func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 // sample is one second's reading of this process.
 type sample struct {
 	at              time.Duration
-	rss, heap       int64
+	rss, heap, live int64 // live: the heap the last GC marked live
 	goroutines, fds int64
 }
 
-func (s sample) getRSS() int64 { return s.rss }
-func (s sample) getG() int64   { return s.goroutines }
-func (s sample) getFDs() int64 { return s.fds }
+func (s sample) getRSS() int64  { return s.rss }
+func (s sample) getLive() int64 { return s.live }
+func (s sample) getG() int64    { return s.goroutines }
+func (s sample) getFDs() int64  { return s.fds }
 
 func maxOf(ss []sample, get func(sample) int64) int64 {
 	var m int64
@@ -317,9 +326,9 @@ func takeSample(at time.Duration) sample {
 	if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
 		s.fds = int64(len(ents))
 	}
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	s.heap = int64(ms.HeapInuse)
+	ms := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/gc/heap/live:bytes"}}
+	metrics.Read(ms)
+	s.heap, s.live = int64(ms[0].Value.Uint64()), int64(ms[1].Value.Uint64())
 	return s
 }
 

@@ -70,8 +70,8 @@ func (r *soakRun) stopped() bool {
 }
 
 // SoakClients is the child of soak: the subscribers. It prints "ready" once
-// every subscriber has connected and subscribed, runs for --duration, then
-// prints its report as JSON.
+// every subscriber has connected and subscribed, runs for --duration,
+// prints "stopping", closes them all and prints its report as JSON.
 func SoakClients(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("soak-clients", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -138,6 +138,7 @@ func SoakClients(args []string, stdout, stderr io.Writer) int {
 	ready.Wait()
 	fmt.Fprintln(stdout, "ready")
 	time.Sleep(*dur)
+	fmt.Fprintln(stdout, "stopping") // the parent stops sampling: what follows is teardown
 	close(run.stop)
 	for _, c := range clients {
 		c.closeNow()
@@ -429,6 +430,10 @@ func (k *seqCheck) event(stream []byte, seq uint64, snapshot bool) {
 	s := k.get(stream)
 	switch {
 	case s.next == 0 && len(s.pending) == 0:
+		s.next = seq + 1
+	case snapshot && len(s.pending) > 0 && s.pending[0] == [2]uint64{s.next, seq}:
+		// A gap of events, then the snapshot of the book at its last seq.
+		s.pending = s.pending[1:]
 		s.next = seq + 1
 	case seq == s.next:
 		s.next++
