@@ -187,7 +187,7 @@ func readCapture(t *testing.T, path string) (frames int, last time.Time) {
 	}
 }
 
-// stepping makes the mock send updates every 2 ms until the test ends.
+// stepping makes the mock send three updates every 2 ms until the test ends.
 func stepping(t *testing.T, m *krakentest.Mock) {
 	stop := make(chan struct{})
 	done := make(chan struct{})
@@ -198,7 +198,7 @@ func stepping(t *testing.T, m *krakentest.Mock) {
 			case <-stop:
 				return
 			case <-time.After(2 * time.Millisecond):
-				m.Step(1)
+				m.Step(3)
 			}
 		}
 	}()
@@ -265,7 +265,7 @@ func TestFaultSIGTERMMidRecording(t *testing.T) {
 }
 
 // TestFaultRecorderDiskFills: the child's RLIMIT_FSIZE (SIGXFSZ ignored)
-// makes every write past 16 KiB of a file fail with EFBIG, as a full disk
+// makes every write past 4 KiB of a file fail with EFBIG, as a full disk
 // would; then SIGUSR1 lifts it (the disk freed). Promise checked: a
 // subscriber of the venue gets recording_failed; serving goes on; once the
 // disk is free, recording resumes by itself (a segment holds frames
@@ -275,7 +275,7 @@ func TestFaultRecorderDiskFills(t *testing.T) {
 	m := &krakentest.Mock{}
 	m.Start(t)
 	dir := t.TempDir()
-	c := startChild(t, recordConfig(t, m, dir, ""), childFSizeEnv+"=16384")
+	c := startChild(t, recordConfig(t, m, dir, ""), childFSizeEnv+"=4096")
 	cl := dialLines(t, "ws://"+c.addr+"/v1/stream")
 	cl.send(t, `{"op":"subscribe","id":"1","streams":["kraken:level2:`+m.Symbol()+`"]}`)
 	stepping(t, m)
