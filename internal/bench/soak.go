@@ -371,6 +371,9 @@ func (d *linkDropper) drop() { d.n.Add(1) }
 // at a chosen rate. When the dropper says so it writes a disconnect line
 // and starts the capture again from its first line: a link drop, then a
 // reconnect whose snapshot rebuilds the books, as a live venue would.
+// The goroutine writing a File ends at the capture's end; a File closed
+// before it (the replay stopped) leaves it blocked until the process exits,
+// since a replay.File holds no closer of ours.
 func respaced(path, venueName string, gap time.Duration, d *linkDropper) replay.Source {
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var mu sync.Mutex // protects next and seen across the loop's reopenings

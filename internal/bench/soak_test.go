@@ -3,6 +3,7 @@ package bench
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestSeqCheck checks the soak's judge of a subscriber's seqs: what it
@@ -43,5 +44,40 @@ func TestSeqCheck(t *testing.T) {
 				t.Fatalf("failures %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestRespacedDrops checks the soak's capture source: frames gap apart in
+// recorded time, and a drop is a disconnect line followed by the capture
+// from its first line.
+func TestRespacedDrops(t *testing.T) {
+	d := &linkDropper{}
+	src := respaced("../../testdata/replay/kraken.jsonl.gz", "kraken", 500*time.Millisecond, d)
+	f, err := src.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var first string
+	var prev time.Time
+	for i := range 5 {
+		rec, err := f.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = string(rec.Frame)
+		} else if got := rec.Time.Sub(prev); got != 500*time.Millisecond {
+			t.Fatalf("frame %d is %v after the one before, want 500ms", i, got)
+		}
+		prev = rec.Time
+	}
+	d.drop()
+	if rec, err := f.Next(); err != nil || !rec.Disconnect {
+		t.Fatalf("after a drop: %+v %v, want a disconnect", rec, err)
+	}
+	rec, err := f.Next()
+	if err != nil || string(rec.Frame) != first || !rec.Time.After(prev) {
+		t.Fatalf("after the disconnect: %q at %v (%v), want the first frame again after %v", rec.Frame, rec.Time, err, prev)
 	}
 }
