@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -61,6 +62,7 @@ func Soak(args []string, stdout, stderr io.Writer) int {
 	liveTol := fs.Float64("live-tolerance", 0.15, "live heap (marked by the last GC): the same")
 	grTol := fs.Float64("goroutine-tolerance", 0.10, "goroutines and open files: the same, as a fraction (plus 25)")
 	samplesOut := fs.String("samples", "", "write the per-second samples (CSV) to this file")
+	memprofile := fs.String("memprofile", "", "write the daemon's heap profile to FILE.warm after warm-up (a third of --duration) and to FILE at the end: go tool pprof -diff_base FILE.warm FILE shows what grew")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -169,6 +171,7 @@ func Soak(args []string, stdout, stderr io.Writer) int {
 		defer close(sampled)
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
+		warm := time.After(*dur / 3)
 		var drop <-chan time.Time
 		if *dropEvery > 0 {
 			t := time.NewTicker(*dropEvery)
@@ -181,6 +184,8 @@ func Soak(args []string, stdout, stderr io.Writer) int {
 				return
 			case <-drop:
 				dropper.drop()
+			case <-warm:
+				writeHeapProfile(*memprofile+".warm", *memprofile, stderr)
 			case now := <-tick.C:
 				s := takeSample(now.Sub(start))
 				mu.Lock()
@@ -192,6 +197,7 @@ func Soak(args []string, stdout, stderr io.Writer) int {
 	line, _ := rd.ReadString('\n') // "stopping"
 	close(stopSampling)
 	<-sampled
+	writeHeapProfile(*memprofile, *memprofile, stderr)
 	res, _ := io.ReadAll(rd)
 	if strings.TrimSpace(line) != "stopping" {
 		res = append([]byte(line), res...)
@@ -280,6 +286,24 @@ func Soak(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "FAIL:", f)
 	}
 	return 1
+}
+
+// writeHeapProfile writes the heap profile, after a GC, to path unless
+// flag (the --memprofile value) is empty.
+func writeHeapProfile(path, flag string, stderr io.Writer) {
+	if flag == "" {
+		return
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintln(stderr, "fanoutd soak: memprofile:", err)
+		return
+	}
+	defer f.Close()
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		fmt.Fprintln(stderr, "fanoutd soak: memprofile:", err)
+	}
 }
 
 func venueNames(found map[string][]string) []string {
