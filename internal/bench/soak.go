@@ -203,7 +203,7 @@ func Soak(args []string, stdout, stderr io.Writer) int {
 		res = append([]byte(line), res...)
 	}
 	childErr := child.Wait()
-	delivered, dropped := daemonCounters(url)
+	delivered, dropped, closes := daemonCounters(url)
 	cancel()
 	select {
 	case err := <-replayDone:
@@ -234,8 +234,9 @@ func Soak(args []string, stdout, stderr io.Writer) int {
 		time.Since(start).Round(time.Second), *subs, cr.Roles["healthy"], cr.Roles["stall"], cr.Roles["flap"], cr.Roles["named"], len(streams),
 		strings.Join(venueNames(found), "+"), *speed, *gap, *dropEvery, runtime.GOMAXPROCS(0))
 	fmt.Fprintf(stdout, "events received     %d (%.0f/s); daemon queued %d deliveries, dropped or missed %d\n", cr.Received, float64(cr.Received)/dur.Seconds(), delivered, dropped)
-	fmt.Fprintf(stdout, "sessions            %d (reattached %d), link_down notices %d, dropping %d, resumed %d\n",
-		cr.Sessions, cr.Reattached, cr.LinkDowns, cr.Dropping, cr.Resumed)
+	fmt.Fprintf(stdout, "sessions            %d (reattached %d, closed by the daemon %d), link_down notices %d, dropping %d, resumed %d\n",
+		cr.Sessions, cr.Reattached, cr.ClosedByDaemon, cr.LinkDowns, cr.Dropping, cr.Resumed)
+	fmt.Fprintf(stdout, "daemon closes      %s (by reason; client_closed includes the teardown)\n", closes)
 	fmt.Fprintf(stdout, "losses announced    %d events in %d gaps, all matched to the seqs missing; unannounced %d\n", cr.AnnouncedLost, cr.Gaps, cr.Unannounced)
 	if len(samples) < 6 {
 		fail("flat: only %d samples; run for at least 6 s", len(samples))
@@ -358,11 +359,11 @@ func takeSample(at time.Duration) sample {
 
 // daemonCounters reads the daemon's delivered and dropped totals from its
 // /metrics.
-func daemonCounters(wsURL string) (delivered, dropped int64) {
+func daemonCounters(wsURL string) (delivered, dropped int64, closes string) {
 	addr := strings.TrimPrefix(wsURL, "ws://")
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
-		return -1, -1
+		return -1, -1, ""
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
@@ -379,9 +380,12 @@ func daemonCounters(wsURL string) (delivered, dropped int64) {
 			delivered += int64(v)
 		case strings.HasPrefix(f[0], "fanoutd_drops_total"), strings.HasPrefix(f[0], "fanoutd_missed_total"):
 			dropped += int64(v)
+		case strings.HasPrefix(f[0], "fanoutd_closes_total{") && v > 0:
+			reason := strings.TrimSuffix(strings.TrimPrefix(f[0], `fanoutd_closes_total{reason="`), `"}`)
+			closes += fmt.Sprintf(" %s %d", reason, int64(v))
 		}
 	}
-	return delivered, dropped
+	return delivered, dropped, closes
 }
 
 // linkDropper tells every respaced capture to drop its link: each counts

@@ -23,6 +23,7 @@ type soakReport struct {
 	Roles                                              map[string]int
 	Received                                           int64 // events read
 	Sessions, Reattached, LinkDowns, Dropping, Resumed int64
+	ClosedByDaemon                                     int64 // connections the daemon closed unasked
 	AnnouncedLost, Gaps, Unannounced                   int64
 	Failures                                           []string
 	MoreFailures                                       int
@@ -40,6 +41,7 @@ const (
 type soakRun struct {
 	url      string
 	stallFor time.Duration
+	start    time.Time
 	stop     chan struct{} // closed at the end of the run
 
 	mu       sync.Mutex // protects failures and more
@@ -47,6 +49,7 @@ type soakRun struct {
 	more     int
 
 	received, sessions, reattached, linkDowns, dropping, resumed atomic.Int64
+	closedByDaemon                                               atomic.Int64
 	lost, gaps, unannounced                                      atomic.Int64
 }
 
@@ -54,7 +57,7 @@ func (r *soakRun) fail(format string, a ...any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.failures) < 50 {
-		r.failures = append(r.failures, fmt.Sprintf(format, a...))
+		r.failures = append(r.failures, fmt.Sprintf("[%.0fs] ", time.Since(r.start).Seconds())+fmt.Sprintf(format, a...))
 	} else {
 		r.more++
 	}
@@ -87,7 +90,7 @@ func SoakClients(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	streams := strings.Split(*streamList, ",")
-	run := &soakRun{url: *url, stallFor: *stallFor, stop: make(chan struct{})}
+	run := &soakRun{url: *url, stallFor: *stallFor, start: time.Now(), stop: make(chan struct{})}
 	roles := map[string]int{}
 	nStall, nFlap, nNamed := int(float64(*subs)**stallFrac), int(float64(*subs)**flapFrac), int(float64(*subs)**namedFrac)
 	clients := make([]*soakClient, *subs)
@@ -136,6 +139,7 @@ func SoakClients(args []string, stdout, stderr io.Writer) int {
 		}()
 	}
 	ready.Wait()
+	run.start = time.Now()
 	fmt.Fprintln(stdout, "ready")
 	time.Sleep(*dur)
 	fmt.Fprintln(stdout, "stopping") // the parent stops sampling: what follows is teardown
@@ -145,7 +149,7 @@ func SoakClients(args []string, stdout, stderr io.Writer) int {
 	}
 	done.Wait()
 	rep := soakReport{Roles: roles, Received: run.received.Load(), Sessions: run.sessions.Load(), Reattached: run.reattached.Load(),
-		LinkDowns: run.linkDowns.Load(), Dropping: run.dropping.Load(), Resumed: run.resumed.Load(),
+		ClosedByDaemon: run.closedByDaemon.Load(), LinkDowns: run.linkDowns.Load(), Dropping: run.dropping.Load(), Resumed: run.resumed.Load(),
 		AnnouncedLost: run.lost.Load(), Gaps: run.gaps.Load(), Unannounced: run.unannounced.Load(),
 		Failures: run.failures, MoreFailures: run.more}
 	json.NewEncoder(stdout).Encode(rep)
@@ -235,7 +239,12 @@ func (c *soakClient) loop(ws *websocket.Conn) {
 		case roleNamed:
 			until = time.Now().Add(time.Duration(5+rng.IntN(10)) * time.Second)
 		}
-		c.session(ws, until, rng)
+		if closed := c.session(ws, until, rng); closed && c.name == "" {
+			// The daemon closed an ephemeral subscriber: the close is its
+			// word on the loss; the next connection is a new subscriber.
+			c.run.closedByDaemon.Add(1)
+			c.check = nil
+		}
 		if c.run.stopped() {
 			return
 		}
@@ -256,7 +265,8 @@ func (c *soakClient) loop(ws *websocket.Conn) {
 // session reads ws until the run stops, or until until (if set): a
 // flapping client then drops the connection, a named one closes it
 // cleanly, reading what the daemon wrote before its close.
-func (c *soakClient) session(ws *websocket.Conn, until time.Time, rng *rand.Rand) {
+// It reports whether the daemon closed the connection unasked.
+func (c *soakClient) session(ws *websocket.Conn, until time.Time, rng *rand.Rand) (closedByDaemon bool) {
 	defer ws.UnderlyingConn().Close()
 	nextStall := time.Now().Add(time.Duration(4+rng.IntN(8)) * time.Second)
 	closing := false
@@ -265,14 +275,14 @@ func (c *soakClient) session(ws *websocket.Conn, until time.Time, rng *rand.Rand
 		if c.role == roleStall && time.Now().After(nextStall) {
 			select {
 			case <-c.run.stop:
-				return
+				return false
 			case <-time.After(c.run.stallFor):
 			}
 			nextStall = time.Now().Add(time.Duration(6+rng.IntN(8)) * time.Second)
 		}
 		if !until.IsZero() && !closing && time.Now().After(until) {
 			if c.role == roleFlap {
-				return
+				return false
 			}
 			closing = true
 			ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "soak"), time.Now().Add(5*time.Second))
@@ -280,19 +290,24 @@ func (c *soakClient) session(ws *websocket.Conn, until time.Time, rng *rand.Rand
 		}
 		_, rd, err := ws.NextReader()
 		if err != nil {
-			if !c.run.stopped() && !closing && !websocket.IsCloseError(err, websocket.CloseNormalClosure) {
-				c.run.fail("%s: read: %v", c, err)
+			if c.run.stopped() {
+				return false
 			}
-			if closing && !c.run.stopped() && !websocket.IsCloseError(err, websocket.CloseNormalClosure, websocket.CloseGoingAway) {
+			if !closing {
+				c.run.fail("%s: closed by the daemon: %v", c, err)
+				return true
+			}
+			if !websocket.IsCloseError(err, websocket.CloseNormalClosure, websocket.CloseGoingAway) {
 				c.run.fail("%s: clean close: %v", c, err)
 			}
-			return
+			return false
 		}
 		if buf, err = readAllInto(rd, buf[:0]); err != nil {
-			if !c.run.stopped() {
-				c.run.fail("%s: read: %v", c, err)
+			if c.run.stopped() {
+				return false
 			}
-			return
+			c.run.fail("%s: closed by the daemon mid-message: %v", c, err)
+			return !closing
 		}
 		for rest := buf; len(rest) > 0; {
 			line := rest
