@@ -4,6 +4,7 @@
 //	fanoutd check-config FILE
 //	fanoutd tail [--url URL] [--token T] [--name N] STREAM…
 //	fanoutd bench [--subs N] [--rate R] [--size B] [--duration D] [--io-uring=false] [--peer centrifugo]
+//	fanoutd soak [--duration D] [--subs N] [--drop-every D] [--speed N] [CAPTURE…]
 //	fanoutd record --venue V --streams S… --out DIR [--duration D] [--config FILE]
 //	fanoutd replay [--venue V] [--speed 1|N|max] [--loop] [--wait N] [--config FILE] [--listen ADDR] CAPTURE…
 //	fanoutd replay --export FILE|- CAPTURE…
@@ -57,6 +58,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return claimsCmd(context.Background(), args, stdout, stderr)
 	case "bench-clients":
 		return bench.Clients(args, stdout, stderr)
+	case "soak":
+		return bench.Soak(args, stdout, stderr)
+	case "soak-clients":
+		return bench.SoakClients(args, stdout, stderr)
 	case "record":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
@@ -69,7 +74,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "fanoutd", daemon.Version)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "fanoutd: unknown command %q (want serve, check-config, tail, bench, record, replay, claims or version)\n", cmd)
+		fmt.Fprintf(stderr, "fanoutd: unknown command %q (want serve, check-config, tail, bench, soak, record, replay, claims or version)\n", cmd)
 		return 2
 	}
 }

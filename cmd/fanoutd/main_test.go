@@ -16,6 +16,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("FANOUTD_TEST_AS_MAIN") == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
+	if os.Getenv(childEnv) != "" {
+		os.Exit(childMain(os.Args[1:]))
+	}
 	// The embedded default claim store is ./data/claims: keep tests that
 	// run on defaults out of the source tree.
 	dir, err := os.MkdirTemp("", "fanoutd-claims-")
