@@ -95,8 +95,9 @@ type session struct {
 	rawBuf    []byte // rawWrite's argument and results; guarded by wmu
 	rawN      int
 	rawErr    error
-	rawFn     func(fd uintptr) // s.rawWriteFD, bound once so a write allocates nothing
-	shardIdx  int              // index in pool.sessions; guarded by pool.mu
+	rawFn     func(fd uintptr)      // s.rawWriteFD, bound once so a write allocates nothing
+	rawWaitFn func(fd uintptr) bool // s.rawWaitFD, likewise
+	shardIdx  int                   // index in pool.sessions; guarded by pool.mu
 
 	// A named subscriber's connection records the last seq written per
 	// stream (nil for an ephemeral one), for the cluster's record.
@@ -116,7 +117,7 @@ func newSession(srv *Server, ws *websocket.Conn, tok *api.Token) *session {
 	if sc, ok := ws.NetConn().(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil {
 			s.raw = rc
-			s.rawFn = s.rawWriteFD
+			s.rawFn, s.rawWaitFn = s.rawWriteFD, s.rawWaitFD
 			rc.Control(func(fd uintptr) { s.fd = int(fd) })
 		}
 	}
@@ -231,6 +232,15 @@ func (s *session) writeLoop() {
 			if !flushing && isClosed(s.stop) {
 				s.finish()
 				return
+			}
+			// A reader that never quite catches up keeps this loop busy:
+			// its pings go out between batches, not only once it is idle.
+			if s.pingDue.Swap(false) {
+				if err := s.control(websocket.PingMessage, nil, o.WriteTimeout, true); err != nil {
+					s.end(writeReason(err))
+					return
+				}
+				ping.Reset(o.PingInterval)
 			}
 		}
 		if flushing {
@@ -555,21 +565,45 @@ func (s *session) control(op int, payload []byte, timeout time.Duration, flushPe
 
 // writeFrame writes b, trying a non-blocking write first: a write
 // deadline is set (and cleared) only when the socket does not take all of
-// b at once, so the common write costs one system call, not three.
+// b at once, so the common write costs one system call, not three. The
+// deadline is timeout after the socket last accepted bytes, not after the
+// write began: a slow reader that keeps reading is not cut off mid-batch.
 // wmu must be held.
 func (s *session) writeFrame(b []byte, timeout time.Duration) error {
-	n := 0
-	if s.raw != nil {
-		var err error
-		if n, err = s.rawWrite(b); err != nil || n == len(b) {
+	c := s.ws.NetConn()
+	if s.raw == nil {
+		c.SetWriteDeadline(time.Now().Add(timeout))
+		_, err := c.Write(b)
+		c.SetWriteDeadline(time.Time{})
+		return err
+	}
+	n, err := s.rawWrite(b)
+	if err != nil || n == len(b) {
+		return err
+	}
+	defer c.SetWriteDeadline(time.Time{}) // a later non-blocking write must not see an expired deadline
+	for b = b[n:]; len(b) > 0; b = b[n:] {
+		c.SetWriteDeadline(time.Now().Add(timeout))
+		if n, err = s.waitWrite(b); err != nil {
 			return err
 		}
 	}
-	c := s.ws.NetConn()
-	c.SetWriteDeadline(time.Now().Add(timeout))
-	_, err := c.Write(b[n:])
-	c.SetWriteDeadline(time.Time{}) // a later non-blocking write must not see an expired deadline
-	return err
+	return nil
+}
+
+// waitWrite waits until the socket takes some of b, at most until the
+// write deadline, and returns how much it took. The attempt is made inside
+// RawConn.Write, after its poller is armed, so no wake-up is lost between
+// a full socket and the wait. wmu must be held.
+func (s *session) waitWrite(b []byte) (int, error) {
+	s.rawBuf = b
+	err := s.raw.Write(s.rawWaitFn)
+	n := s.rawN
+	if err == nil {
+		err = s.rawErr
+	}
+	s.rawBuf, s.rawN, s.rawErr = nil, 0, nil
+	return n, err
 }
 
 // rawWrite makes one non-blocking write(2) of b and returns how much the
@@ -606,6 +640,13 @@ func (s *session) rawWriteFD(fd uintptr) {
 		}
 		return
 	}
+}
+
+// rawWaitFD is waitWrite's callback for syscall.RawConn.Write: one
+// non-blocking write; done once the socket took bytes or failed.
+func (s *session) rawWaitFD(fd uintptr) bool {
+	s.rawWriteFD(fd)
+	return s.rawN > 0 || s.rawErr != nil
 }
 
 // appendBatch appends batch as one unmasked, final websocket text frame,

@@ -2,6 +2,7 @@ package wsapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -283,5 +285,74 @@ func TestWritePoolChurn(t *testing.T) {
 				time.Sleep(5 * time.Millisecond)
 			}
 		})
+	}
+}
+
+// slowConn reads at most 1 KiB every 10ms: a client that keeps reading,
+// slower than the daemon writes.
+type slowConn struct{ net.Conn }
+
+func (c slowConn) Read(b []byte) (int, error) {
+	time.Sleep(10 * time.Millisecond)
+	return c.Conn.Read(b[:min(len(b), 1024)])
+}
+
+// TestSlowSteadyReaderStays: a client that reads steadily but slower than
+// its queue fills (a small receive buffer, about 100 KB/s) is neither cut
+// off mid-batch by the write timeout (the deadline runs from the socket's
+// last progress, not from the start of a batch that takes longer than it)
+// nor closed for silence (pings go out between batches although its queue
+// never empties, and it answers them).
+func TestSlowSteadyReaderStays(t *testing.T) {
+	feed, url, _ := poolServer(t, Options{WriteDelay: time.Millisecond, SendBuffer: 4096, MaxBatchBytes: 16384,
+		WriteTimeout: 100 * time.Millisecond, PingInterval: 250 * time.Millisecond}, 0)
+	d := websocket.Dialer{NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		nd := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+			return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		}}
+		c, err := nd.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return slowConn{c}, nil
+	}}
+	ws, _, err := d.Dial(url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	pings := 0
+	ws.SetPingHandler(func(p string) error {
+		pings++
+		return ws.WriteControl(websocket.PongMessage, []byte(p), time.Now().Add(time.Second))
+	})
+	ws.WriteMessage(websocket.TextMessage, []byte(`{"op":"subscribe","id":"1","streams":["coinbase:trades:BTC-USD"]}`))
+	if _, m, err := ws.ReadMessage(); err != nil || !bytes.Contains(m, []byte(`"ack"`)) {
+		t.Fatalf("subscribe: %q %v", m, err)
+	}
+	const events = 1000 // about 150 KB: seconds at the reader's pace
+	for i := range events {
+		feed.Publish(&venue.Event{Kind: venue.KindTrade, Stream: "coinbase:trades:BTC-USD", TradeID: strings.Repeat("x", 100),
+			Price: decimal.New(int64(i), -2), Size: decimal.New(1, 0), Side: venue.SideBuy, RecvTime: time.Now(), VenueTime: time.Now()})
+	}
+	var last uint64
+	for last < events {
+		ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, m, err := ws.ReadMessage()
+		if err != nil {
+			t.Fatalf("closed after seq %d (%d pings): %v", last, pings, err)
+		}
+		for _, line := range bytes.Split(m, []byte("\n")) {
+			var ev struct{ Seq uint64 }
+			if json.Unmarshal(line, &ev) == nil && ev.Seq > 0 {
+				if ev.Seq != last+1 {
+					t.Fatalf("seq %d after %d", ev.Seq, last)
+				}
+				last = ev.Seq
+			}
+		}
+	}
+	if pings < 3 {
+		t.Fatalf("%d pings while the queue drained for seconds, want one every 250ms", pings)
 	}
 }
