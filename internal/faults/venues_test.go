@@ -51,14 +51,6 @@ var venueFaults = []struct {
 // knownBroken are the cases that fail on main today, each with its issue;
 // delete the entry with the fix.
 var knownBroken = map[string]string{
-	// The adapter reconnects at once while the venue is still silent, so the
-	// venue swallows its subscribe; it declares the link up after 10 s and
-	// never asks again: link_up, and the book stays stale for good.
-	"okx/stall": "issue 11 (OKX): a subscribe the venue did not answer is never re-asked; the book stays stale under link_up",
-	// The same race: reconnected at once while the venue is silent, it
-	// waits with no book and no link_up for longer than 20 s (every run
-	// under -race, here).
-	"bybit/stall": "issue 11 (Bybit): a subscribe the silent venue swallowed is not re-asked; no book for 20 s and more",
 }
 
 // TestVenueFaults runs a daemon on each venue's mock and injects each

@@ -83,9 +83,14 @@ type request struct {
 	op      string // "subscribe" or "unsubscribe"
 	symbol  string
 	args    []string
-	initial bool // part of a connection's first subscriptions
-	resync  bool // part of a book resync
+	initial bool      // part of a connection's first subscriptions
+	resync  bool      // part of a book resync
+	sent    time.Time // when it was queued, for unansweredAfter
 }
+
+// unansweredAfter: a request Bybit has not answered for this long is
+// asked again (a venue that stalled swallows what it was sent meanwhile).
+const unansweredAfter = 10 * time.Second
 
 // New returns an adapter for cfg. Zero fields take the defaults above;
 // Depth must be one of Bybit spot's depths (1, 50, 200, 1000).
@@ -255,7 +260,7 @@ func (a *Adapter) pingFrame() []byte {
 func (a *Adapter) send(r request) {
 	for args := range slices.Chunk(r.args, maxArgs) {
 		part := r
-		part.args = args
+		part.args, part.sent = args, time.Now()
 		a.mu.Lock()
 		a.nextReq++
 		id := strconv.FormatUint(a.nextReq, 10)
@@ -300,13 +305,37 @@ func (a *Adapter) resync(topic string) {
 // whole: its resync backoff starts over.
 func (a *Adapter) whole(topic string) { a.resyncs.Done(topic) }
 
-// tick resubscribes the books whose backoff is over.
-func (a *Adapter) tick(time.Time) string {
+// tick resubscribes the books whose backoff is over, and asks again what
+// Bybit left unanswered for unansweredAfter.
+func (a *Adapter) tick(now time.Time) string {
 	a.link.Do(func() {
 		q := a.resyncQ
 		a.resyncQ = nil
 		for _, t := range q {
 			a.resync(t)
+		}
+		a.mu.Lock()
+		var stale []string
+		for id, r := range a.pending {
+			if now.Sub(r.sent) >= unansweredAfter {
+				stale = append(stale, id)
+			}
+		}
+		slices.SortFunc(stale, func(x, y string) int { // req_ids are counters: ask again in their order
+			if len(x) != len(y) {
+				return len(x) - len(y)
+			}
+			return strings.Compare(x, y)
+		})
+		var again []request
+		for _, id := range stale {
+			again = append(again, a.pending[id])
+			delete(a.pending, id)
+		}
+		a.mu.Unlock()
+		for _, r := range again {
+			a.log.Warn("request unanswered; asking again", "op", r.op, "args", r.args)
+			a.send(r)
 		}
 	})
 	return ""
