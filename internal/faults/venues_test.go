@@ -50,8 +50,7 @@ var venueFaults = []struct {
 
 // knownBroken are the cases that fail on main today, each with its issue;
 // delete the entry with the fix.
-var knownBroken = map[string]string{
-}
+var knownBroken = map[string]string{}
 
 // TestVenueFaults runs a daemon on each venue's mock and injects each
 // fault while a subscriber reads the level2 stream. Promise checked: the
