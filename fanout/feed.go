@@ -815,13 +815,15 @@ func (f *Feed) Book(id venue.Stream) (*venue.Event, bool) {
 	if st == nil || !st.level2 || !st.hasBook {
 		return nil, false
 	}
-	return st.snapshotEvent(), true
+	ev := st.book.Snapshot(st.id) // decimals: what the API hands out
+	ev.Seq, ev.VenueSeq, ev.RecvTime, ev.VenueTime = st.bookSeq, st.venueSeq, st.recv, st.vtime
+	return ev, true
 }
 
 // snapshotEvent is a snapshot event of st's book at the seq it reflects,
 // with copies of the levels. Feed.mu must be held.
 func (st *stream) snapshotEvent() *venue.Event {
-	ev := st.book.Snapshot(st.id)
+	ev := st.book.SnapshotFixed(st.id)
 	ev.Seq, ev.VenueSeq, ev.RecvTime, ev.VenueTime = st.bookSeq, st.venueSeq, st.recv, st.vtime
 	return ev
 }
