@@ -53,7 +53,7 @@ type Decoder struct {
 	asks   []lvl
 	ev     venue.Event        // the book update, reused (venue.Sink)
 	fixed  []venue.FixedLevel // its levels
-	trades []*venue.Event // one frame's trades, emitted once all parse
+	trades []*venue.Event     // one frame's trades, emitted once all parse
 	ctl    controlMsg
 
 	// Bad-frame accounting.
