@@ -47,12 +47,12 @@ type Decoder struct {
 	sc   scan.Scanner
 	clk  scan.Clock
 
-	rawB, rawA []rawLevel    // scratch: one message's levels as parsed
+	rawB, rawA []rawLevel         // scratch: one message's levels as parsed
 	lvB, lvA   []venue.FixedLevel // scratch: snapshot levels before Replace
 	ev         venue.Event        // the book update, reused (venue.Sink)
 	fixed      []venue.FixedLevel // its levels
-	ck         []byte        // scratch: checksum input
-	digits     digitCache    // text of recent coefficients, for the checksum
+	ck         []byte             // scratch: checksum input
+	digits     digitCache         // text of recent coefficients, for the checksum
 
 	badFrames     uint64    // frames that did not decode, in all
 	badSince      uint64    // bad frames since the last data_quality notice
