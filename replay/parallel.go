@@ -135,15 +135,42 @@ type capSink struct{ b *batch }
 func (s *capSink) Event(ev *venue.Event)  { s.b.Event(ev) }
 func (s *capSink) Notice(n notice.Notice) { s.b.Notice(n) }
 
-// worker is one capture's goroutine state. It owns f and dec once started.
+// rawBatch is a run of a capture's lines as its reader read them: records
+// (with their frames copied into data) and bad lines, in file order. A
+// rawBatch with done set is the capture's last; err is what ended it.
+type rawBatch struct {
+	items []rawItem
+	data  []byte
+	errs  []error
+	done  bool
+	err   error
+}
+
+// rawItem is a record (frame data[off:end]), or a bad line (errs[off]).
+type rawItem struct {
+	at         time.Time
+	off, end   int32
+	line       int
+	bad        bool
+	disconnect bool
+}
+
+func (r *rawBatch) reset() {
+	clear(r.errs)
+	r.items, r.data, r.errs, r.done, r.err = r.items[:0], r.data[:0], r.errs[:0], false, nil
+}
+
+// worker is one capture's pair of goroutines: read reads and gunzips, run
+// decodes. It owns c.f and c.dec once started.
 type worker struct {
-	c    *cursor
-	o    PlayerOptions
-	sink *capSink
-	out  chan *batch
-	free chan *batch
-	stop <-chan struct{}
-	rec  Record
+	c       *cursor
+	o       PlayerOptions
+	sink    *capSink
+	out     chan *batch
+	free    chan *batch
+	raw     chan *rawBatch
+	rawFree chan *rawBatch
+	stop    <-chan struct{}
 }
 
 func (w *worker) newBatch() *batch {
@@ -166,67 +193,120 @@ func (w *worker) send(b *batch) bool {
 	}
 }
 
-// next is cursor.next on the worker's own record, with bad lines
-// recorded in the current batch.
-func (w *worker) next() (bool, error) {
+// read reads the capture into raw batches, as cursor.next reads it.
+func (w *worker) read() {
+	defer close(w.raw)
+	defer w.c.f.Close()
+	var prev time.Time // the last record's time, for a disconnect without one
+	newRaw := func() *rawBatch {
+		select {
+		case r := <-w.rawFree:
+			r.reset()
+			return r
+		default:
+			return &rawBatch{}
+		}
+	}
+	r := newRaw()
 	for {
 		rec, err := w.c.f.Next()
-		if errors.Is(err, io.EOF) {
-			return false, nil
-		}
-		if err != nil {
+		if err != nil && !errors.Is(err, io.EOF) {
 			var le *LineError
 			if errors.As(err, &le) && w.o.OnBadLine != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
-				w.sink.b.badLine(err)
+				r.items = append(r.items, rawItem{bad: true, off: int32(len(r.errs))})
+				r.errs = append(r.errs, err)
 				continue
 			}
-			return false, err
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				r.err = err
+			}
+			r.done = true
+			select {
+			case w.raw <- r:
+			case <-w.stop:
+			}
+			return
 		}
 		if rec.Disconnect && rec.Time.IsZero() {
-			rec.Time = w.rec.Time
+			rec.Time = prev
 		}
-		w.rec = rec
-		return true, nil
+		prev = rec.Time
+		off := int32(len(r.data))
+		r.data = append(r.data, rec.Frame...)
+		r.items = append(r.items, rawItem{at: rec.Time, off: off, end: int32(len(r.data)), line: rec.Line, disconnect: rec.Disconnect})
+		if len(r.items) >= batchRecords || len(r.data) >= 1<<20 {
+			select {
+			case w.raw <- r:
+			case <-w.stop:
+				return
+			}
+			r = newRaw()
+		}
 	}
 }
 
-// run reads and decodes the capture. Its first batch holds only what was
-// read before the first record (bad lines); every record is followed by
-// the bad lines read after it.
+// run decodes the raw batches. Its first batch holds only what was read
+// before the first record (bad lines); every record is followed by the bad
+// lines read after it.
 func (w *worker) run() {
-	defer w.c.f.Close()
-	w.sink.b = w.newBatch()
-	ok, err := w.next()
-	if !ok {
-		w.sink.b.done, w.sink.b.err = true, err
-		w.send(w.sink.b)
-		return
-	}
-	if !w.send(w.sink.b) {
-		return
-	}
-	w.sink.b = w.newBatch()
-	for {
-		b := w.sink.b
-		at, disc := w.rec.Time, w.rec.Disconnect
-		if disc {
-			b.Notice(notice.Must(notice.LinkDown, w.c.venue, "", at, "replayed capture: link dropped here", map[string]any{"reason": "recorded", "capture": w.c.src.Name, "line": w.rec.Line}))
-			w.c.dec.LinkDown(at)
-		} else {
-			w.c.dec.Frame(at, w.rec.Frame)
+	b := w.newBatch()
+	w.sink.b = b
+	first, pending := true, false
+	var cur mark
+	// finish closes the pending record's mark; it may start a new batch.
+	finish := func() bool {
+		cur.end = int32(len(b.outs))
+		b.recs = append(b.recs, cur)
+		pending = false
+		if len(b.recs) >= batchRecords {
+			if !w.send(b) {
+				return false
+			}
+			b = w.newBatch()
+			w.sink.b = b
 		}
-		ok, err = w.next()
-		b.recs = append(b.recs, mark{at: at, end: int32(len(b.outs)), disconnect: disc})
-		if !ok {
-			b.done, b.err = true, err
+		return true
+	}
+	for r := range w.raw {
+		for i := range r.items {
+			it := &r.items[i]
+			if it.bad {
+				b.badLine(r.errs[it.off])
+				continue
+			}
+			if first {
+				if !w.send(b) { // the lead batch
+					return
+				}
+				b = w.newBatch()
+				w.sink.b = b
+				first = false
+			}
+			if pending && !finish() {
+				return
+			}
+			cur, pending = mark{at: it.at, disconnect: it.disconnect}, true
+			if it.disconnect {
+				b.Notice(notice.Must(notice.LinkDown, w.c.venue, "", it.at, "replayed capture: link dropped here", map[string]any{"reason": "recorded", "capture": w.c.src.Name, "line": it.line}))
+				w.c.dec.LinkDown(it.at)
+			} else {
+				w.c.dec.Frame(it.at, r.data[it.off:it.end])
+			}
+		}
+		if r.done {
+			if pending {
+				cur.end = int32(len(b.outs))
+				b.recs = append(b.recs, cur)
+			}
+			b.done, b.err = true, r.err
 			w.send(b)
 			return
 		}
-		if len(b.recs) >= batchRecords {
-			if !w.send(b) {
-				return
-			}
-			w.sink.b = w.newBatch()
+		select {
+		case w.rawFree <- r:
+		default:
 		}
 	}
 }
@@ -293,8 +373,13 @@ func playParallel(ctx context.Context, o PlayerOptions, srcs []Source) (Stats, e
 		}
 		f := &feed{out: make(chan *batch, batchesAhead), free: make(chan *batch, batchesAhead+2)}
 		feeds[c] = f
-		w := &worker{c: c, o: o, sink: cs, out: f.out, free: f.free, stop: stop}
-		wg.Add(1)
+		w := &worker{c: c, o: o, sink: cs, out: f.out, free: f.free, stop: stop,
+			raw: make(chan *rawBatch, batchesAhead), rawFree: make(chan *rawBatch, batchesAhead+2)}
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			w.read()
+		}()
 		go func() {
 			defer wg.Done()
 			w.run()
