@@ -189,8 +189,8 @@ func (f *Feed) Forget(symbol string) {
 func (f *Feed) Event(ev *venue.Event) { f.Publish(ev) }
 
 // Publish assigns ev the next seq of its stream (overwriting ev.Seq),
-// encodes it once and delivers it to every subscriber of the stream. The
-// feed takes ownership of ev. Events of another venue are ignored and
+// encodes it once and delivers it to every subscriber of the stream. It reads
+// ev only during the call (venue.Sink): the book keeps its levels, not ev. Events of another venue are ignored and
 // reported as false.
 func (f *Feed) Publish(ev *venue.Event) bool {
 	if ev.Stream.Venue() != f.venue {
