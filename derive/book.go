@@ -89,6 +89,9 @@ func (b *bookSnap) touch(t time.Time) {
 // depth-th level now (a removed level that was in the top leaves a worse
 // one in its place), or a side holds depth levels or fewer.
 func (b *bookSnap) touches(ev *venue.Event, book *venue.Book) bool {
+	if ev.HasFixed() {
+		return b.touchesFixed(ev, book)
+	}
 	for _, s := range [2]venue.BookSide{venue.Bid, venue.Ask} {
 		ls := ev.Bids
 		if s == venue.Ask {
@@ -104,6 +107,36 @@ func (b *bookSnap) touches(ev *venue.Event, book *venue.Book) bool {
 		edge := book.Level(s, b.depth-1).Price
 		for i := range ls {
 			c := ls[i].Price.Cmp(edge)
+			if s == venue.Bid && c >= 0 || s == venue.Ask && c <= 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// touchesFixed is touches for an event with its levels in fixed point.
+func (b *bookSnap) touchesFixed(ev *venue.Event, book *venue.Book) bool {
+	for _, s := range [2]venue.BookSide{venue.Bid, venue.Ask} {
+		ls := ev.FixedBids
+		if s == venue.Ask {
+			ls = ev.FixedAsks
+		}
+		if len(ls) == 0 {
+			continue
+		}
+		n := book.Len(s)
+		if n <= b.depth {
+			return true
+		}
+		edge, ok := book.LevelFixed(s, b.depth-1)
+		for i := range ls {
+			var c int
+			if ok {
+				c = ls[i].Price.Cmp(edge.Price)
+			} else {
+				c = ls[i].Price.Decimal().Cmp(book.Level(s, b.depth-1).Price)
+			}
 			if s == venue.Bid && c >= 0 || s == venue.Ask && c <= 0 {
 				return true
 			}

@@ -35,7 +35,7 @@ type collect struct {
 	notices []notice.Notice
 }
 
-func (c *collect) Event(ev *venue.Event)  { c.events = append(c.events, ev) }
+func (c *collect) Event(ev *venue.Event)  { c.events = append(c.events, ev.Clone()) }
 func (c *collect) Notice(n notice.Notice) { c.notices = append(c.notices, n) }
 
 // captureEvents replays testdata/replay/<name>.jsonl.gz and returns its

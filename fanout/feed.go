@@ -189,8 +189,8 @@ func (f *Feed) Forget(symbol string) {
 func (f *Feed) Event(ev *venue.Event) { f.Publish(ev) }
 
 // Publish assigns ev the next seq of its stream (overwriting ev.Seq),
-// encodes it once and delivers it to every subscriber of the stream. The
-// feed takes ownership of ev. Events of another venue are ignored and
+// encodes it once and delivers it to every subscriber of the stream. It reads
+// ev only during the call (venue.Sink): the book keeps its levels, not ev. Events of another venue are ignored and
 // reported as false.
 func (f *Feed) Publish(ev *venue.Event) bool {
 	if ev.Stream.Venue() != f.venue {
@@ -952,13 +952,15 @@ func (f *Feed) Book(id venue.Stream) (*venue.Event, bool) {
 	if st == nil || !st.level2 || !st.hasBook {
 		return nil, false
 	}
-	return st.snapshotEvent(), true
+	ev := st.book.Snapshot(st.id) // decimals: what the API hands out
+	ev.Seq, ev.VenueSeq, ev.RecvTime, ev.VenueTime = st.bookSeq, st.venueSeq, st.recv, st.vtime
+	return ev, true
 }
 
 // snapshotEvent is a snapshot event of st's book at the seq it reflects,
 // with copies of the levels. Feed.mu must be held.
 func (st *stream) snapshotEvent() *venue.Event {
-	ev := st.book.Snapshot(st.id)
+	ev := st.book.SnapshotFixed(st.id)
 	ev.Seq, ev.VenueSeq, ev.RecvTime, ev.VenueTime = st.bookSeq, st.venueSeq, st.recv, st.vtime
 	return ev
 }

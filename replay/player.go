@@ -48,6 +48,12 @@ type PlayerOptions struct {
 	// OnBadLine is called for a malformed line (which is skipped); nil
 	// makes a malformed line end the replay with its error.
 	OnBadLine func(err error)
+	// Parallel reads, gunzips and decodes each capture on a goroutine of
+	// its own, merging their outputs by receive time on the caller's: the
+	// sinks get the same calls in the same order as without it, from the
+	// calling goroutine. It applies when Speed is 0 and Loop and Start are
+	// not set (replay --export), and is ignored otherwise.
+	Parallel bool
 }
 
 // Stats are what Play did.
@@ -117,6 +123,9 @@ func Play(ctx context.Context, o PlayerOptions, srcs []Source) (Stats, error) {
 	var st Stats
 	if len(srcs) == 0 {
 		return st, errors.New("replay: no capture to play")
+	}
+	if o.Parallel && o.Speed == 0 && !o.Loop && o.Start == nil {
+		return playParallel(ctx, o, srcs)
 	}
 	if o.Start != nil {
 		select {
@@ -216,7 +225,11 @@ func Play(ctx context.Context, o PlayerOptions, srcs []Source) (Stats, error) {
 	return st, nil
 }
 
-func (c *cursor) open(o PlayerOptions) error {
+func (c *cursor) open(o PlayerOptions) error { return c.openWith(o, nil) }
+
+// openWith opens c's capture; the decoder it builds emits to decSink if
+// set (the parallel player's worker batches), else to c's sink.
+func (c *cursor) openWith(o PlayerOptions, decSink venue.Sink) error {
 	f, err := c.src.Open()
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)
@@ -236,7 +249,10 @@ func (c *cursor) open(o PlayerOptions) error {
 			return fmt.Errorf("replay: %s: %w", c.src.Name, err)
 		}
 		c.sink = &trackingSink{inner: sink, streams: map[venue.Stream]struct{}{}}
-		dec, err := o.NewDecoder(v, c.sink)
+		if decSink == nil {
+			decSink = c.sink
+		}
+		dec, err := o.NewDecoder(v, decSink)
 		if err != nil {
 			f.Close()
 			return fmt.Errorf("replay: %s: %w", c.src.Name, err)

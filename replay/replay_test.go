@@ -203,7 +203,7 @@ type memSink struct {
 
 func (s *memSink) Event(ev *venue.Event) {
 	s.mu.Lock()
-	s.events = append(s.events, ev)
+	s.events = append(s.events, ev.Clone())
 	s.mu.Unlock()
 }
 func (s *memSink) Notice(n notice.Notice) {

@@ -15,9 +15,12 @@ import (
 //
 // Event and Notice are called from the adapter's goroutines, never
 // concurrently for one adapter: an adapter serialises its output so that a
-// stream's events arrive in order. The sink takes ownership of ev; the
-// adapter must not touch it afterwards. A sink must not block for long: it
-// is on the path of every frame.
+// stream's events arrive in order. ev is the sink's only during the call:
+// the adapter reuses it (and its level slices) for its next event, so that
+// the book path allocates nothing per frame. The sink may change ev
+// (Seq) but not its slices' elements; a sink that keeps an event keeps
+// ev.Clone(). A sink must not block for long: it is on the path of every
+// frame.
 type Sink interface {
 	Event(ev *Event)
 	Notice(n notice.Notice)

@@ -37,9 +37,45 @@ type Book struct {
 	slow bool    // some price has no key: compare decimals
 }
 
+// level is one level of a side. A level set with decimals (Set, Replace)
+// holds them in Level; one set in fixed point (SetFixed, ReplaceFixed)
+// holds px and sz, and Level is a cache of their decimals, built on the
+// first read that hands a decimal out (have says which are built).
 type level struct {
-	key priceKey
+	key    priceKey
+	px, sz Fixed
 	Level
+	fixed bool
+	have  uint8 // fixed levels: haveP | haveS
+}
+
+const (
+	haveP = 1 << iota
+	haveS
+)
+
+// dec returns p's decimals, building and caching those not built yet.
+func (p *level) dec() Level {
+	if p.fixed && p.have != haveP|haveS {
+		if p.have&haveP == 0 {
+			p.Price = p.px.Decimal()
+		}
+		if p.have&haveS == 0 {
+			p.Size = p.sz.Decimal()
+		}
+		p.have = haveP | haveS
+	}
+	return p.Level
+}
+
+// fix returns p in fixed point, and false if it has none.
+func (p *level) fix() (FixedLevel, bool) {
+	if p.fixed {
+		return FixedLevel{p.px, p.sz}, true
+	}
+	px, ok1 := FixedOf(p.Price)
+	sz, ok2 := FixedOf(p.Size)
+	return FixedLevel{px, sz}, ok1 && ok2
 }
 
 // priceKey is a non-negative price times 10^18, as a 128-bit integer.
@@ -106,7 +142,7 @@ func (b *Book) search(s BookSide, levels []level, price decimal.Decimal, k price
 		m := int(uint(lo+hi) >> 1)
 		var c int
 		if b.slow {
-			c = levels[m].Price.Cmp(price)
+			c = levels[m].dec().Price.Cmp(price)
 		} else {
 			c = levels[m].key.cmp(k)
 		}
@@ -136,10 +172,42 @@ func (b *Book) Set(s BookSide, price, size decimal.Decimal) bool {
 		return true
 	}
 	if found {
-		(*p)[i].Size = size
+		l := &(*p)[i]
+		l.Price = l.dec().Price
+		l.Size, l.fixed = size, false
 		return true
 	}
 	*p = slices.Insert(*p, i, level{key: k, Level: Level{Price: price, Size: size}})
+	return true
+}
+
+// SetFixed is Set in fixed point: it builds no decimal (and allocates
+// nothing unless the side grows past its capacity) when price has a key,
+// which every venue's spot price has.
+func (b *Book) SetFixed(s BookSide, price, size Fixed) bool {
+	k, ok := price.key()
+	if !ok || b.slow {
+		return b.Set(s, price.Decimal(), size.Decimal())
+	}
+	p := b.side(s)
+	i, found := b.search(s, *p, decimal.Decimal{}, k)
+	if size.IsZero() {
+		if !found {
+			return false
+		}
+		*p = slices.Delete(*p, i, i+1)
+		return true
+	}
+	if found {
+		l := &(*p)[i]
+		if !l.fixed {
+			l.px, l.have = price, haveP // l.Price stays: an equal price
+		}
+		l.sz, l.fixed = size, true
+		l.have &^= haveS
+		return true
+	}
+	*p = slices.Insert(*p, i, level{key: k, px: price, sz: size, fixed: true})
 	return true
 }
 
@@ -150,7 +218,7 @@ func (b *Book) Get(s BookSide, price decimal.Decimal) (decimal.Decimal, bool) {
 	if !found {
 		return decimal.Decimal{}, false
 	}
-	return (*p)[i].Size, true
+	return (*p)[i].dec().Size, true
 }
 
 // Reset empties the book, keeping its memory.
@@ -191,10 +259,60 @@ func (b *Book) fill(s BookSide, dst []level, src []Level) []level {
 	return append(dst, *tmp.side(s)...)
 }
 
+// ReplaceFixed is Replace in fixed point.
+func (b *Book) ReplaceFixed(bids, asks []FixedLevel) {
+	b.Reset()
+	b.bids = b.fillFixed(Bid, b.bids, bids)
+	b.asks = b.fillFixed(Ask, b.asks, asks)
+}
+
+func (b *Book) fillFixed(s BookSide, dst []level, src []FixedLevel) []level {
+	sorted := true
+	for i := 1; i < len(src) && sorted; i++ {
+		c := src[i-1].Price.Cmp(src[i].Price)
+		sorted = s == Bid && c > 0 || s == Ask && c < 0
+	}
+	if sorted {
+		for i := len(src) - 1; i >= 0; i-- {
+			l := &src[i]
+			if l.Size.IsZero() {
+				continue
+			}
+			k, ok := l.Price.key()
+			if !ok {
+				b.slow = true
+				dst = append(dst, level{Level: l.Level()})
+				continue
+			}
+			dst = append(dst, level{key: k, px: l.Price, sz: l.Size, fixed: true})
+		}
+		return dst
+	}
+	tmp := Book{}
+	for _, l := range src {
+		tmp.SetFixed(s, l.Price, l.Size)
+	}
+	b.slow = b.slow || tmp.slow
+	return append(dst, *tmp.side(s)...)
+}
+
 // Apply applies a book event: a snapshot replaces the book, an update sets
 // each level it names. It ignores events of other kinds.
 func (b *Book) Apply(e *Event) {
 	if e.Kind != KindBook {
+		return
+	}
+	if e.HasFixed() {
+		if e.Snapshot {
+			b.ReplaceFixed(e.FixedBids, e.FixedAsks)
+			return
+		}
+		for _, l := range e.FixedBids {
+			b.SetFixed(Bid, l.Price, l.Size)
+		}
+		for _, l := range e.FixedAsks {
+			b.SetFixed(Ask, l.Price, l.Size)
+		}
 		return
 	}
 	if e.Snapshot {
@@ -218,15 +336,30 @@ func (b *Book) Best(s BookSide) (Level, bool) {
 	if len(p) == 0 {
 		return Level{}, false
 	}
-	return p[len(p)-1].Level, true
+	return p[len(p)-1].dec(), true
+}
+
+// BestFixed returns the best level of side s in fixed point, and false if
+// the side is empty or the level has no fixed point form.
+func (b *Book) BestFixed(s BookSide) (FixedLevel, bool) {
+	p := *b.side(s)
+	if len(p) == 0 {
+		return FixedLevel{}, false
+	}
+	return p[len(p)-1].fix()
 }
 
 // Crossed reports whether the best bid is at or above the best ask, which a
 // correct book never is.
 func (b *Book) Crossed() bool {
-	bid, ok1 := b.Best(Bid)
-	ask, ok2 := b.Best(Ask)
-	return ok1 && ok2 && bid.Price.Cmp(ask.Price) >= 0
+	if len(b.bids) == 0 || len(b.asks) == 0 {
+		return false
+	}
+	bid, ask := &b.bids[len(b.bids)-1], &b.asks[len(b.asks)-1]
+	if !b.slow {
+		return bid.key.cmp(ask.key) >= 0
+	}
+	return bid.dec().Price.Cmp(ask.dec().Price) >= 0
 }
 
 // Top appends up to n levels of side s to dst, best first, and returns the
@@ -237,7 +370,7 @@ func (b *Book) Top(dst []Level, s BookSide, n int) []Level {
 		n = len(p)
 	}
 	for i := len(p) - 1; i >= len(p)-n; i-- {
-		dst = append(dst, p[i].Level)
+		dst = append(dst, p[i].dec())
 	}
 	return dst
 }
@@ -246,7 +379,14 @@ func (b *Book) Top(dst []Level, s BookSide, n int) []Level {
 // below Len(s).
 func (b *Book) Level(s BookSide, i int) Level {
 	p := *b.side(s)
-	return p[len(p)-1-i].Level
+	return p[len(p)-1-i].dec()
+}
+
+// LevelFixed is Level in fixed point; false if the level has no fixed
+// point form.
+func (b *Book) LevelFixed(s BookSide, i int) (FixedLevel, bool) {
+	p := *b.side(s)
+	return p[len(p)-1-i].fix()
 }
 
 // Truncate removes every level of side s beyond the best depth and appends
@@ -261,15 +401,37 @@ func (b *Book) Truncate(dst []Level, s BookSide, depth int) []Level {
 		return dst
 	}
 	for i := extra - 1; i >= 0; i-- {
-		dst = append(dst, Level{Price: (*p)[i].Price})
+		dst = append(dst, Level{Price: (*p)[i].dec().Price})
 	}
 	*p = slices.Delete(*p, 0, extra)
 	return dst
 }
 
+// TruncateFixed is Truncate in fixed point. It reports false, and
+// truncates nothing, if a level to remove has no fixed point form (then
+// the caller uses Truncate).
+func (b *Book) TruncateFixed(dst []FixedLevel, s BookSide, depth int) ([]FixedLevel, bool) {
+	p := b.side(s)
+	extra := len(*p) - depth
+	if depth < 0 || extra <= 0 {
+		return dst, true
+	}
+	n := len(dst)
+	for i := extra - 1; i >= 0; i-- {
+		l, ok := (*p)[i].fix()
+		if !ok {
+			return dst[:n], false
+		}
+		dst = append(dst, FixedLevel{Price: l.Price})
+	}
+	*p = slices.Delete(*p, 0, extra)
+	return dst, true
+}
+
 // Snapshot returns a snapshot event of the whole book for stream, with
-// copies of the levels (best first), so the event stays valid while the
-// book changes. Seq, VenueSeq and the times are the caller's to set.
+// copies of the levels (best first) as decimals in Bids and Asks, so the
+// event stays valid while the book changes. Seq, VenueSeq and the times
+// are the caller's to set.
 func (b *Book) Snapshot(stream Stream) *Event {
 	return &Event{
 		Kind:     KindBook,
@@ -280,11 +442,44 @@ func (b *Book) Snapshot(stream Stream) *Event {
 	}
 }
 
+// SnapshotFixed is Snapshot with the levels in fixed point (FixedBids,
+// FixedAsks) when every level has that form, which builds no decimal; else
+// it is Snapshot.
+func (b *Book) SnapshotFixed(stream Stream) *Event {
+	ev := &Event{Kind: KindBook, Stream: stream, Snapshot: true}
+	if fb, ok := b.topFixed(Bid); ok {
+		if fa, ok := b.topFixed(Ask); ok && len(fb)+len(fa) > 0 {
+			ev.FixedBids, ev.FixedAsks = fb, fa
+			return ev
+		}
+	}
+	return b.Snapshot(stream)
+}
+
+func (b *Book) topFixed(s BookSide) ([]FixedLevel, bool) {
+	p := *b.side(s)
+	if len(p) == 0 {
+		return nil, true
+	}
+	out := make([]FixedLevel, 0, len(p))
+	for i := len(p) - 1; i >= 0; i-- {
+		l, ok := p[i].fix()
+		if !ok {
+			return nil, false
+		}
+		out = append(out, l)
+	}
+	return out, true
+}
+
 // Equal reports whether b and o hold the same levels with equal sizes.
 func (b *Book) Equal(o *Book) bool {
 	eq := func(x, y []level) bool {
 		return slices.EqualFunc(x, y, func(a, c level) bool {
-			return a.Price.Equal(c.Price) && a.Size.Equal(c.Size)
+			if a.fixed && c.fixed {
+				return a.px.Cmp(c.px) == 0 && a.sz.Cmp(c.sz) == 0
+			}
+			return a.dec().Price.Equal(c.dec().Price) && a.dec().Size.Equal(c.dec().Size)
 		})
 	}
 	return eq(b.bids, o.bids) && eq(b.asks, o.asks)

@@ -15,8 +15,12 @@ func AppendDecimal(dst []byte, d decimal.Decimal) []byte {
 	if !decimal.TrimTrailingZeros || decimal.UseScientificNotation || d.NumDigits() > 18 {
 		return append(dst, d.String()...)
 	}
-	c := d.CoefficientInt64()
-	exp := int(d.Exponent())
+	return appendCoef(dst, d.CoefficientInt64(), int(d.Exponent()))
+}
+
+// appendCoef appends c·10^exp in plain notation, trailing fractional zeros
+// trimmed.
+func appendCoef(dst []byte, c int64, exp int) []byte {
 	if c == 0 {
 		return append(dst, '0')
 	}

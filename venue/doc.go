@@ -1,7 +1,9 @@
 // Package venue is the contract between exchanges and the rest of fanoutd.
 //
 // It holds the normalized event types (a level2 book update or snapshot, a
-// trade, a ticker) with exact decimal prices and sizes, the stream naming
+// trade, a ticker) with exact decimal prices and sizes (book levels may
+// travel in exact fixed point instead, Fixed, which the book and the wire
+// encoder read without building a decimal), the stream naming
 // scheme (venue:channel:symbol), the order book every level2 consumer keeps,
 // the Adapter interface each exchange implements under venues/<name>, and
 // what every adapter shares: the one link lifecycle (Link: dial, backoff,

@@ -89,8 +89,9 @@ type Level struct {
 // handing one through the hot path costs no allocation and no type switch;
 // the fields that belong to other kinds are left zero.
 //
-// An Event is immutable once handed to a Sink: the receiver may keep it and
-// share it between goroutines.
+// An Event handed to a Sink is the sink's to read during the call only (see
+// Sink); one the receiver keeps (a Clone, a decoded wire event) is
+// immutable and may be shared between goroutines.
 type Event struct {
 	Kind   Kind
 	Stream Stream
@@ -110,6 +111,13 @@ type Event struct {
 	VenueSeq int64
 	Bids     []Level
 	Asks     []Level
+	// FixedBids and FixedAsks are the levels in fixed point, which adapters
+	// fill instead of Bids and Asks on the book path so that no decimal is
+	// built per level. An event holds its levels in one form: when Bids and
+	// Asks are both empty, FixedBids and FixedAsks hold them. Levels
+	// returns decimals whichever the form.
+	FixedBids []FixedLevel
+	FixedAsks []FixedLevel
 
 	// Trade (KindTrade): ID as the venue writes it, Price, Size, taker Side.
 	TradeID string
@@ -124,4 +132,51 @@ type Event struct {
 	Ask     decimal.Decimal
 	AskSize decimal.Decimal
 	Last    decimal.NullDecimal
+}
+
+// HasFixed reports whether e holds its book levels in fixed point
+// (FixedBids, FixedAsks) rather than in Bids and Asks.
+func (e *Event) HasFixed() bool {
+	return len(e.Bids) == 0 && len(e.Asks) == 0 && len(e.FixedBids)+len(e.FixedAsks) > 0
+}
+
+// Levels returns e's book levels as decimals, converting them (and
+// allocating) when e holds them in fixed point.
+func (e *Event) Levels() (bids, asks []Level) {
+	if !e.HasFixed() {
+		return e.Bids, e.Asks
+	}
+	return fixedLevels(e.FixedBids), fixedLevels(e.FixedAsks)
+}
+
+func fixedLevels(src []FixedLevel) []Level {
+	if len(src) == 0 {
+		return nil
+	}
+	out := make([]Level, len(src))
+	for i, l := range src {
+		out[i] = l.Level()
+	}
+	return out
+}
+
+// Clone returns a copy of e that shares no memory with it, with its book
+// levels as decimals in Bids and Asks (FixedBids and FixedAsks nil): what
+// a sink that keeps an event stores (see Sink).
+func (e *Event) Clone() *Event {
+	c := *e
+	if e.HasFixed() {
+		c.Bids, c.Asks = e.Levels()
+	} else {
+		c.Bids, c.Asks = cloneLevels(e.Bids), cloneLevels(e.Asks)
+	}
+	c.FixedBids, c.FixedAsks = nil, nil
+	return &c
+}
+
+func cloneLevels(ls []Level) []Level {
+	if ls == nil {
+		return nil
+	}
+	return append(make([]Level, 0, len(ls)), ls...)
 }

@@ -44,6 +44,13 @@ func (e *Event) AppendJSON(dst []byte) []byte {
 			dst = strconv.AppendInt(dst, e.VenueSeq, 10)
 		}
 		dst = appendTimes(dst, e)
+		if e.HasFixed() {
+			dst = append(dst, `,"bids":`...)
+			dst = appendFixedLevels(dst, e.FixedBids)
+			dst = append(dst, `,"asks":`...)
+			dst = appendFixedLevels(dst, e.FixedAsks)
+			break
+		}
 		dst = append(dst, `,"bids":`...)
 		dst = appendLevels(dst, e.Bids)
 		dst = append(dst, `,"asks":`...)
@@ -108,6 +115,21 @@ func appendLevels(dst []byte, ls []Level) []byte {
 		dst = AppendDecimal(dst, ls[i].Price)
 		dst = append(dst, `","`...)
 		dst = AppendDecimal(dst, ls[i].Size)
+		dst = append(dst, `"]`...)
+	}
+	return append(dst, ']')
+}
+
+func appendFixedLevels(dst []byte, ls []FixedLevel) []byte {
+	dst = append(dst, '[')
+	for i := range ls {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `["`...)
+		dst = AppendFixed(dst, ls[i].Price)
+		dst = append(dst, `","`...)
+		dst = AppendFixed(dst, ls[i].Size)
 		dst = append(dst, `"]`...)
 	}
 	return append(dst, ']')

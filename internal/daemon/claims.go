@@ -153,7 +153,7 @@ type claimSink struct {
 func (s *claimSink) Event(ev *venue.Event) {
 	st := ev.Stream
 	snap := ev.Kind == venue.KindBook && ev.Snapshot && st.Channel() == venue.Level2 && st.Venue() == s.feed.Venue()
-	s.feed.Event(ev) // ev belongs to the feed from here on
+	s.feed.Event(ev)
 	if snap {
 		s.w.sawSnapshot(s.feed, st)
 	}

@@ -571,8 +571,9 @@ func (d *Daemon) book(w http.ResponseWriter, r *http.Request, tok *api.Token) {
 		api.WriteError(w, http.StatusNotFound, api.CodeNoBook, string(st)+": no book")
 		return
 	}
+	bids, asks := ev.Levels()
 	v := bookView{Stream: st, Seq: ev.Seq, VenueSeq: ev.VenueSeq, RecvTime: ev.RecvTime.UTC(),
-		Bids: levels(ev.Bids, depth), Asks: levels(ev.Asks, depth)}
+		Bids: levels(bids, depth), Asks: levels(asks, depth)}
 	if !ev.VenueTime.IsZero() {
 		t := ev.VenueTime.UTC()
 		v.VenueTime = &t

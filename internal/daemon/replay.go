@@ -83,6 +83,7 @@ func Export(ctx context.Context, cfg *config.Config, srcs []replay.Source, w io.
 	st, err := replay.Play(ctx, replay.PlayerOptions{
 		NewDecoder: decoderFor(cfg, log),
 		Sink:       func(string) (venue.Sink, error) { return to, nil },
+		Parallel:   true, // each capture decoded on its own goroutine; same output
 	}, srcs)
 	if ferr := sink.Flush(); err == nil && ferr != nil {
 		err = fmt.Errorf("export: %w", ferr)

@@ -49,6 +49,7 @@ func (s *Sink) Event(ev *venue.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.signal()
+	ev = ev.Clone() // ev is ours only during the call (venue.Sink)
 	s.events = append(s.events, ev)
 	if ev.Seq != 0 {
 		s.problem("%s: adapter set seq %d (the daemon assigns seq)", ev.Stream, ev.Seq)

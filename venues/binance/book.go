@@ -29,11 +29,35 @@ func priceKey(m uint64, frac int) (int64, bool) {
 	return int64(m) * p, true
 }
 
-// lvl is a parsed level with its book key and its size as an integer.
+// lvl is a parsed level: its book key, its price as written, and its size
+// as an integer (big holds a size with frac bigQty).
 type lvl struct {
 	key  int64
 	size qty
-	venue.Level
+	px   venue.Fixed
+	big  decimal.Decimal
+}
+
+// zero reports whether l removes its level.
+func (l *lvl) zero() bool {
+	if l.size.frac == bigQty {
+		return l.big.IsZero()
+	}
+	return l.size.m == 0
+}
+
+// fixed returns l in fixed point, and false for a size of frac bigQty.
+func (l *lvl) fixed() (venue.FixedLevel, bool) {
+	return venue.FixedLevel{Price: l.px, Size: venue.Fixed{M: int64(l.size.m), Scale: l.size.frac}}, l.size.frac != bigQty
+}
+
+// level returns l with decimals.
+func (l *lvl) level() venue.Level {
+	if l.size.frac == bigQty {
+		return venue.Level{Price: l.px.Decimal(), Size: l.big}
+	}
+	f, _ := l.fixed()
+	return f.Level()
 }
 
 // qty is a size as mantissa × 10^-frac, so that a book holds no pointers:
@@ -74,7 +98,7 @@ func (l *ladder) set(k int64, q qty, size decimal.Decimal) {
 		delete(l.big, k)
 	}
 	switch {
-	case size.IsZero():
+	case q.frac == bigQty && size.IsZero() || q.frac != bigQty && q.m == 0:
 		if found {
 			l.keys = slices.Delete(l.keys, i, i+1)
 			l.sizes = slices.Delete(l.sizes, i, i+1)
@@ -124,8 +148,8 @@ func (b *book) reset() {
 	b.asks.reset()
 }
 
-func (b *book) setBid(l *lvl) { b.bids.set(l.key, l.size, l.Size) }
-func (b *book) setAsk(l *lvl) { b.asks.set(-l.key, l.size, l.Size) }
+func (b *book) setBid(l *lvl) { b.bids.set(l.key, l.size, l.big) }
+func (b *book) setAsk(l *lvl) { b.asks.set(-l.key, l.size, l.big) }
 
 // replace makes bids and asks (in any order) the whole book; a price given
 // twice keeps its last size, zero sizes are dropped.
@@ -144,19 +168,19 @@ func fill(l *ladder, src []lvl, sign int64) {
 	}
 	if !sorted {
 		for i := range src {
-			l.set(sign*src[i].key, src[i].size, src[i].Size)
+			l.set(sign*src[i].key, src[i].size, src[i].big)
 		}
 		return
 	}
 	for i := len(src) - 1; i >= 0; i-- {
-		if s := &src[i]; !s.Size.IsZero() {
+		if s := &src[i]; !s.zero() {
 			l.keys = append(l.keys, sign*s.key)
 			l.sizes = append(l.sizes, s.size)
 			if s.size.frac == bigQty {
 				if l.big == nil {
 					l.big = map[int64]decimal.Decimal{}
 				}
-				l.big[sign*s.key] = s.Size
+				l.big[sign*s.key] = s.big
 			}
 		}
 	}
@@ -168,20 +192,37 @@ func (b *book) crossed() bool {
 	return nb > 0 && na > 0 && b.bids.keys[nb-1] >= -b.asks.keys[na-1]
 }
 
-// snapshot returns a snapshot event of the whole book, best first. Prices
-// come from the cache (with eight fraction digits), sizes are made afresh:
-// snapshots are rare.
-func (b *book) snapshot(stream venue.Stream, prices *priceCache) *venue.Event {
+// snapshot returns a snapshot event of the whole book, best first, in
+// fixed point (prices at eight fraction digits) unless a size is too long
+// for it.
+func (b *book) snapshot(stream venue.Stream) *venue.Event {
 	ev := &venue.Event{Kind: venue.KindBook, Stream: stream, Snapshot: true}
-	ev.Bids = b.bids.levelsBestFirst(prices, 1)
-	ev.Asks = b.asks.levelsBestFirst(prices, -1)
+	if len(b.bids.big) == 0 && len(b.asks.big) == 0 && len(b.bids.keys)+len(b.asks.keys) > 0 {
+		ev.FixedBids = b.bids.fixedBestFirst(1)
+		ev.FixedAsks = b.asks.fixedBestFirst(-1)
+		return ev
+	}
+	ev.Bids = b.bids.levelsBestFirst(1)
+	ev.Asks = b.asks.levelsBestFirst(-1)
 	return ev
 }
 
-func (l *ladder) levelsBestFirst(prices *priceCache, sign int64) []venue.Level {
+func (l *ladder) fixedBestFirst(sign int64) []venue.FixedLevel {
+	out := make([]venue.FixedLevel, len(l.keys))
+	for i := range l.keys {
+		q := l.sizes[i]
+		out[len(out)-1-i] = venue.FixedLevel{
+			Price: venue.Fixed{M: sign * l.keys[i], Scale: priceScale},
+			Size:  venue.Fixed{M: int64(q.m), Scale: q.frac},
+		}
+	}
+	return out
+}
+
+func (l *ladder) levelsBestFirst(sign int64) []venue.Level {
 	out := make([]venue.Level, len(l.keys))
 	for i := range l.keys {
-		out[len(out)-1-i] = venue.Level{Price: prices.byKey(sign * l.keys[i]), Size: l.size(i)}
+		out[len(out)-1-i] = venue.Level{Price: makeDecimal(uint64(sign*l.keys[i]), priceScale, false), Size: l.size(i)}
 	}
 	return out
 }

@@ -18,7 +18,7 @@ func TestBookMatchesVenueBook(t *testing.T) {
 	mk := func(ticks int64, sz int64) lvl {
 		m := uint64(ticks) * 1e6
 		key, _ := priceKey(m, 8)
-		return lvl{key, qty{uint64(sz), 8}, venue.Level{Price: decimal.New(int64(m), -8), Size: decimal.New(sz, -8)}}
+		return lvl{key: key, size: qty{uint64(sz), 8}, px: venue.Fixed{M: int64(m), Scale: 8}}
 	}
 	var b book
 	var want venue.Book
@@ -35,7 +35,7 @@ func TestBookMatchesVenueBook(t *testing.T) {
 			b.replace(bids, asks)
 			lv := func(s []lvl) (out []venue.Level) {
 				for _, l := range s {
-					out = append(out, l.Level)
+					out = append(out, l.level())
 				}
 				return out
 			}
@@ -44,13 +44,13 @@ func TestBookMatchesVenueBook(t *testing.T) {
 		l := mk(9900+r.Int64N(200), r.Int64N(3)*r.Int64N(1e9))
 		if l.key < 10000*1e8 {
 			b.setBid(&l)
-			want.Set(venue.Bid, l.Price, l.Size)
+			want.Set(venue.Bid, l.level().Price, l.level().Size)
 		} else {
 			b.setAsk(&l)
-			want.Set(venue.Ask, l.Price, l.Size)
+			want.Set(venue.Ask, l.level().Price, l.level().Size)
 		}
 		var got venue.Book
-		got.Apply(b.snapshot("x:level2:y", &priceCache{}))
+		got.Apply(b.snapshot("x:level2:y"))
 		if !got.Equal(&want) {
 			t.Fatalf("round %d: books differ", round)
 		}
@@ -78,7 +78,7 @@ func TestPriceKey(t *testing.T) {
 }
 
 // TestBigValues: sizes past 18 digits live in the ladder's side map, and
-// prices past the cache's range are not cached under a wrapped key.
+// prices past 2^58 (once the interning cache's bound) stay exact.
 func TestBigValues(t *testing.T) {
 	sink := venuetest.NewSink()
 	d := NewDecoder(venue.Config{Sink: sink})
@@ -87,7 +87,7 @@ func TestBigValues(t *testing.T) {
 	d.Frame(now, []byte(`{"stream":"x@depth","data":{"e":"depthUpdate","E":1,"s":"X","U":2,"u":2,"b":[["0.50000000","999999999999.00000000"]],"a":[["2000000000.00000000","0.00000000"]]}}`))
 	d.Frame(now, []byte(`{"stream":"x@depth","data":{"e":"depthUpdate","E":1,"s":"X","U":3,"u":3,"b":[["1.00000000","0.00000000"]],"a":[]}}`))
 	s := d.syms["x"]
-	got := s.book.snapshot("binance:level2:X", &d.prices)
+	got := s.book.snapshot("binance:level2:X")
 	want := &venue.Book{}
 	want.Set(venue.Bid, decimal.RequireFromString("0.5"), decimal.RequireFromString("999999999999"))
 	want.Set(venue.Ask, decimal.RequireFromString("3000000000"), decimal.RequireFromString("1"))

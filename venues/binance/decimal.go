@@ -73,52 +73,17 @@ func makeDecimal(m uint64, frac int, neg bool) decimal.Decimal {
 	return decimal.New(v, int32(-frac))
 }
 
-// priceCache parses prices, with their book keys (see priceKey), and
-// interns them: a live book's updates name the same few
-// hundred prices near the top again and again, and a Decimal is immutable,
-// so one value per price serves every event and the book. A lookup costs a
-// map access instead of two allocations. Sizes are not interned: they rarely
-// repeat. The zero priceCache is ready to use.
-type priceCache struct {
-	m map[uint64]decimal.Decimal // key: mantissa<<5 | fraction digits
-}
-
-// byKey returns the price of a book key (eight fraction digits).
-func (c *priceCache) byKey(key int64) decimal.Decimal {
-	m := uint64(key)
-	if m < 1<<58 {
-		if d, ok := c.m[m<<5|priceScale]; ok {
-			return d
-		}
-	}
-	return makeDecimal(m, priceScale, false)
-}
-
-// maxCachedPrices bounds the cache; past it the cache starts afresh.
-const maxCachedPrices = 1 << 14
-
-func (c *priceCache) parse(b []byte) (decimal.Decimal, int64, bool) {
+// parsePrice parses a price as written, with its book key (see priceKey).
+func parsePrice(b []byte) (venue.Fixed, int64, bool) {
 	m, frac, neg, res := decimalParts(b)
 	if res != partsOK || neg {
-		return decimal.Decimal{}, 0, false // over 18 digits or negative: no Binance price
+		return venue.Fixed{}, 0, false // over 18 digits or negative: no Binance price
 	}
 	key, ok := priceKey(m, frac)
 	if !ok {
-		return decimal.Decimal{}, 0, false
+		return venue.Fixed{}, 0, false
 	}
-	if m >= 1<<58 { // too large to key the cache: 2.8e9 and over, no Binance price
-		return makeDecimal(m, frac, false), key, true
-	}
-	ck := m<<5 | uint64(frac)
-	if d, ok := c.m[ck]; ok {
-		return d, key, true
-	}
-	if c.m == nil || len(c.m) >= maxCachedPrices {
-		c.m = make(map[uint64]decimal.Decimal, 1024)
-	}
-	d := makeDecimal(m, frac, false)
-	c.m[ck] = d
-	return d, key, true
+	return venue.Fixed{M: int64(m), Scale: uint8(frac)}, key, true
 }
 
 // parseDecimalSlow handles values with more than 18 significant digits.
@@ -139,28 +104,31 @@ func parseDecimalSlow(b []byte) (decimal.Decimal, bool) {
 }
 
 // levels reads an array of [price, size] string pairs and appends them to
-// dst. A negative or malformed value fails the scan.
-func levels(s *scan.Scanner, prices *priceCache, dst []lvl) []lvl {
+// dst, in fixed point: no decimal is built (a size of more than 18
+// significant digits is the exception, kept as a decimal in big). A
+// negative or malformed value fails the scan.
+func levels(s *scan.Scanner, dst []lvl) []lvl {
 	for more := s.Array(); more; more = s.More(']') {
 		if !s.Expect('[') {
 			return dst
 		}
-		p, key, ok1 := prices.parse(s.Str())
+		p, key, ok1 := parsePrice(s.Str())
 		if !s.Expect(',') {
 			return dst
 		}
 		qb := s.Str()
-		var q decimal.Decimal
+		var big decimal.Decimal
 		var qt qty
 		qm, qfrac, qneg, res := decimalParts(qb)
 		ok2 := res != partsBad && !qneg
 		switch {
 		case !ok2:
 		case res == partsBig:
-			q, ok2 = parseDecimalSlow(qb)
+			big, ok2 = parseDecimalSlow(qb)
 			qt.frac = bigQty
+			ok2 = ok2 && big.Sign() >= 0
 		default:
-			q, qt = makeDecimal(qm, qfrac, false), qty{qm, uint8(qfrac)}
+			qt = qty{qm, uint8(qfrac)}
 		}
 		// Later Binance versions may add fields to a level; ignore them.
 		for s.Eat(',') {
@@ -169,11 +137,11 @@ func levels(s *scan.Scanner, prices *priceCache, dst []lvl) []lvl {
 		if !s.Expect(']') {
 			return dst
 		}
-		if !ok1 || !ok2 || p.Sign() <= 0 || q.Sign() < 0 {
+		if !ok1 || !ok2 || p.M <= 0 {
 			s.Fail()
 			return dst
 		}
-		dst = append(dst, lvl{key, qt, venue.Level{Price: p, Size: q}})
+		dst = append(dst, lvl{key: key, size: qt, px: p, big: big})
 	}
 	return dst
 }

@@ -88,7 +88,8 @@ type Decoder struct {
 	syms  map[string]*symbol // keyed by lower-case symbol, as in stream names
 
 	bids, asks []lvl // scratch for the frame being decoded
-	prices     priceCache
+	ev         venue.Event
+	fixed      []venue.FixedLevel // ev's levels, reused (venue.Sink)
 
 	badFrames uint64    // frames that did not parse or were impossible
 	badBurst  uint64    // in the current burst
@@ -460,9 +461,9 @@ func (d *Decoder) parseDepth(sc *scan.Scanner) (du depthUpdate, ok bool) {
 		case "u":
 			du.last, haveu = sc.Int(), true
 		case "b":
-			d.bids, haveB = levels(sc, &d.prices, d.bids), true
+			d.bids, haveB = levels(sc, d.bids), true
 		case "a":
-			d.asks, haveA = levels(sc, &d.prices, d.asks), true
+			d.asks, haveA = levels(sc, d.asks), true
 		default:
 			sc.Skip()
 		}
@@ -508,40 +509,40 @@ func (d *Decoder) depth(recv time.Time, lower []byte, sc *scan.Scanner, frame []
 		return
 	}
 	s.lastU, s.straddle = du.last, false
-	var ev *venue.Event
-	var levels []venue.Level
-	if n := len(d.bids) + len(d.asks); n <= smallEventLevels {
-		x := new(smallBookEvent) // one allocation for the event and its levels
-		ev, levels = &x.ev, x.levels[:n]
-	} else {
-		ev, levels = new(venue.Event), make([]venue.Level, n)
-	}
-	for i := range d.bids {
-		levels[i] = d.bids[i].Level
-	}
-	n := len(d.bids)
-	for i := range d.asks {
-		levels[n+i] = d.asks[i].Level
-	}
-	*ev = venue.Event{
+	// The event and its levels are reused for every frame: a sink has them
+	// only during the call (venue.Sink), so the book path allocates nothing.
+	d.ev = venue.Event{
 		Kind:      venue.KindBook,
 		Stream:    s.l2,
 		VenueTime: du.at,
 		RecvTime:  recv,
 		VenueSeq:  du.last,
-		Bids:      levels[:n:n],
-		Asks:      levels[n:],
 	}
-	d.sink.Event(ev)
+	fixed, ok := d.fixed[:0], true
+	for i := range d.bids {
+		l, good := d.bids[i].fixed()
+		fixed, ok = append(fixed, l), ok && good
+	}
+	n := len(fixed)
+	for i := range d.asks {
+		l, good := d.asks[i].fixed()
+		fixed, ok = append(fixed, l), ok && good
+	}
+	d.fixed = fixed
+	if ok && len(fixed) > 0 {
+		d.ev.FixedBids, d.ev.FixedAsks = fixed[:n:n], fixed[n:]
+	} else { // a size too long for fixed point: decimals
+		d.ev.Bids, d.ev.Asks = decimalLevels(d.bids), decimalLevels(d.asks)
+	}
+	d.sink.Event(&d.ev)
 }
 
-// smallEventLevels is how many levels an update carries in the same
-// allocation as its event; most 100 ms depth frames carry a handful.
-const smallEventLevels = 4
-
-type smallBookEvent struct {
-	ev     venue.Event
-	levels [smallEventLevels]venue.Level
+func decimalLevels(src []lvl) []venue.Level {
+	out := make([]venue.Level, len(src))
+	for i := range src {
+		out[i] = src[i].level()
+	}
+	return out
 }
 
 // buffer keeps a depth event of a waiting book.
@@ -566,9 +567,9 @@ func (d *Decoder) snapshot(recv time.Time, lower []byte, sc *scan.Scanner, frame
 		case "lastUpdateId":
 			id, haveID = sc.Int(), true
 		case "bids":
-			d.bids, haveB = levels(sc, &d.prices, d.bids), true
+			d.bids, haveB = levels(sc, d.bids), true
 		case "asks":
-			d.asks, haveA = levels(sc, &d.prices, d.asks), true
+			d.asks, haveA = levels(sc, d.asks), true
 		default:
 			sc.Skip()
 		}
@@ -640,7 +641,7 @@ func (d *Decoder) snapshot(recv time.Time, lower []byte, sc *scan.Scanner, frame
 		return
 	}
 	s.state, s.straddle = stateSynced, applied == 0
-	ev := s.book.snapshot(s.l2, &d.prices)
+	ev := s.book.snapshot(s.l2)
 	ev.VenueSeq, ev.RecvTime, ev.VenueTime = s.lastU, recv, at
 	d.sink.Event(ev)
 }

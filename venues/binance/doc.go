@@ -101,42 +101,22 @@
 // # Performance
 //
 // Frames are read into one reused buffer and decoded in place by the
-// venues' shared JSON scanner (internal/scan); decimals are parsed from
-// the bytes (decimal.go) into
-// decimal.New without an intermediate string, zero sizes share one value
-// and prices are interned (a live book repeats the same few hundred). The
-// book (book.go) keys each price by its int64 value in units of 1e-8, the
-// format Binance writes: venue.Book's decimal comparisons (a big.Int compare
-// per binary-search probe) were the largest cost of a frame on a
-// 1000-level book. A price with more than eight fraction digits, or of
-// more than 18 significant digits (10,000,000,000 and over at eight
-// fraction digits), cannot be keyed and makes the frame bad; no Binance
-// spot price is either. Sizes are kept as integers too, so the book holds
-// no pointers (no write barriers when levels move, nothing for the GC to
-// scan); sizes of more than 18 digits go in a side map. What remains per
-// frame is one allocation for the event with up to four levels, and two
-// per non-zero size (shopspring's big.Int).
-//
-// BenchmarkDecodeDepth reports frames/s, frames per CPU-second and
-// allocs/frame. Measured with -cpu 1 on the project's 2-core machine while
-// other sessions' builds and fuzzers kept its load average at 5 to 6, so
-// figures swung up to twofold between runs; ranges over six runs of the
-// final code, wall-clock frames/s (frames per CPU-second within 10%):
-//
-//	levels/frame  frames/s        allocs  B/frame
-//	2             0.58M-1.17M     4       476
-//	4             0.70M-0.78M     7       536
-//	20            0.15M-0.22M     31      1591
-//	parse only, 4 0.86M-0.92M     6       120   (per CPU-second)
-//
-// On the way there: with venue.Book the 4-level figure was 0.29M-0.43M
-// frames per CPU-second, and with an int-keyed book still holding decimal
-// levels 0.37M-0.60M. What is left per frame is scanning and decimal
-// parsing (about half of a 4-level frame's profile) and allocation with
-// its GC: the event, and two allocations per non-zero size, inherent to
-// shopspring decimals. Frames like the capture's (1.6 levels on average)
-// reached the 1M frames/s target only in the least loaded runs; 4-level
-// frames did not.
+// venues' shared JSON scanner (internal/scan); prices and sizes are parsed
+// from the bytes (decimal.go) into fixed point (venue.Fixed), with no
+// decimal built. The book (book.go) keys each price by its int64 value in
+// units of 1e-8, the format Binance writes: venue.Book's decimal
+// comparisons (a big.Int compare per binary-search probe) were the largest
+// cost of a frame on a 1000-level book. A price with more than eight
+// fraction digits, or of more than 18 significant digits (10,000,000,000
+// and over at eight fraction digits), cannot be keyed and makes the frame
+// bad; no Binance spot price is either. Sizes are kept as integers too, so
+// the book holds no pointers (no write barriers when levels move, nothing
+// for the GC to scan); sizes of more than 18 digits go in a side map, and
+// a frame carrying one is published with decimal levels. A depth update
+// is published in one event the decoder reuses (venue.Sink), with its
+// levels in fixed point: decode, book apply and event cost no allocation
+// (TestDepthAllocBudget). Figures: BenchmarkDecodeDepth, in the README's
+// Performance section and docs/design-notes.md.
 //
 // # What was verified, and against what
 //

@@ -49,9 +49,11 @@ type Decoder struct {
 	sc     scan.Scanner
 	dsc    scan.Scanner // the data object, scanned after the envelope
 	cache  decCache
-	bids   []venue.Level // scratch for one frame's levels
-	asks   []venue.Level
-	trades []*venue.Event // one frame's trades, emitted once all parse
+	bids   []lvl // scratch for one frame's levels
+	asks   []lvl
+	ev     venue.Event        // the book update, reused (venue.Sink)
+	fixed  []venue.FixedLevel // its levels
+	trades []*venue.Event     // one frame's trades, emitted once all parse
 	ctl    controlMsg
 
 	// Bad-frame accounting.
@@ -376,24 +378,51 @@ func (d *Decoder) lookup(name []byte) *topic {
 // costs no allocation until it is reported.
 type errText = string
 
-// smallLevels is how many levels an update event carries in the same
-// allocation as the event itself; most Bybit deltas have at most this many.
-const smallLevels = 4
+// lvl is one parsed level: in fixed point (fixed true), or as decimals
+// for a value too long for it.
+type lvl struct {
+	fixed bool
+	fl    venue.FixedLevel
+	dl    venue.Level
+}
 
-// smallEvent is an update event and its levels in one allocation. The
-// sink holds the event, which keeps the levels alive with it.
-type smallEvent struct {
-	ev venue.Event
-	lv [smallLevels]venue.Level
+func (l *lvl) level() venue.Level {
+	if l.fixed {
+		return l.fl.Level()
+	}
+	return l.dl
+}
+
+func allFixed(ls []lvl) bool {
+	for i := range ls {
+		if !ls[i].fixed {
+			return false
+		}
+	}
+	return true
+}
+
+func decimalLevels(ls []lvl) []venue.Level {
+	out := make([]venue.Level, len(ls))
+	for i := range ls {
+		out[i] = ls[i].level()
+	}
+	return out
 }
 
 // applyBook applies an orderbook snapshot or delta already parsed into
 // d.bids and d.asks.
 func (d *Decoder) applyBook(recv, venueTime time.Time, t *topic, p parsedData, frame []byte) {
 	snap, u := p.snap, p.u
+	fixed := allFixed(d.bids) && allFixed(d.asks)
 	if snap || u == 1 {
 		// A snapshot, or u == 1 (the venue restarted): overwrite the book.
-		t.book.Replace(d.bids, d.asks)
+		if fixed {
+			all := d.fixedLevels()
+			t.book.ReplaceFixed(all[:len(d.bids)], all[len(d.bids):])
+		} else {
+			t.book.Replace(decimalLevels(d.bids), decimalLevels(d.asks))
+		}
 		t.lastU, t.valid, t.resyncAt = u, true, time.Time{}
 		if t.book.Crossed() {
 			d.badFrame(recv, t, "snapshot makes a crossed book", frame)
@@ -403,7 +432,7 @@ func (d *Decoder) applyBook(recv, venueTime time.Time, t *topic, p parsedData, f
 			d.whole(t.name)
 		}
 		if t.l2 != "" {
-			ev := t.book.Snapshot(t.l2)
+			ev := t.book.SnapshotFixed(t.l2)
 			ev.VenueSeq, ev.VenueTime, ev.RecvTime = u, venueTime, recv
 			d.sink.Event(ev)
 		}
@@ -425,10 +454,78 @@ func (d *Decoder) applyBook(recv, venueTime time.Time, t *topic, p parsedData, f
 		return
 	}
 	t.lastU = u
-	for _, l := range d.bids {
+	if !fixed {
+		d.applyDecimal(recv, venueTime, t, u, frame)
+		return
+	}
+	all := d.fixedLevels()
+	nb := len(d.bids)
+	for _, l := range all[:nb] {
+		t.book.SetFixed(venue.Bid, l.Price, l.Size)
+	}
+	for _, l := range all[nb:] {
+		t.book.SetFixed(venue.Ask, l.Price, l.Size)
+	}
+	if t.book.Crossed() {
+		d.badFrame(recv, t, "update makes a crossed book", frame)
+		return
+	}
+	if t.l2 == "" {
+		t.book.Truncate(nil, venue.Bid, t.depth)
+		t.book.Truncate(nil, venue.Ask, t.depth)
+		d.ticker(recv, venueTime, t)
+		return
+	}
+	// Bybit keeps its book at the topic's depth and says when a level
+	// leaves it; if it ever does not, drop the level here too and tell the
+	// consumer, so its book stays ours.
+	bids, asks := all[:nb:nb], all[nb:]
+	if t.book.Len(venue.Bid) > t.depth || t.book.Len(venue.Ask) > t.depth {
+		var ok1, ok2 bool
+		bids = append(make([]venue.FixedLevel, 0, nb+1), bids...)
+		bids, ok1 = t.book.TruncateFixed(bids, venue.Bid, t.depth)
+		asks, ok2 = t.book.TruncateFixed(asks, venue.Ask, t.depth)
+		if !ok1 || !ok2 { // a level with no fixed point form: decimals
+			ev := &venue.Event{Kind: venue.KindBook, Stream: t.l2, VenueSeq: u, VenueTime: venueTime, RecvTime: recv}
+			ev.Bids, ev.Asks = (&venue.Event{FixedBids: bids, FixedAsks: asks}).Levels()
+			ev.Bids = t.book.Truncate(ev.Bids, venue.Bid, t.depth)
+			ev.Asks = t.book.Truncate(ev.Asks, venue.Ask, t.depth)
+			d.sink.Event(ev)
+			d.ticker(recv, venueTime, t)
+			return
+		}
+	}
+	// The event and its levels are reused for every frame: a sink has them
+	// only during the call (venue.Sink), so the book path allocates nothing.
+	d.ev = venue.Event{
+		Kind: venue.KindBook, Stream: t.l2, VenueSeq: u, VenueTime: venueTime, RecvTime: recv,
+		FixedBids: bids, FixedAsks: asks,
+	}
+	d.sink.Event(&d.ev)
+	d.ticker(recv, venueTime, t)
+}
+
+// fixedLevels returns d.bids then d.asks in fixed point, in d.fixed.
+func (d *Decoder) fixedLevels() []venue.FixedLevel {
+	all := d.fixed[:0]
+	for i := range d.bids {
+		all = append(all, d.bids[i].fl)
+	}
+	for i := range d.asks {
+		all = append(all, d.asks[i].fl)
+	}
+	d.fixed = all
+	return all
+}
+
+// applyDecimal is the update half of applyBook for a frame with a value
+// too long for fixed point.
+func (d *Decoder) applyDecimal(recv, venueTime time.Time, t *topic, u int64, frame []byte) {
+	bids, asks := decimalLevels(d.bids), decimalLevels(d.asks)
+	for _, l := range bids {
 		t.book.Set(venue.Bid, l.Price, l.Size)
 	}
-	for _, l := range d.asks {
+	for _, l := range asks {
 		t.book.Set(venue.Ask, l.Price, l.Size)
 	}
 	if t.book.Crossed() {
@@ -436,24 +533,10 @@ func (d *Decoder) applyBook(recv, venueTime time.Time, t *topic, p parsedData, f
 		return
 	}
 	if t.l2 != "" {
-		nb, na := len(d.bids), len(d.asks)
-		var ev *venue.Event
-		var lv []venue.Level
-		if nb+na <= smallLevels {
-			blk := new(smallEvent)
-			ev, lv = &blk.ev, blk.lv[:nb+na]
-		} else {
-			ev, lv = new(venue.Event), make([]venue.Level, nb+na)
-		}
-		copy(lv, d.bids)
-		copy(lv[nb:], d.asks)
-		*ev = venue.Event{
+		ev := &venue.Event{
 			Kind: venue.KindBook, Stream: t.l2, VenueSeq: u, VenueTime: venueTime, RecvTime: recv,
-			Bids: lv[:nb:nb], Asks: lv[nb:],
+			Bids: bids, Asks: asks,
 		}
-		// Bybit keeps its book at the topic's depth and says when a level
-		// leaves it; if it ever does not, drop the level here too and tell
-		// the consumer, so its book stays ours.
 		if t.book.Len(venue.Bid) > t.depth {
 			ev.Bids = t.book.Truncate(ev.Bids, venue.Bid, t.depth)
 		}
@@ -475,9 +558,8 @@ func (d *Decoder) ticker(recv, venueTime time.Time, t *topic) {
 	if t.ticker == "" {
 		return
 	}
-	bid, ok1 := t.book.Best(venue.Bid)
-	ask, ok2 := t.book.Best(venue.Ask)
-	if !ok1 || !ok2 {
+	bid, ask, ok := d.best(t)
+	if !ok {
 		return
 	}
 	d.sink.Event(&venue.Event{
@@ -486,9 +568,24 @@ func (d *Decoder) ticker(recv, venueTime time.Time, t *topic) {
 	})
 }
 
-// levels reads [["price","size"],…] into dst. It returns a reason when a
-// level is impossible (price not positive, size negative).
-func (d *Decoder) levels(s *scan.Scanner, t *topic, dst []venue.Level, snap bool, why errText) ([]venue.Level, errText) {
+// best returns the best bid and ask of t's book as decimals from the
+// decimal cache, so a ticker costs its event and not a decimal per value.
+func (d *Decoder) best(t *topic) (bid, ask venue.Level, ok bool) {
+	fb, ok1 := t.book.BestFixed(venue.Bid)
+	fa, ok2 := t.book.BestFixed(venue.Ask)
+	if ok1 && ok2 {
+		dec := func(f venue.Fixed) decimal.Decimal { return d.cache.get(f.M, -int32(f.Scale)) }
+		return venue.Level{Price: dec(fb.Price), Size: dec(fb.Size)}, venue.Level{Price: dec(fa.Price), Size: dec(fa.Size)}, true
+	}
+	bid, ok1 = t.book.Best(venue.Bid)
+	ask, ok2 = t.book.Best(venue.Ask)
+	return bid, ask, ok1 && ok2
+}
+
+// levels reads [["price","size"],…] into dst, in fixed point where a
+// value has that form (see lvl). It returns a reason when a level is
+// impossible (price not positive, size negative).
+func (d *Decoder) levels(s *scan.Scanner, t *topic, dst []lvl, snap bool, why errText) ([]lvl, errText) {
 	for more := s.Array(); more; more = s.More(']') {
 		s.Expect('[')
 		pb := s.Str()
@@ -497,6 +594,26 @@ func (d *Decoder) levels(s *scan.Scanner, t *topic, dst []venue.Level, snap bool
 		s.Expect(']')
 		if s.Failed() {
 			return dst, why
+		}
+		pm, pexp, pok := parseFixed(pb)
+		zm, zexp, zok := parseFixed(sb)
+		if pok && zok && pexp >= -venue.MaxScale && zexp >= -venue.MaxScale {
+			switch {
+			case pm <= 0:
+				if why == "" {
+					why = "level price is not positive"
+				}
+			case zm < 0:
+				if why == "" {
+					why = "level size is negative"
+				}
+			default:
+				dst = append(dst, lvl{fixed: true, fl: venue.FixedLevel{
+					Price: venue.Fixed{M: pm, Scale: uint8(-pexp)},
+					Size:  venue.Fixed{M: zm, Scale: uint8(-zexp)},
+				}})
+			}
+			continue
 		}
 		p, pok := d.price(t, pb, snap)
 		z, zok := d.size(sb)
@@ -514,7 +631,7 @@ func (d *Decoder) levels(s *scan.Scanner, t *topic, dst []venue.Level, snap bool
 				why = "level size is negative"
 			}
 		default:
-			dst = append(dst, venue.Level{Price: p, Size: z})
+			dst = append(dst, lvl{dl: venue.Level{Price: p, Size: z}})
 		}
 	}
 	return dst, why

@@ -107,22 +107,14 @@
 // # Decoding cost
 //
 // Frames are read with the venues' shared scanner (internal/scan) over
-// the bytes (no encoding/json, no maps); prices and sizes are parsed to an
-// integer mantissa without allocating and turned into decimals through a
-// small direct-mapped cache, so a price seen before costs no allocation.
-// Prices are rescaled to the exponent of the book's first snapshot, so
-// that venue.Book compares them without allocating.
-//
-// Measured with BenchmarkDecodeLevel2 (-cpu 1 -benchmem, Go 1.26, on the
-// 2-core development machine while other builds loaded it to 6–23): a
-// typical spot delta (1–4 levels) costs 5 allocations and ~500 B (the
-// event with its levels in one block, and two per size the cache has not
-// seen) and 1.2–1.9 µs of CPU, i.e. 0.5–0.84 M frames per CPU-second; a
-// busy one (1–12 levels) 13 allocations and ~2.3 µs. Scanning alone is
-// ~0.28 µs a frame (BenchmarkParseOnly, no allocation). A CPU profile puts
-// the rest in venue.Book.Set (big.Int comparisons, and write barriers when
-// it moves levels during a GC) and in allocation and GC of the decimals
-// and events, which the venue contract fixes.
+// the bytes (no encoding/json, no maps); book levels are parsed into fixed
+// point (venue.Fixed) without allocating, applied to a venue.Book with
+// SetFixed (integer keys, no decimal built) and published in one event the
+// decoder reuses (venue.Sink): a delta costs no allocation
+// (TestDecodeAllocs). A value too long for fixed point (more than 18
+// digits, or an exponent) takes the decimal path, as before. Trades and
+// tickers get their decimals through a small direct-mapped cache. Figures:
+// BenchmarkDecodeLevel2, in the README's Performance section.
 //
 // # What was verified, and against what
 //

@@ -4,6 +4,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/fanoutd/fanoutd/internal/scan"
+	"github.com/fanoutd/fanoutd/venue"
 )
 
 // priceExp is the exponent every price is rescaled to when it fits, so
@@ -89,6 +90,16 @@ func (d *decimals) size(raw []byte) (decimal.Decimal, bool) {
 	}
 	d.sizes[k] = v
 	return v, true
+}
+
+// fixed parses a non-negative plain decimal into fixed point; ok is false
+// when it is malformed or too long for it (then decimals parse it).
+func fixed(raw []byte) (venue.Fixed, bool) {
+	m, frac, ok := digits(raw)
+	if !ok || m >= 1<<63 || frac > venue.MaxScale {
+		return venue.Fixed{}, false
+	}
+	return venue.Fixed{M: int64(m), Scale: uint8(frac)}, true
 }
 
 func slowDecimal(raw []byte) (decimal.Decimal, bool) {

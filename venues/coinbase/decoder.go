@@ -43,11 +43,22 @@ type request struct {
 	products    []string
 }
 
-// update is one parsed level of an l2_data event.
+// update is one parsed level of an l2_data event: in fixed point (fixed
+// true), or as decimals for a value too long for it.
 type update struct {
 	side  venue.BookSide
+	fixed bool
+	fl    venue.FixedLevel
 	price decimal.Decimal
 	size  decimal.Decimal
+}
+
+// level returns u as decimals.
+func (u *update) level() venue.Level {
+	if u.fixed {
+		return u.fl.Level()
+	}
+	return venue.Level{Price: u.price, Size: u.size}
 }
 
 // Decoder turns Coinbase Advanced Trade frames into events and notices.
@@ -82,6 +93,8 @@ type Decoder struct {
 	scratch    []update
 	bidScratch []venue.Level
 	askScratch []venue.Level
+	ev         venue.Event        // the book update, reused (venue.Sink)
+	fixed      []venue.FixedLevel // its levels
 }
 
 var _ venue.Decoder = (*Decoder)(nil)
@@ -433,10 +446,15 @@ func (d *Decoder) levels(s *scan.Scanner) ([]update, bool) {
 			return nil, false
 		}
 		var ok1, ok2 bool
-		u.price, ok1 = d.dec.price(price)
-		u.size, ok2 = d.dec.size(qty)
-		if !ok1 || !ok2 {
-			return nil, false
+		u.fl.Price, ok1 = fixed(price)
+		u.fl.Size, ok2 = fixed(qty)
+		u.fixed = ok1 && ok2 && u.fl.Price.M > 0
+		if !u.fixed {
+			u.price, ok1 = d.dec.price(price)
+			u.size, ok2 = d.dec.size(qty)
+			if !ok1 || !ok2 {
+				return nil, false
+			}
 		}
 		ups = append(ups, u)
 	}
@@ -445,12 +463,16 @@ func (d *Decoder) levels(s *scan.Scanner) ([]update, bool) {
 }
 
 func (d *Decoder) snapshot(p *product, ups []update, recv, vt time.Time, seq int64, frame []byte) {
+	if allFixed(ups) {
+		d.snapshotFixed(p, ups, recv, vt, seq, frame)
+		return
+	}
 	bids, asks := d.bidScratch[:0], d.askScratch[:0]
-	for _, u := range ups {
-		if u.side == venue.Bid {
-			bids = append(bids, venue.Level{Price: u.price, Size: u.size})
+	for i := range ups {
+		if ups[i].side == venue.Bid {
+			bids = append(bids, ups[i].level())
 		} else {
-			asks = append(asks, venue.Level{Price: u.price, Size: u.size})
+			asks = append(asks, ups[i].level())
 		}
 	}
 	// The venue's snapshot is unsorted; Replace is linear on best-first
@@ -460,12 +482,47 @@ func (d *Decoder) snapshot(p *product, ups []update, recv, vt time.Time, seq int
 	bids, asks = dedupe(bids), dedupe(asks)
 	d.bidScratch, d.askScratch = bids, asks
 	p.book.Replace(bids, asks)
+	d.snapshotDone(p, recv, vt, seq, frame)
+}
+
+func allFixed(ups []update) bool {
+	for i := range ups {
+		if !ups[i].fixed {
+			return false
+		}
+	}
+	return true
+}
+
+// snapshotFixed is snapshot for levels all in fixed point.
+func (d *Decoder) snapshotFixed(p *product, ups []update, recv, vt time.Time, seq int64, frame []byte) {
+	all := d.fixed[:0]
+	for i := range ups {
+		if ups[i].side == venue.Bid {
+			all = append(all, ups[i].fl)
+		}
+	}
+	nb := len(all)
+	for i := range ups {
+		if ups[i].side == venue.Ask {
+			all = append(all, ups[i].fl)
+		}
+	}
+	d.fixed = all
+	bids, asks := all[:nb], all[nb:]
+	slices.SortStableFunc(bids, func(a, b venue.FixedLevel) int { return b.Price.Cmp(a.Price) })
+	slices.SortStableFunc(asks, func(a, b venue.FixedLevel) int { return a.Price.Cmp(b.Price) })
+	p.book.ReplaceFixed(dedupeFixed(bids), dedupeFixed(asks))
+	d.snapshotDone(p, recv, vt, seq, frame)
+}
+
+func (d *Decoder) snapshotDone(p *product, recv, vt time.Time, seq int64, frame []byte) {
 	if p.book.Crossed() {
 		d.bad(recv, "crossed book after snapshot", frame, p)
 		return
 	}
 	p.valid = true
-	ev := p.book.Snapshot(p.l2)
+	ev := p.book.SnapshotFixed(p.l2)
 	ev.VenueTime, ev.RecvTime, ev.VenueSeq = vt, recv, seq
 	d.emit(p, ev, p.l2, recv)
 	if d.onWhole != nil {
@@ -485,50 +542,67 @@ func dedupe(ls []venue.Level) []venue.Level {
 	return out
 }
 
-// evSmall is an update event with room for its levels.
-type evSmall struct {
-	ev venue.Event
-	lv [2]venue.Level
+func dedupeFixed(ls []venue.FixedLevel) []venue.FixedLevel {
+	out := ls[:0]
+	for i := range ls {
+		if i+1 < len(ls) && ls[i].Price.Cmp(ls[i+1].Price) == 0 {
+			continue
+		}
+		out = append(out, ls[i])
+	}
+	return out
 }
 
 func (d *Decoder) update(p *product, ups []update, recv, vt time.Time, seq int64, frame []byte) {
-	nb := 0
-	for _, u := range ups {
-		if u.side == venue.Bid {
-			nb++
+	if !allFixed(ups) {
+		d.updateDecimal(p, ups, recv, vt, seq, frame)
+		return
+	}
+	// The event and its levels are reused for every frame: a sink has them
+	// only during the call (venue.Sink), so the book path allocates nothing.
+	all := d.fixed[:0]
+	for i := range ups {
+		if ups[i].side == venue.Bid {
+			all = append(all, ups[i].fl)
 		}
 	}
-	var ev *venue.Event
-	var levels []venue.Level
-	if len(ups) <= len(evSmall{}.lv) {
-		// The common frame changes a level or two: one allocation holds
-		// the event and its levels.
-		e := &evSmall{}
-		ev, levels = &e.ev, e.lv[:len(ups)]
-	} else {
-		ev, levels = &venue.Event{}, make([]venue.Level, len(ups))
-	}
-	bids, asks := levels[:0:nb], levels[nb:nb]
-	for _, u := range ups {
-		l := venue.Level{Price: u.price, Size: u.size}
-		if u.side == venue.Bid {
-			bids = append(bids, l)
-		} else {
-			asks = append(asks, l)
+	nb := len(all)
+	for i := range ups {
+		if ups[i].side == venue.Ask {
+			all = append(all, ups[i].fl)
 		}
-		p.book.Set(u.side, u.price, u.size)
+	}
+	d.fixed = all
+	for i := range ups {
+		p.book.SetFixed(ups[i].side, ups[i].fl.Price, ups[i].fl.Size)
 	}
 	if p.book.Crossed() {
 		d.bad(recv, "crossed book after update", frame, p)
 		return
 	}
-	*ev = venue.Event{Kind: venue.KindBook, Stream: p.l2, VenueTime: vt, RecvTime: recv, VenueSeq: seq}
-	if len(bids) > 0 {
-		ev.Bids = bids
+	d.ev = venue.Event{Kind: venue.KindBook, Stream: p.l2, VenueTime: vt, RecvTime: recv, VenueSeq: seq,
+		FixedBids: all[:nb:nb], FixedAsks: all[nb:]}
+	d.emit(p, &d.ev, p.l2, recv)
+}
+
+// updateDecimal is update for a frame with a value too long for fixed
+// point.
+func (d *Decoder) updateDecimal(p *product, ups []update, recv, vt time.Time, seq int64, frame []byte) {
+	var bids, asks []venue.Level
+	for i := range ups {
+		l := ups[i].level()
+		if ups[i].side == venue.Bid {
+			bids = append(bids, l)
+		} else {
+			asks = append(asks, l)
+		}
+		p.book.Set(ups[i].side, l.Price, l.Size)
 	}
-	if len(asks) > 0 {
-		ev.Asks = asks
+	if p.book.Crossed() {
+		d.bad(recv, "crossed book after update", frame, p)
+		return
 	}
+	ev := &venue.Event{Kind: venue.KindBook, Stream: p.l2, VenueTime: vt, RecvTime: recv, VenueSeq: seq, Bids: bids, Asks: asks}
 	d.emit(p, ev, p.l2, recv)
 }
 

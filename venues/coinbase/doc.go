@@ -71,10 +71,13 @@
 // Updates to a book that is not valid (before its snapshot, after a gap or
 // a bad frame) are dropped. There is no checksum.
 //
-// Prices are rescaled to 12 decimal places when they fit, because
-// Coinbase writes "79944" and "79944.1" in one book and venue.Book compares
-// without allocating only equal exponents; the value is unchanged and the
-// wire form prints without trailing zeros.
+// Book levels are parsed into fixed point (venue.Fixed) as Coinbase writes
+// them ("79944" and "79944.1" in one book: venue.Book keys both at 1e-18),
+// applied with Book.SetFixed and published in one event the decoder reuses
+// (venue.Sink): an update costs no allocation (TestUpdateAllocs). A value
+// too long for fixed point takes the decimal path, where prices are
+// rescaled to 12 decimal places when they fit; the wire form prints
+// without trailing zeros either way.
 //
 // Bad frames: a frame that is not JSON, lacks its envelope, carries a
 // malformed level, a negative size, or leaves a book crossed is counted

@@ -26,9 +26,9 @@ func (d *Decoder) checksum(bk *bookState) uint32 {
 	for _, s := range [2]venue.BookSide{venue.Ask, venue.Bid} {
 		n := min(checksumLevels, bk.b.Len(s))
 		for i := 0; i < n; i++ {
-			l := bk.b.Level(s, i)
-			buf = d.digits.append(buf, l.Price.CoefficientInt64())
-			buf = d.digits.append(buf, l.Size.CoefficientInt64())
+			l, _ := bk.b.LevelFixed(s, i) // every level is fixed point (see update)
+			buf = d.digits.append(buf, l.Price.M)
+			buf = d.digits.append(buf, l.Size.M)
 		}
 	}
 	d.ck = buf

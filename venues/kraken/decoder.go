@@ -47,10 +47,12 @@ type Decoder struct {
 	sc   scan.Scanner
 	clk  scan.Clock
 
-	rawB, rawA []rawLevel    // scratch: one message's levels as parsed
-	lvB, lvA   []venue.Level // scratch: snapshot levels before Replace
-	ck         []byte        // scratch: checksum input
-	digits     digitCache    // text of recent coefficients, for the checksum
+	rawB, rawA []rawLevel         // scratch: one message's levels as parsed
+	lvB, lvA   []venue.FixedLevel // scratch: snapshot levels before Replace
+	ev         venue.Event        // the book update, reused (venue.Sink)
+	fixed      []venue.FixedLevel // its levels
+	ck         []byte             // scratch: checksum input
+	digits     digitCache         // text of recent coefficients, for the checksum
 
 	badFrames     uint64    // frames that did not decode, in all
 	badSince      uint64    // bad frames since the last data_quality notice
@@ -418,6 +420,10 @@ func (d *Decoder) snapshot(recv, ts time.Time, st *symState, ck uint32) {
 			pp, qp = max(pp, l.pdec), max(qp, l.qdec)
 		}
 	}
+	if pp > venue.MaxScale || qp > venue.MaxScale {
+		d.badSnapshot(recv, "precision finer than 1e-18", st)
+		return
+	}
 	bk.pp, bk.qp = pp, qp
 	var ok bool
 	if d.lvB, ok = d.toLevels(d.lvB[:0], d.rawB, pp, qp); !ok {
@@ -428,7 +434,7 @@ func (d *Decoder) snapshot(recv, ts time.Time, st *symState, ck uint32) {
 		d.badSnapshot(recv, "book level finer than the instrument's precision", st)
 		return
 	}
-	bk.b.Replace(d.lvB, d.lvA)
+	bk.b.ReplaceFixed(d.lvB, d.lvA)
 	bk.b.Truncate(nil, venue.Bid, d.depth)
 	bk.b.Truncate(nil, venue.Ask, d.depth)
 	if bk.b.Crossed() {
@@ -440,7 +446,7 @@ func (d *Decoder) snapshot(recv, ts time.Time, st *symState, ck uint32) {
 		return
 	}
 	bk.valid = true
-	ev := bk.b.Snapshot(st.l2)
+	ev := bk.b.SnapshotFixed(st.l2)
 	ev.VenueTime, ev.RecvTime = ts, recv
 	d.emit(ev)
 	if d.onWhole != nil {
@@ -448,7 +454,7 @@ func (d *Decoder) snapshot(recv, ts time.Time, st *symState, ck uint32) {
 	}
 }
 
-func (d *Decoder) toLevels(dst []venue.Level, raw []rawLevel, pp, qp int) ([]venue.Level, bool) {
+func (d *Decoder) toLevels(dst []venue.FixedLevel, raw []rawLevel, pp, qp int) ([]venue.FixedLevel, bool) {
 	for _, l := range raw {
 		p, ok1 := rescale(l.p, l.pdec, pp)
 		q, ok2 := rescale(l.q, l.qdec, qp)
@@ -458,32 +464,26 @@ func (d *Decoder) toLevels(dst []venue.Level, raw []rawLevel, pp, qp int) ([]ven
 		if q == 0 {
 			continue
 		}
-		dst = append(dst, venue.Level{Price: decimal.New(p, int32(-pp)), Size: decimal.New(q, int32(-qp))})
+		dst = append(dst, venue.FixedLevel{Price: venue.Fixed{M: p, Scale: uint8(pp)}, Size: venue.Fixed{M: q, Scale: uint8(qp)}})
 	}
 	return dst, true
 }
 
 // update applies the levels parsed into rawB/rawA to st's book, truncates
 // to the subscribed depth, verifies, and publishes the change — including
-// each level truncation pushed out, as a removal.
+// each level truncation pushed out, as a removal. The event and its levels
+// are reused for every message: a sink has them only during the call
+// (venue.Sink), so the book path allocates nothing.
 func (d *Decoder) update(recv, ts time.Time, st *symState, ck uint32) {
 	bk := st.book
 	if bk == nil || !bk.valid {
 		return // waiting for a snapshot; Kraken's own updates are meaningless until then
 	}
 	nb, na := len(d.rawB), len(d.rawA)
-	var ev *venue.Event
-	var lv []venue.Level
-	switch n := nb + na; {
-	case n == 0:
-		ev = &venue.Event{}
-	case n <= 2:
-		// The usual message: one allocation for the event and its levels.
-		eb := &eventBuf{}
-		ev, lv = &eb.ev, eb.lv[:0]
-	default:
-		ev, lv = &venue.Event{}, make([]venue.Level, 0, 2*n)
+	if cap(d.fixed) < 2*(nb+na) {
+		d.fixed = make([]venue.FixedLevel, 0, 2*(nb+na)+8)
 	}
+	lv := d.fixed[:0:cap(d.fixed)]
 	bids := lv[: 0 : 2*nb]
 	asks := lv[2*nb : 2*nb : cap(lv)]
 	var ok bool
@@ -503,8 +503,10 @@ func (d *Decoder) update(recv, ts time.Time, st *symState, ck uint32) {
 		d.badFrame(recv, "book level finer than the instrument's precision", st)
 		return
 	}
-	bids = bk.b.Truncate(bids, venue.Bid, d.depth)
-	asks = bk.b.Truncate(asks, venue.Ask, d.depth)
+	// Every level of the book is fixed point (ReplaceFixed, SetFixed at
+	// scales of at most MaxScale), so TruncateFixed cannot refuse.
+	bids, _ = bk.b.TruncateFixed(bids, venue.Bid, d.depth)
+	asks, _ = bk.b.TruncateFixed(asks, venue.Ask, d.depth)
 	if bk.b.Crossed() {
 		d.badFrame(recv, "crossed book after update", st)
 		return
@@ -516,68 +518,26 @@ func (d *Decoder) update(recv, ts time.Time, st *symState, ck uint32) {
 	if len(bids) == 0 && len(asks) == 0 {
 		return
 	}
-	if len(bids) == 0 {
-		bids = nil
-	}
-	if len(asks) == 0 {
-		asks = nil
-	}
-	*ev = venue.Event{Kind: venue.KindBook, Stream: st.l2, VenueTime: ts, RecvTime: recv, Bids: bids, Asks: asks}
-	d.emit(ev)
-}
-
-// eventBuf is an update event with room for the levels of a small message
-// (up to two levels, and as many truncation removals), allocated as one.
-type eventBuf struct {
-	ev venue.Event
-	lv [4]venue.Level
+	d.ev = venue.Event{Kind: venue.KindBook, Stream: st.l2, VenueTime: ts, RecvTime: recv, FixedBids: bids, FixedAsks: asks}
+	d.emit(&d.ev)
 }
 
 // applySide sets each raw level on side s of bk, in order, appending what
-// it set to dst. A price already in the book reuses the book's decimal.
-func (d *Decoder) applySide(dst []venue.Level, bk *bookState, s venue.BookSide, raw []rawLevel) ([]venue.Level, bool) {
+// it set to dst.
+func (d *Decoder) applySide(dst []venue.FixedLevel, bk *bookState, s venue.BookSide, raw []rawLevel) ([]venue.FixedLevel, bool) {
 	for _, l := range raw {
 		p, ok1 := rescale(l.p, l.pdec, bk.pp)
 		q, ok2 := rescale(l.q, l.qdec, bk.qp)
 		if !ok1 || !ok2 {
 			return dst, false
 		}
-		price, found := findPrice(&bk.b, s, p)
-		if !found {
-			price = decimal.New(p, int32(-bk.pp))
-		}
-		var size decimal.Decimal
-		if q != 0 {
-			size = decimal.New(q, int32(-bk.qp))
-		} else if !found {
+		fl := venue.FixedLevel{Price: venue.Fixed{M: p, Scale: uint8(bk.pp)}, Size: venue.Fixed{M: q, Scale: uint8(bk.qp)}}
+		if !bk.b.SetFixed(s, fl.Price, fl.Size) {
 			continue // removing a level we do not hold (already truncated): nothing changes
 		}
-		bk.b.Set(s, price, size)
-		dst = append(dst, venue.Level{Price: price, Size: size})
+		dst = append(dst, fl)
 	}
 	return dst, true
-}
-
-// findPrice finds the level whose price coefficient is p (every price in a
-// book shares its exponent) by binary search on integers, and returns the
-// book's own decimal for it.
-func findPrice(b *venue.Book, s venue.BookSide, p int64) (decimal.Decimal, bool) {
-	lo, hi := 0, b.Len(s) // index 0 is the best level
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		l := b.Level(s, m)
-		c := l.Price.CoefficientInt64()
-		if c == p {
-			return l.Price, true
-		}
-		// Better prices come first: higher bids, lower asks.
-		if (s == venue.Bid) == (c > p) {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return decimal.Decimal{}, false
 }
 
 // resync marks st's book invalid and asks for a fresh snapshot.

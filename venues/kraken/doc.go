@@ -92,18 +92,17 @@
 //
 // # Cost
 //
-// BenchmarkDecodeLevel2 (decode + book apply + truncation + checksum, one
-// change per message as Kraken sends, depth 10) measured 3 allocations and
-// 473 B per update frame: the event with its levels, and the size's
-// decimal (a shopspring Decimal is a big.Int: two allocations; a price
-// already in the book reuses the book's decimal). Measured on the 2-core
-// development machine while four other builds ran on it (load average
-// 14–24), it reached 430k–650k frames per second of CPU time and 120k–310k
-// frames per second of wall time; the figures say more about the load than
-// about the code and should be measured again on a quiet machine. What
-// limits it: the decimal allocations and the GC they cause, then the
-// checksum (40 numbers written and a CRC over ~300 bytes per message; a
-// direct-mapped cache of the digits of recent values halves the writing).
+// Every price and size of a book is held in fixed point at the
+// instrument's precisions (venue.Fixed, scale pp and qp), so the book
+// compares integer keys and the checksum writes the coefficients
+// directly; an update is published in one event the decoder reuses
+// (venue.Sink). Decode, book apply, truncation, checksum and event cost no
+// allocation (TestUpdateAllocBudget). A precision finer than 1e-18 (none
+// exists) makes the snapshot bad. What limits the rate is scanning, then
+// the checksum (40 numbers written and a CRC over ~300 bytes per message;
+// a direct-mapped cache of the digits of recent values halves the
+// writing). Figures: BenchmarkDecodeLevel2, in the README's Performance
+// section.
 //
 // # Verified, and against what
 //

@@ -12,10 +12,10 @@ import (
 
 // level is one price level of the decoder's book. Prices are kept as an
 // integer key in units of 10^-scale of the book, so search and ordering
-// never touch big.Int. The decimals live apart, in the book's vals at
-// slot: a level holds no pointer, so inserting and deleting in the sorted
-// slice is a plain memmove (with decimals inline, the GC write barriers on
-// every moved pointer took half the decode time).
+// never touch big.Int. The size lives apart, in the book's vals at slot: a
+// level holds no pointer, so inserting and deleting in the sorted slice is
+// a plain memmove (with decimals inline, the GC write barriers on every
+// moved pointer took half the decode time).
 type level struct {
 	key  int64
 	slot int32  // index of the level's decimals in book.vals
@@ -23,10 +23,20 @@ type level struct {
 	tl   uint32 // its length; 0 when the book keeps no text
 }
 
-// vals are a level's decimals: px at the book's scale (the value events
-// carry) and sz as OKX wrote it.
+// vals are a level's size as OKX wrote it, in fixed point, or in big when
+// it is too long for that. (The price is the level's key at the book's
+// scale.)
 type vals struct {
-	px, sz decimal.Decimal
+	sz  venue.Fixed
+	big *decimal.Decimal
+}
+
+// decimal returns the size as a decimal.
+func (v *vals) decimal() decimal.Decimal {
+	if v.big != nil {
+		return *v.big
+	}
+	return v.sz.Decimal()
 }
 
 // side is one side of a book, worst price first and best last (like
@@ -74,27 +84,37 @@ type book struct {
 	text       []byte    // arena of level texts
 	spare      []byte    // the other arena, reused by compaction
 	dead       int       // bytes of text no level refers to
-	vals       []vals    // decimals of the levels, by slot
+	vals       []vals    // sizes of the levels, by slot
 	free       []int32   // unused slots of vals
+	nbig       int       // vals with a big size
 	cache      *decCache // the decoder's; nil makes every decimal anew
 }
 
-// newSlot stores px and sz and returns their slot.
-func (b *book) newSlot(px, sz decimal.Decimal) int32 {
+// newSlot stores sz and returns its slot.
+func (b *book) newSlot(sz vals) int32 {
+	if sz.big != nil {
+		b.nbig++
+	}
 	if n := len(b.free); n > 0 {
 		s := b.free[n-1]
 		b.free = b.free[:n-1]
-		b.vals[s] = vals{px, sz}
+		b.vals[s] = sz
 		return s
 	}
-	b.vals = append(b.vals, vals{px, sz})
+	b.vals = append(b.vals, sz)
 	return int32(len(b.vals) - 1)
 }
 
 func (b *book) freeSlot(s int32) {
-	b.vals[s] = vals{} // let the decimals go
+	if b.vals[s].big != nil {
+		b.nbig--
+	}
+	b.vals[s] = vals{} // let a big size go
 	b.free = append(b.free, s)
 }
+
+// price returns the price of key in fixed point.
+func (b *book) price(key int64) venue.Fixed { return venue.Fixed{M: key, Scale: uint8(b.scale)} }
 
 func newBook(c *decCache) *book { return &book{bids: side{bid: true}, cache: c} }
 
@@ -111,7 +131,7 @@ func (b *book) reset(scale int32, keepText bool) {
 	b.bids.lv, b.asks.lv = b.bids.lv[:0], b.asks.lv[:0]
 	b.text, b.dead = b.text[:0], 0
 	clear(b.vals)
-	b.vals, b.free = b.vals[:0], b.free[:0]
+	b.vals, b.free, b.nbig = b.vals[:0], b.free[:0], 0
 }
 
 // maxKey is the largest price key in magnitude (keys are never negative).
@@ -135,9 +155,9 @@ func (b *book) canRescale(to int32) bool {
 	return ok
 }
 
-// rescale moves every key and price to scale to (> b.scale); canRescale
-// must have said yes. It allocates a decimal per level and happens only
-// when a price arrives with more decimals than any before.
+// rescale moves every key to scale to (> b.scale); canRescale must have
+// said yes. It happens only when a price arrives with more decimals than
+// any before.
 func (b *book) rescale(to int32) {
 	if to <= b.scale {
 		return
@@ -146,7 +166,6 @@ func (b *book) rescale(to int32) {
 	for _, s := range []*side{&b.bids, &b.asks} {
 		for i := range s.lv {
 			s.lv[i].key *= p
-			b.vals[s.lv[i].slot].px = decimal.New(s.lv[i].key, -to)
 		}
 	}
 	b.scale = to
@@ -192,9 +211,8 @@ func (b *book) compact(skip *level) {
 	b.spare, b.text, b.dead = b.text[:0], out, 0
 }
 
-// set puts size sz (non-zero) at key; pxd is used for a new level if
-// valid, else a decimal is made. It returns the level's price decimal.
-func (b *book) set(bid bool, key int64, sz decimal.Decimal, pxText, szText []byte) decimal.Decimal {
+// set puts size sz (non-zero) at key.
+func (b *book) set(bid bool, key int64, sz vals, pxText, szText []byte) {
 	s := b.side(bid)
 	i, found := s.find(key)
 	if found {
@@ -203,14 +221,18 @@ func (b *book) set(bid bool, key int64, sz decimal.Decimal, pxText, szText []byt
 			b.dropText(l)
 		}
 		v := &b.vals[l.slot]
-		v.sz = sz
+		if v.big != nil {
+			b.nbig--
+		}
+		if sz.big != nil {
+			b.nbig++
+		}
+		*v = sz
 		l.txt, l.tl = b.addText(pxText, szText)
-		return v.px
+		return
 	}
-	px := b.cache.get(cachePrice, pxText, key, -b.scale)
 	off, n := b.addText(pxText, szText)
-	s.lv = slices.Insert(s.lv, i, level{key: key, slot: b.newSlot(px, sz), txt: off, tl: n})
-	return px
+	s.lv = slices.Insert(s.lv, i, level{key: key, slot: b.newSlot(sz), txt: off, tl: n})
 }
 
 // fill appends levels that are already in order, best first and without
@@ -233,28 +255,24 @@ func (b *book) fill(bid bool, ls []rawLevel) bool {
 		l := &ls[i]
 		key, _ := scan.ScaleUp(l.pm, int(b.scale-l.pf))
 		off, n := b.addText(l.px, l.sz)
-		px := b.cache.get(cachePrice, l.px, key, -b.scale)
-		s.lv[len(ls)-1-i] = level{key: key, slot: b.newSlot(px, l.size(b.cache)), txt: off, tl: n}
+		s.lv[len(ls)-1-i] = level{key: key, slot: b.newSlot(l.vals()), txt: off, tl: n}
 	}
 	return true
 }
 
-// remove deletes the level at key if present; it returns the price
-// decimal to report (the level's own, or a new one).
-func (b *book) remove(bid bool, key int64) decimal.Decimal {
+// remove deletes the level at key if present.
+func (b *book) remove(bid bool, key int64) {
 	s := b.side(bid)
 	i, found := s.find(key)
 	if !found {
-		return decimal.New(key, -b.scale)
+		return
 	}
 	l := &s.lv[i]
-	px := b.vals[l.slot].px
 	if l.tl != 0 {
 		b.dropText(l)
 	}
 	b.freeSlot(l.slot)
 	s.lv = slices.Delete(s.lv, i, i+1)
-	return px
 }
 
 // crossed reports whether the best bid is at or above the best ask.
@@ -293,17 +311,29 @@ func (b *book) appendLevel(buf []byte, l *level) []byte {
 		return append(buf, b.text[l.txt:l.txt+l.tl]...)
 	}
 	v := &b.vals[l.slot]
-	buf = append(buf, v.px.String()...)
+	buf = venue.AppendFixed(buf, b.price(l.key))
 	buf = append(buf, ':')
-	return append(buf, v.sz.String()...)
+	if v.big != nil {
+		return append(buf, v.big.String()...)
+	}
+	return venue.AppendFixed(buf, v.sz)
 }
 
 // levels appends the whole side, best first, as venue levels.
 func (b *book) levels(dst []venue.Level, bid bool) []venue.Level {
 	s := b.side(bid)
 	for i := len(s.lv) - 1; i >= 0; i-- {
-		v := &b.vals[s.lv[i].slot]
-		dst = append(dst, venue.Level{Price: v.px, Size: v.sz})
+		dst = append(dst, venue.Level{Price: b.price(s.lv[i].key).Decimal(), Size: b.vals[s.lv[i].slot].decimal()})
+	}
+	return dst
+}
+
+// fixedLevels appends the whole side, best first, in fixed point; the book
+// must hold no big size (nbig 0).
+func (b *book) fixedLevels(dst []venue.FixedLevel, bid bool) []venue.FixedLevel {
+	s := b.side(bid)
+	for i := len(s.lv) - 1; i >= 0; i-- {
+		dst = append(dst, venue.FixedLevel{Price: b.price(s.lv[i].key), Size: b.vals[s.lv[i].slot].sz})
 	}
 	return dst
 }

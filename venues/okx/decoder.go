@@ -49,6 +49,8 @@ type Decoder struct {
 	// scratch, reused for every frame
 	bids, asks []rawLevel
 	cbuf       []byte
+	ev         venue.Event        // the book update, reused (venue.Sink)
+	fixed      []venue.FixedLevel // its levels
 
 	badFrames  uint64    // frames that did not parse or made an impossible book
 	lastDQ     time.Time // receive time of the last data_quality notice
@@ -460,6 +462,15 @@ func parseLevels(s *scan.Scanner, dst []rawLevel) []rawLevel {
 
 func (l *rawLevel) zero() bool { return !l.bigSz && l.sm == 0 }
 
+// vals returns l's size as the book keeps it.
+func (l *rawLevel) vals() vals {
+	if l.bigSz {
+		d := l.szDec
+		return vals{big: &d}
+	}
+	return vals{sz: venue.Fixed{M: l.sm, Scale: uint8(l.sf)}}
+}
+
 func (l *rawLevel) size(c *decCache) decimal.Decimal {
 	switch {
 	case l.bigSz:
@@ -515,7 +526,7 @@ func (d *Decoder) snapshot(recv time.Time, in *inst, m *bookMsg, b []byte) bool 
 		for i := range ls {
 			if l := &ls[i]; !l.zero() {
 				key, _ := scan.ScaleUp(l.pm, int(sc-l.pf))
-				bk.set(bid, key, l.size(d.cache), l.px, l.sz)
+				bk.set(bid, key, l.vals(), l.px, l.sz)
 			}
 		}
 	}
@@ -540,11 +551,19 @@ func (d *Decoder) snapshot(recv time.Time, in *inst, m *bookMsg, b []byte) bool 
 		Kind: venue.KindBook, Stream: in.l2, RecvTime: recv, VenueTime: msTime(m.ts),
 		Snapshot: true, VenueSeq: m.seq,
 	}
-	lv := make([]venue.Level, 0, len(bk.bids.lv)+len(bk.asks.lv))
-	lv = bk.levels(lv, true)
-	nb := len(lv)
-	lv = bk.levels(lv, false)
-	ev.Bids, ev.Asks = lv[:nb:nb], lv[nb:]
+	if bk.nbig == 0 && len(bk.bids.lv)+len(bk.asks.lv) > 0 {
+		lv := make([]venue.FixedLevel, 0, len(bk.bids.lv)+len(bk.asks.lv))
+		lv = bk.fixedLevels(lv, true)
+		nb := len(lv)
+		lv = bk.fixedLevels(lv, false)
+		ev.FixedBids, ev.FixedAsks = lv[:nb:nb], lv[nb:]
+	} else {
+		lv := make([]venue.Level, 0, len(bk.bids.lv)+len(bk.asks.lv))
+		lv = bk.levels(lv, true)
+		nb := len(lv)
+		lv = bk.levels(lv, false)
+		ev.Bids, ev.Asks = lv[:nb:nb], lv[nb:]
+	}
 	d.emit(ev, recv)
 	return true
 }
@@ -580,13 +599,18 @@ func (d *Decoder) update(recv time.Time, in *inst, m *bookMsg, b []byte) bool {
 		return d.bad(recv, in, "price out of range", b)
 	}
 	bk.rescale(sc)
-	ev, lv := newUpdate(len(m.bids) + len(m.asks))
+	// The event and its levels are reused for every frame: a sink has them
+	// only during the call (venue.Sink), so the book path allocates nothing.
+	lv, fixed := d.fixed[:0], true
 	for i := range m.bids {
-		lv[i] = d.applyLevel(bk, true, &m.bids[i])
+		lv = append(lv, d.applyLevel(bk, true, &m.bids[i]))
+		fixed = fixed && !m.bids[i].bigSz
 	}
 	for i := range m.asks {
-		lv[len(m.bids)+i] = d.applyLevel(bk, false, &m.asks[i])
+		lv = append(lv, d.applyLevel(bk, false, &m.asks[i]))
+		fixed = fixed && !m.asks[i].bigSz
 	}
+	d.fixed = lv
 	if bk.crossed() {
 		d.bad(recv, in, "update crossed the book", b)
 		return true
@@ -598,47 +622,39 @@ func (d *Decoder) update(recv time.Time, in *inst, m *bookMsg, b []byte) bool {
 		in.haveSeq, in.lastSeq = true, m.seq
 	}
 	nb := len(m.bids)
-	*ev = venue.Event{
+	d.ev = venue.Event{
 		Kind: venue.KindBook, Stream: in.l2, RecvTime: recv, VenueTime: msTime(m.ts),
-		VenueSeq: m.seq, Bids: lv[:nb:nb], Asks: lv[nb:],
+		VenueSeq: m.seq, FixedBids: lv[:nb:nb], FixedAsks: lv[nb:],
 	}
-	d.emit(ev, recv)
+	if !fixed { // a size too long for fixed point: decimals
+		d.ev.FixedBids, d.ev.FixedAsks = nil, nil
+		d.ev.Bids, d.ev.Asks = d.decimalLevels(bk, m.bids), d.decimalLevels(bk, m.asks)
+	}
+	d.emit(&d.ev, recv)
 	return true
 }
 
-// newUpdate allocates an event and room for n levels, in one allocation
-// for the small updates that make up most of a feed. The sink owns both.
-func newUpdate(n int) (*venue.Event, []venue.Level) {
-	switch {
-	case n <= 2:
-		x := new(struct {
-			ev venue.Event
-			lv [2]venue.Level
-		})
-		return &x.ev, x.lv[:n]
-	case n <= 4:
-		x := new(struct {
-			ev venue.Event
-			lv [4]venue.Level
-		})
-		return &x.ev, x.lv[:n]
-	case n <= 8:
-		x := new(struct {
-			ev venue.Event
-			lv [8]venue.Level
-		})
-		return &x.ev, x.lv[:n]
+// decimalLevels returns ls as venue levels at bk's price scale.
+func (d *Decoder) decimalLevels(bk *book, ls []rawLevel) []venue.Level {
+	out := make([]venue.Level, len(ls))
+	for i := range ls {
+		key, _ := scan.ScaleUp(ls[i].pm, int(bk.scale-ls[i].pf))
+		out[i] = venue.Level{Price: bk.price(key).Decimal(), Size: ls[i].size(d.cache)}
 	}
-	return new(venue.Event), make([]venue.Level, n)
+	return out
 }
 
-func (d *Decoder) applyLevel(bk *book, bid bool, l *rawLevel) venue.Level {
+// applyLevel applies l to bk and returns it in fixed point (a big size
+// as 0: the caller then uses decimalLevels).
+func (d *Decoder) applyLevel(bk *book, bid bool, l *rawLevel) venue.FixedLevel {
 	key, _ := scan.ScaleUp(l.pm, int(bk.scale-l.pf)) // scaleFor checked it fits
 	if l.zero() {
-		return venue.Level{Price: bk.remove(bid, key)}
+		bk.remove(bid, key)
+		return venue.FixedLevel{Price: bk.price(key), Size: venue.Fixed{Scale: uint8(l.sf)}}
 	}
-	sz := l.size(d.cache)
-	return venue.Level{Price: bk.set(bid, key, sz, l.px, l.sz), Size: sz}
+	v := l.vals()
+	bk.set(bid, key, v, l.px, l.sz)
+	return venue.FixedLevel{Price: bk.price(key), Size: v.sz}
 }
 
 // verify checks m's checksum against the book; on a mismatch it

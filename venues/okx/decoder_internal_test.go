@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shopspring/decimal"
-
 	"github.com/fanoutd/fanoutd/venue"
 	"github.com/fanoutd/fanoutd/venue/venuetest"
 )
@@ -57,7 +55,7 @@ func TestTextArenaCompaction(t *testing.T) {
 		if key%10 != 0 {
 			px = fmt.Appendf(nil, "%d.%d", key/10, key%10)
 		}
-		b.set(true, key, decimalOne, px, []byte(fmt.Sprint(i)))
+		b.set(true, key, vals{sz: venue.Fixed{M: 1}}, px, []byte(fmt.Sprint(i)))
 	}
 	if len(b.text) > 64<<10 {
 		t.Fatalf("arena grew to %d bytes for 50 levels", len(b.text))
@@ -72,8 +70,6 @@ func TestTextArenaCompaction(t *testing.T) {
 		}
 	}
 }
-
-var decimalOne = decimal.New(1, 0)
 
 // TestBadSnapshotNoLoop: a snapshot that fails its checksum is reported
 // and resynced once; further bad snapshots are reported but the next

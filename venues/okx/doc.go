@@ -91,27 +91,20 @@
 // own at its next update, so the bad frame costs no other book.
 //
 // Prices are kept as int64 keys at the book's scale (the most decimals seen
-// for the instrument) and published as decimals at that one exponent, so
-// consumers' venue.Book comparisons do not allocate; a price with more
-// decimals rescales the book. Sizes keep OKX's own exponent.
+// for the instrument) and published in fixed point at that scale; a price
+// with more decimals rescales the book. Sizes keep OKX's own exponent.
 //
 // # Cost
 //
 // Frames are read by the venues' shared scanner (internal/scan) over the
 // bytes (no tree, no maps); the book's sorted levels hold no pointers
-// (decimals live in a side table), so inserts and deletes are plain
-// memmoves without GC write barriers; a direct-mapped cache shares the
-// decimals of repeated price and size texts. A typical update (1-3 levels) costs 4 allocations: the event
-// with its levels (one), and the decimals the cache misses (two each; a
-// shopspring decimal is a big.Int and its word array). TestAllocBudget pins
-// that. BenchmarkDecodeBooks measured, on the shared 2-core build machine
-// under a load average of about 15 (strconv.Atoi ran 4-8x slower than
-// unloaded), about 0.8 million typical updates per CPU-second with
-// GOMAXPROCS=1 (GC included), 0.55-0.63 million with checksums, 0.25-0.29
-// million for 1-20 levels and 62-72 thousand for the 2022 capture's
-// frames (43 levels each on average, 80 allocations); wall-clock rates on
-// that machine are a fraction of these and not meaningful. What remains is
-// mostly allocation: the event the sink owns and the decimals.
+// (sizes live in a side table, in fixed point), so inserts and deletes are
+// plain memmoves without GC write barriers. An update is published in one
+// event the decoder reuses (venue.Sink), with its levels in fixed point: a
+// typical update costs no allocation (TestAllocBudget); a size of more
+// than 18 digits is kept as a decimal, and a frame carrying one is
+// published with decimal levels. Figures: BenchmarkDecodeBooks, in the
+// README's Performance section.
 //
 // # Replay
 //

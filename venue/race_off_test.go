@@ -1,0 +1,5 @@
+//go:build !race
+
+package venue
+
+const raceEnabled = false
