@@ -186,11 +186,16 @@ func (c *soakClient) connect(first bool) (*websocket.Conn, error) {
 	d.HandshakeTimeout = 30 * time.Second
 	if c.role == roleStall {
 		// A small receive buffer, so a stalled reader's backlog is in the
-		// daemon's queue, not in the kernel's.
+		// daemon's queue, not in the kernel's; and an Ethernet-sized MSS:
+		// with loopback's 64 KiB MSS above the buffer, the kernel never
+		// advertises the window reopening, and the sender waits for its
+		// zero-window probe, backed off past the write timeout after a
+		// long stall.
 		d.NetDial = func(network, addr string) (net.Conn, error) {
 			nd := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
 				return rc.Control(func(fd uintptr) {
 					syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 8192)
+					syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_MAXSEG, 1448)
 				})
 			}}
 			return nd.Dial(network, addr)
