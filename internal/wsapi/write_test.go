@@ -288,59 +288,68 @@ func TestWritePoolChurn(t *testing.T) {
 	}
 }
 
-// slowConn reads at most 1 KiB every 10ms: a client that keeps reading,
-// slower than the daemon writes.
-type slowConn struct{ net.Conn }
+// slowConn reads at most 1 KiB per call, sleeping pace before each: a
+// client that keeps reading, slower than the daemon writes.
+type slowConn struct {
+	net.Conn
+	pace time.Duration
+}
 
 func (c slowConn) Read(b []byte) (int, error) {
-	time.Sleep(10 * time.Millisecond)
+	time.Sleep(c.pace)
 	return c.Conn.Read(b[:min(len(b), 1024)])
 }
 
-// TestSlowSteadyReaderStays: a client that reads steadily but slower than
-// its queue fills (a small receive buffer, about 100 KB/s) is neither cut
-// off mid-batch by the write timeout (the deadline runs from the socket's
-// last progress, not from the start of a batch that takes longer than it)
-// nor closed for silence (pings go out between batches although its queue
-// never empties, and it answers them).
-func TestSlowSteadyReaderStays(t *testing.T) {
-	feed, url, _ := poolServer(t, Options{WriteDelay: time.Millisecond, SendBuffer: 4096, MaxBatchBytes: 16384,
-		WriteTimeout: 100 * time.Millisecond, PingInterval: 250 * time.Millisecond}, 0)
+// slowReader connects to url through a small receive buffer (with an
+// Ethernet-sized MSS: with loopback's 64 KiB one above the buffer, the
+// kernel would not advertise the window reopening), reading 1 KiB per
+// pace, subscribes it to coinbase:trades:BTC-USD and counts the pings it
+// answers.
+func slowReader(t *testing.T, url string, pace time.Duration, pings *int) *websocket.Conn {
+	t.Helper()
 	d := websocket.Dialer{NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		nd := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-			return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+			return rc.Control(func(fd uintptr) {
+				syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+				syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_MAXSEG, 1448)
+			})
 		}}
 		c, err := nd.DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
-		return slowConn{c}, nil
+		return slowConn{c, pace}, nil
 	}}
 	ws, _, err := d.Dial(url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ws.Close()
-	pings := 0
+	t.Cleanup(func() { ws.Close() })
 	ws.SetPingHandler(func(p string) error {
-		pings++
+		*pings++
 		return ws.WriteControl(websocket.PongMessage, []byte(p), time.Now().Add(time.Second))
 	})
 	ws.WriteMessage(websocket.TextMessage, []byte(`{"op":"subscribe","id":"1","streams":["coinbase:trades:BTC-USD"]}`))
 	if _, m, err := ws.ReadMessage(); err != nil || !bytes.Contains(m, []byte(`"ack"`)) {
 		t.Fatalf("subscribe: %q %v", m, err)
 	}
-	const events = 1000 // about 150 KB: seconds at the reader's pace
+	return ws
+}
+
+// publishAndRead publishes events (about 150 bytes each) at once and
+// reads them all from ws in seq order; it fails the test if ws is closed.
+func publishAndRead(t *testing.T, feed *fanout.Feed, ws *websocket.Conn, events int, pings *int) {
+	t.Helper()
 	for i := range events {
 		feed.Publish(&venue.Event{Kind: venue.KindTrade, Stream: "coinbase:trades:BTC-USD", TradeID: strings.Repeat("x", 100),
 			Price: decimal.New(int64(i), -2), Size: decimal.New(1, 0), Side: venue.SideBuy, RecvTime: time.Now(), VenueTime: time.Now()})
 	}
 	var last uint64
-	for last < events {
+	for last < uint64(events) {
 		ws.SetReadDeadline(time.Now().Add(10 * time.Second))
 		_, m, err := ws.ReadMessage()
 		if err != nil {
-			t.Fatalf("closed after seq %d (%d pings): %v", last, pings, err)
+			t.Fatalf("closed after seq %d (%d pings): %v", last, *pings, err)
 		}
 		for _, line := range bytes.Split(m, []byte("\n")) {
 			var ev struct{ Seq uint64 }
@@ -352,7 +361,31 @@ func TestSlowSteadyReaderStays(t *testing.T) {
 			}
 		}
 	}
-	if pings < 3 {
-		t.Fatalf("%d pings while the queue drained for seconds, want one every 250ms", pings)
+}
+
+// TestSlowReaderNotCutMidBatch: a batch that a slow but steady reader
+// takes longer than the write timeout to accept is not cut off: the
+// deadline runs from the socket's last progress, not from the start of
+// the write ("the socket accepted nothing for write_timeout").
+func TestSlowReaderNotCutMidBatch(t *testing.T) {
+	feed, url, _ := poolServer(t, Options{WriteDelay: time.Millisecond, SendBuffer: 4096, MaxBatchBytes: 16384,
+		WriteTimeout: time.Second, PingInterval: time.Minute}, 0)
+	var pings int
+	ws := slowReader(t, url, 100*time.Millisecond, &pings) // about 10 KB/s: a 16 KB batch takes 1.6 s
+	publishAndRead(t, feed, ws, 150, &pings)
+}
+
+// TestPingsWhileQueueNeverEmpties: a reader that keeps reading but never
+// catches up is pinged between batches (it answers, so it is not closed
+// for silence after two ping intervals), not only once its queue is
+// empty.
+func TestPingsWhileQueueNeverEmpties(t *testing.T) {
+	feed, url, _ := poolServer(t, Options{WriteDelay: time.Millisecond, SendBuffer: 4096, MaxBatchBytes: 4096,
+		PingInterval: 500 * time.Millisecond}, 0)
+	var pings int
+	ws := slowReader(t, url, 10*time.Millisecond, &pings) // about 100 KB/s: 150 KB take seconds
+	publishAndRead(t, feed, ws, 1000, &pings)
+	if pings < 2 {
+		t.Fatalf("%d pings while the queue drained for seconds, want one each 500ms", pings)
 	}
 }
