@@ -83,6 +83,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"http:\n  max_anonymous_connections: -1\n", "http.max_anonymous_connections: -1"},
 		{"websocket:\n  named_ttl: forever\n", `websocket.named_ttl: "forever" is not a duration from 1s to 8760h, or never`},
 		{"limits:\n  max_reply_bytes: 10\n", "limits.max_reply_bytes: 10 is not an integer from 1024"},
+		{"tokens:\n  - {name: t1, token: s1, streams: [[\"x\"]]}\n", "tokens[0].streams[0]: cannot unmarshal !!seq"},
 		{"shutdown_timeout: 1000h\n", `shutdown_timeout: "1000h" is not a duration between 0 and 24h`},
 		// cluster: (issue 12); secrets are never echoed.
 		{"cluster:\n  role: relay\n", `cluster.role: "relay" is not all, ingest or edge`},

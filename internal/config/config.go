@@ -243,6 +243,13 @@ func yamlError(data []byte, err error) error {
 	var root yaml.Node
 	_ = yaml.Unmarshal(data, &root)
 	key := keyAtLine(&root, "", line)
+	if t := tagRE.FindStringSubmatch(m[2]); t != nil {
+		// Several keys can share a line ({a: 1, b: [x]}): name the one
+		// whose value has the type the error names.
+		if k := valueAtLine(&root, "", line, t[1]); k != "" {
+			key = k
+		}
+	}
 	detail := m[2]
 	if f := regexp.MustCompile(`field (\S+) not found`).FindStringSubmatch(detail); f != nil {
 		detail = "unknown key"
@@ -254,6 +261,38 @@ func yamlError(data []byte, err error) error {
 		key = "(line " + m[1] + ")"
 	}
 	return &Error{Key: key, Msg: detail + " (line " + m[1] + ")"}
+}
+
+var tagRE = regexp.MustCompile(`cannot unmarshal (!!\w+)`)
+
+// valueAtLine returns the dotted path of the deepest value on line whose
+// YAML tag is tag, or "".
+func valueAtLine(n *yaml.Node, path string, line int, tag string) string {
+	var kids []*yaml.Node
+	var paths []string
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			kids, paths = append(kids, c), append(paths, path)
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			kids, paths = append(kids, n.Content[i+1]), append(paths, strings.TrimPrefix(path+"."+n.Content[i].Value, "."))
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			kids, paths = append(kids, c), append(paths, path+"["+strconv.Itoa(i)+"]")
+		}
+	}
+	for i, c := range kids {
+		if k := valueAtLine(c, paths[i], line, tag); k != "" {
+			return k
+		}
+		if c.Line == line && c.Tag == tag && n.Kind != yaml.DocumentNode {
+			return paths[i]
+		}
+	}
+	return ""
 }
 
 // keyAtLine returns the dotted path of the key or value on line, or "".
