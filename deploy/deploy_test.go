@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/internal/daemon/daemontest"
+	"github.com/fanoutd/fanoutd/venue/venuetest"
 	"github.com/fanoutd/fanoutd/venues"
 	"github.com/fanoutd/fanoutd/venues/coinbase/coinbasetest"
 )
@@ -129,51 +129,6 @@ func dashboardExprs(t *testing.T) map[string]string {
 	return out
 }
 
-// proxy forwards TCP to a target until killed: a venue that goes away.
-type proxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-}
-
-func newProxy(t *testing.T, target string) *proxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{ln: ln}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, u)
-			p.mu.Unlock()
-			go func() { io.Copy(u, c); u.Close() }()
-			go func() { io.Copy(c, u); c.Close() }()
-		}
-	}()
-	t.Cleanup(p.kill)
-	return p
-}
-
-func (p *proxy) kill() {
-	p.ln.Close()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
 // prom is a Prometheus server started for one test.
 type prom struct{ base string }
 
@@ -273,10 +228,10 @@ func TestDashboardAndRulesAgainstPrometheus(t *testing.T) {
 	need(t, "prometheus")
 	mock := &coinbasetest.Mock{}
 	mock.Start(t)
-	px := newProxy(t, strings.TrimPrefix(mock.Server().URL, "ws://"))
+	px := venuetest.NewProxy(t, strings.TrimPrefix(mock.Server().URL, "ws://"))
 	cb, _ := venues.Lookup("coinbase")
 	d := daemontest.Start(t, fmt.Sprintf("venues:\n  coinbase:\n    ws_url: ws://%s\n    symbols: [%s]\nrecord:\n  enabled: true\n  dir: %s\n",
-		px.ln.Addr(), mock.Symbol(), t.TempDir()), daemon.Options{Venues: []venues.Venue{cb}})
+		px.Addr, mock.Symbol(), t.TempDir()), daemon.Options{Venues: []venues.Venue{cb}})
 
 	ws, _, err := websocket.DefaultDialer.Dial(d.URL("ws")+"/v1/stream", nil)
 	if err != nil {
@@ -347,7 +302,7 @@ func TestDashboardAndRulesAgainstPrometheus(t *testing.T) {
 		t.Fatal("FanoutdVenueLinkDown is active while the venue is up")
 	}
 
-	px.kill()
+	px.Kill()
 	killed := time.Now()
 	waitFor(t, 30*time.Second, "FanoutdVenueLinkDown never fired after the venue was killed", func() bool {
 		r := p.query(t, `ALERTS{alertname="FanoutdVenueLinkDown",alertstate="firing",venue="coinbase"}`)

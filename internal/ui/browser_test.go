@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -32,6 +31,7 @@ import (
 	"github.com/fanoutd/fanoutd/internal/testsource"
 	"github.com/fanoutd/fanoutd/replay"
 	"github.com/fanoutd/fanoutd/venue"
+	"github.com/fanoutd/fanoutd/venue/venuetest"
 	"github.com/fanoutd/fanoutd/venues"
 	"github.com/fanoutd/fanoutd/venues/coinbase/coinbasetest"
 )
@@ -406,52 +406,6 @@ func TestPageShowsAStalledSubscriber(t *testing.T) {
 	<-resumed
 }
 
-// proxy forwards TCP to target until killed: a venue that goes away.
-type proxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-}
-
-func newProxy(t *testing.T, target string) *proxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{ln: ln}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, u)
-			p.mu.Unlock()
-			go func() { io.Copy(u, c); u.Close() }()
-			go func() { io.Copy(c, u); c.Close() }()
-		}
-	}()
-	t.Cleanup(p.kill)
-	return p
-}
-
-// kill closes the listener and every connection: dials are refused.
-func (p *proxy) kill() {
-	p.ln.Close()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
 // TestPageShowsALinkDown: the venue table shows a venue's link up, and
 // down within 2 s of its venue going away (the mock venue behind a proxy
 // that is killed: its connections closed, new ones refused).
@@ -459,9 +413,9 @@ func TestPageShowsALinkDown(t *testing.T) {
 	ctx := browser(t)
 	mock := &coinbasetest.Mock{}
 	mock.Start(t)
-	px := newProxy(t, strings.TrimPrefix(mock.Server().URL, "ws://"))
+	px := venuetest.NewProxy(t, strings.TrimPrefix(mock.Server().URL, "ws://"))
 	cb, _ := venues.Lookup("coinbase")
-	d := daemontest.Start(t, fmt.Sprintf("venues:\n  coinbase:\n    ws_url: ws://%s\n    symbols: [%s]\n", px.ln.Addr(), mock.Symbol()),
+	d := daemontest.Start(t, fmt.Sprintf("venues:\n  coinbase:\n    ws_url: ws://%s\n    symbols: [%s]\n", px.Addr, mock.Symbol()),
 		daemon.Options{Venues: []venues.Venue{cb}})
 	run(t, ctx, chromedp.Navigate(d.URL("http")+"/?stream="+url.QueryEscape("coinbase:level2:"+mock.Symbol())))
 	link := func() string {
@@ -471,7 +425,7 @@ func TestPageShowsALinkDown(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "the page never showed coinbase up", func() bool { return link() == "up" })
 	screenshot(t, ctx, "link-up")
-	px.kill()
+	px.Kill()
 	took := waitFor(t, 2*time.Second, "the page did not show the link down within 2 s", func() bool { s := link(); return s == "down" || s == "connecting" })
 	t.Logf("link %s shown %v after the venue went away", link(), took)
 	var notices string
