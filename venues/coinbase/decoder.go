@@ -479,7 +479,7 @@ func (d *Decoder) snapshot(p *product, ups []update, recv, vt time.Time, seq int
 	// input, so sort here (stable: a repeated price keeps its last size).
 	slices.SortStableFunc(bids, func(a, b venue.Level) int { return b.Price.Cmp(a.Price) })
 	slices.SortStableFunc(asks, func(a, b venue.Level) int { return a.Price.Cmp(b.Price) })
-	bids, asks = dedupe(bids), dedupe(asks)
+	bids, asks = dedupe(bids, cmpPrice), dedupe(asks, cmpPrice)
 	d.bidScratch, d.askScratch = bids, asks
 	p.book.Replace(bids, asks)
 	d.snapshotDone(p, recv, vt, seq, frame)
@@ -494,8 +494,9 @@ func allFixed(ups []update) bool {
 	return true
 }
 
-// snapshotFixed is snapshot for levels all in fixed point.
-func (d *Decoder) snapshotFixed(p *product, ups []update, recv, vt time.Time, seq int64, frame []byte) {
+// sides gathers the levels of ups, bids then asks, in d.fixed (reused)
+// and returns them with the number of bids.
+func (d *Decoder) sides(ups []update) ([]venue.FixedLevel, int) {
 	all := d.fixed[:0]
 	for i := range ups {
 		if ups[i].side == venue.Bid {
@@ -509,10 +510,16 @@ func (d *Decoder) snapshotFixed(p *product, ups []update, recv, vt time.Time, se
 		}
 	}
 	d.fixed = all
+	return all, nb
+}
+
+// snapshotFixed is snapshot for levels all in fixed point.
+func (d *Decoder) snapshotFixed(p *product, ups []update, recv, vt time.Time, seq int64, frame []byte) {
+	all, nb := d.sides(ups)
 	bids, asks := all[:nb], all[nb:]
 	slices.SortStableFunc(bids, func(a, b venue.FixedLevel) int { return b.Price.Cmp(a.Price) })
 	slices.SortStableFunc(asks, func(a, b venue.FixedLevel) int { return a.Price.Cmp(b.Price) })
-	p.book.ReplaceFixed(dedupeFixed(bids), dedupeFixed(asks))
+	p.book.ReplaceFixed(dedupe(bids, cmpFixedPrice), dedupe(asks, cmpFixedPrice))
 	d.snapshotDone(p, recv, vt, seq, frame)
 }
 
@@ -531,10 +538,10 @@ func (d *Decoder) snapshotDone(p *product, recv, vt time.Time, seq int64, frame 
 }
 
 // dedupe keeps the last of each run of equal prices in a sorted side.
-func dedupe(ls []venue.Level) []venue.Level {
+func dedupe[L venue.Level | venue.FixedLevel](ls []L, cmp func(a, b L) int) []L {
 	out := ls[:0]
 	for i := range ls {
-		if i+1 < len(ls) && ls[i].Price.Cmp(ls[i+1].Price) == 0 {
+		if i+1 < len(ls) && cmp(ls[i], ls[i+1]) == 0 {
 			continue
 		}
 		out = append(out, ls[i])
@@ -542,16 +549,8 @@ func dedupe(ls []venue.Level) []venue.Level {
 	return out
 }
 
-func dedupeFixed(ls []venue.FixedLevel) []venue.FixedLevel {
-	out := ls[:0]
-	for i := range ls {
-		if i+1 < len(ls) && ls[i].Price.Cmp(ls[i+1].Price) == 0 {
-			continue
-		}
-		out = append(out, ls[i])
-	}
-	return out
-}
+func cmpPrice(a, b venue.Level) int           { return a.Price.Cmp(b.Price) }
+func cmpFixedPrice(a, b venue.FixedLevel) int { return a.Price.Cmp(b.Price) }
 
 func (d *Decoder) update(p *product, ups []update, recv, vt time.Time, seq int64, frame []byte) {
 	if !allFixed(ups) {
@@ -560,19 +559,7 @@ func (d *Decoder) update(p *product, ups []update, recv, vt time.Time, seq int64
 	}
 	// The event and its levels are reused for every frame: a sink has them
 	// only during the call (venue.Sink), so the book path allocates nothing.
-	all := d.fixed[:0]
-	for i := range ups {
-		if ups[i].side == venue.Bid {
-			all = append(all, ups[i].fl)
-		}
-	}
-	nb := len(all)
-	for i := range ups {
-		if ups[i].side == venue.Ask {
-			all = append(all, ups[i].fl)
-		}
-	}
-	d.fixed = all
+	all, nb := d.sides(ups)
 	for i := range ups {
 		p.book.SetFixed(ups[i].side, ups[i].fl.Price, ups[i].fl.Size)
 	}
