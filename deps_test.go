@@ -46,6 +46,7 @@ var policy = map[string][]string{
 	"internal/wsapi":             {"fanout", "subscriber", "venue", "internal/api", "internal/jsonw"},
 	"internal/config":            {"claimcheck", "fanout", "internal/api", "internal/wsapi", "venue", "venues"},
 	"internal/testsource":        {"notice", "venue"},
+	"internal/cluster/natstest":  {}, // tests only
 	"internal/cluster":           {"fanout", "internal/config", "notice", "venue"},
 	"internal/ui":                {},
 	"internal/daemon":            {"internal/ui", "internal/cluster", "claimcheck", "claimcheck/s3store", "derive", "fanout", "internal/api", "internal/config", "internal/wsapi", "notice", "replay", "subscriber", "venue", "venues"},

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/fanoutd/fanoutd/internal/cluster/natstest"
 	"github.com/fanoutd/fanoutd/venue"
 )
 
@@ -79,16 +79,7 @@ type line struct {
 // next seq, and the subscriber's book is exactly the new leader's.
 func TestIngestKilledStandbyTakesOver(t *testing.T) {
 	t.Cleanup(http.DefaultClient.CloseIdleConnections)
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	t.Cleanup(ns.Shutdown)
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats not ready")
-	}
-	natsURL := ns.ClientURL()
+	natsURL := natstest.Run(t).ClientURL()
 	const l2, tr = "kraken:level2:BTC/USD", "kraken:trades:BTC/USD"
 	ingest := func(node string) (string, *exec.Cmd) {
 		port := freePort(t)
@@ -303,16 +294,7 @@ func lastSeq(ls []line, st string) uint64 {
 // key-value bucket.
 func TestEdgeKilledNamedReattaches(t *testing.T) {
 	t.Cleanup(http.DefaultClient.CloseIdleConnections)
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	t.Cleanup(ns.Shutdown)
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats not ready")
-	}
-	natsURL := ns.ClientURL()
+	natsURL := natstest.Run(t).ClientURL()
 	const l2 = "kraken:level2:BTC/USD" // the captures hold no trades: the trades path is TestClusterNamedSurvivesEdgeLoss's
 	cfg := filepath.Join(t.TempDir(), "in.yaml")
 	os.WriteFile(cfg, []byte(fmt.Sprintf("log_level: warn\ncluster:\n  node: in-a\nclaim_check:\n  stores:\n    - {name: default, kind: dir, path: %s}\n", t.TempDir())), 0o644)

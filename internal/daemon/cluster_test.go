@@ -19,30 +19,13 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/shopspring/decimal"
 
+	"github.com/fanoutd/fanoutd/internal/cluster/natstest"
 	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/internal/daemon/daemontest"
 	"github.com/fanoutd/fanoutd/internal/testsource"
 	"github.com/fanoutd/fanoutd/venue"
 	"github.com/fanoutd/fanoutd/venues"
 )
-
-// startNATS runs the real NATS server, JetStream on, on 127.0.0.1:port
-// (0: any free port).
-func startNATS(t *testing.T, port int, dir string) *server.Server {
-	t.Helper()
-	if port == 0 {
-		port = -1
-	}
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	return s
-}
 
 // natsProxy sits on the TCP connection between an edge and NATS. While
 // drop is set it discards the messages (MSG and HMSG, whole) the server
@@ -339,7 +322,7 @@ const (
 // edges, the second behind a proxy that can drop events.
 func startCluster(t *testing.T) (ns *server.Server, src *source, ingest, edgeA, edgeB *daemontest.Running, proxy *natsProxy) {
 	t.Cleanup(http.DefaultClient.CloseIdleConnections) // runs last
-	ns = startNATS(t, 0, t.TempDir())
+	ns = natstest.Start(t, 0, t.TempDir())
 	t.Cleanup(func() { ns.Shutdown() })
 	url := ns.ClientURL()
 	src = &source{}
@@ -518,7 +501,7 @@ func TestClusterNATSRestart(t *testing.T) {
 	}
 	r.Body.Close()
 	time.Sleep(300 * time.Millisecond) // the ingest goes on; these events are lost to the edge
-	ns2 := startNATS(t, port, dir)
+	ns2 := natstest.Start(t, port, dir)
 	t.Cleanup(func() { ns2.Shutdown() })
 	waitFor(t, 15*time.Second, "link_up", func() bool { return len(kindsOf(a.all(), "link_up")) > 0 })
 	time.Sleep(300 * time.Millisecond)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fanoutd/fanoutd/internal/cluster/natstest"
 	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/internal/daemon/daemontest"
 	"github.com/fanoutd/fanoutd/venues"
@@ -56,7 +57,7 @@ func metricsText(t *testing.T, base string) string {
 // leader's exact book; /v1/coverage and /metrics name the leader.
 func TestClusterIngestFailover(t *testing.T) {
 	t.Cleanup(http.DefaultClient.CloseIdleConnections)
-	ns := startNATS(t, 0, t.TempDir())
+	ns := natstest.Start(t, 0, t.TempDir())
 	t.Cleanup(func() { ns.Shutdown() })
 	url := ns.ClientURL()
 	src := &source{}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/fanoutd/fanoutd/internal/cluster/natstest"
 	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/internal/daemon/daemontest"
 )
@@ -102,7 +103,7 @@ func containsCode(b []byte, code string) bool {
 // own token attaches it on edge B.
 func TestClusterNameBelongsToItsToken(t *testing.T) {
 	t.Cleanup(http.DefaultClient.CloseIdleConnections)
-	ns := startNATS(t, 0, t.TempDir())
+	ns := natstest.Start(t, 0, t.TempDir())
 	t.Cleanup(func() { ns.Shutdown() })
 	sum := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
 	yml := fmt.Sprintf("tokens:\n  - name: desk-a\n    sha256: %s\n  - name: desk-b\n    sha256: %s\ncluster:\n  role: edge\n  nats_url: %s\nvenues:\n  coinbase:\n    symbols: []\n",

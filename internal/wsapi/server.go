@@ -579,10 +579,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			ws.Close()
 			return
 		}
-		sess.sub = sub
+		s.setSub(sess, sub)
 		s.log.Info("wsapi: named subscriber attached", "name", name, "reattach", existed, "remote", r.RemoteAddr, "token", tokName)
 	} else {
-		sess.sub = s.o.Hub.NewOwnedEphemeral(sess.q, tokName)
+		s.setSub(sess, s.o.Hub.NewOwnedEphemeral(sess.q, tokName))
 	}
 	reason := sess.run()
 	s.mu.Lock()
@@ -599,6 +599,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Log(context.Background(), level, "wsapi: connection closed", "subscriber", sess.sub.ID(), "kind", sess.sub.Kind().String(),
 		"reason", reason.String(), "token", tokName)
+}
+
+// setSub records the subscriber of sess, which s.sessions already lists:
+// under s.mu, which TakeOver holds to read it.
+func (s *Server) setSub(sess *session, sub *subscriber.Subscriber) {
+	s.mu.Lock()
+	sess.sub = sub
+	s.mu.Unlock()
 }
 
 // owner is the subscriber owner a connection with tok creates: the

@@ -67,7 +67,7 @@ type session struct {
 	srv *Server
 	ws  *websocket.Conn
 	q   *subscriber.Mailbox
-	sub *subscriber.Subscriber // set before run
+	sub *subscriber.Subscriber // set before run, under Server.mu (TakeOver reads it from another goroutine)
 	tok *api.Token
 
 	reason     atomic.Uint32 // the CloseReason; the first one set wins
