@@ -54,9 +54,26 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	cpuprofile := fs.String("cpuprofile", "", "write the server's CPU profile of the measured window to this file (fanoutd only)")
 	peer := fs.String("peer", "", "measure this peer instead of fanoutd: centrifugo")
 	peerBin := fs.String("peer-bin", "", "the peer's binary (default: its name, looked up in PATH)")
+	idle := fs.Bool("idle", false, "measure the server's memory per idle subscriber connection instead: --conns connections to one stream at --rate (default 10 here), RSS sampled every second for --duration after --warmup (default 10s here)")
+	conns := fs.Int("conns", 10000, "subscriber connections of --idle")
+	memprofile := fs.String("memprofile", "", "with --idle: write the server's heap profile at the end of the measured window to this file (fanoutd only)")
 	edges := fs.Int("edges", 0, "also run a cluster: one ingest (this process, embedded NATS) and N edge processes, against --role all under the same load")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *idle {
+		if !set["rate"] {
+			*rate = 10
+		}
+		if !set["warmup"] {
+			*warm = 10 * time.Second
+		}
+		if *edges > 0 || *conns < 1 || *rate < 1 {
+			fmt.Fprintln(stderr, "fanoutd bench: --idle needs --conns ≥ 1 and --rate ≥ 1, and measures one server (no --edges)")
+			return 2
+		}
 	}
 	if *edges > 0 {
 		if *peer != "" || *cpuprofile != "" {
@@ -64,6 +81,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		return clusterMain(*edges, loadOpts{subs: *subs, rate: *rate, size: *size, warm: *warm, dur: *dur, delay: *delay, uring: *uring}, stdout, stderr)
+	}
+	if *idle && *memprofile != "" {
+		runtime.MemProfileRate = 256 // every allocation of a connection's, not one per 512 KiB
 	}
 	var srv benchServer
 	var err error
@@ -81,6 +101,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer srv.stop()
+	if *idle {
+		return connsMain(srv, connsOpts{conns: *conns, rate: *rate, settle: *warm, dur: *dur, memprofile: *memprofile}, stdout, stderr)
+	}
 
 	exe, err := os.Executable()
 	if err != nil {
@@ -187,6 +210,7 @@ type benchServer interface {
 	wsURL() string
 	publish(ev *venue.Event) error
 	cpu() time.Duration // the server's CPU time so far
+	pid() int           // the server's process
 	counters() benchCounters
 	stop()
 }
@@ -244,6 +268,7 @@ func (f *fanoutdServer) wsURL() string                 { return f.url }
 func (f *fanoutdServer) stream() string                { return benchStream }
 func (f *fanoutdServer) publish(ev *venue.Event) error { f.src.Publish(ev); return nil }
 func (f *fanoutdServer) cpu() time.Duration            { return processCPU() }
+func (f *fanoutdServer) pid() int                      { return os.Getpid() }
 func (f *fanoutdServer) stop()                         { f.cancel() }
 func (f *fanoutdServer) counters() benchCounters {
 	c := f.feed.Counters()
@@ -282,8 +307,12 @@ func Clients(args []string, stdout, stderr io.Writer) int {
 	proto := fs.String("proto", "fanoutd", "fanoutd or centrifugo")
 	warm := fs.Duration("warmup", 3*time.Second, "")
 	dur := fs.Duration("duration", 20*time.Second, "")
+	idle := fs.Bool("idle", false, "")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *idle {
+		return idleClients(*url, *proto, *stream, *subs, stdout, stderr)
 	}
 	const bucket = 10 * time.Microsecond
 	const nb = 200000 // 2 s of 10 µs buckets

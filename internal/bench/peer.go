@@ -190,6 +190,7 @@ func procStatCPU(b []byte) (time.Duration, error) {
 }
 
 func (c *centrifugoServer) counters() benchCounters { return benchCounters{} }
+func (c *centrifugoServer) pid() int                { return c.cmd.Process.Pid }
 
 func (c *centrifugoServer) stop() {
 	if c.pub != nil {
