@@ -199,11 +199,16 @@ type Server struct {
 
 	connSeq atomic.Uint64 // numbers the named connections (connection ids)
 
+	readBufs sync.Pool // *[]byte of MaxMessageBytes+1: a client message being read
+
 	mu       sync.Mutex // protects the fields below
 	closed   bool
 	sessions map[*subscriber.Mailbox]*session
 	perToken map[string]int
 }
+
+// readBufferSize is gorilla's read buffer of each connection.
+const readBufferSize = 512
 
 // ErrServerClosed is returned by Shutdown when called twice.
 var ErrServerClosed = errors.New("wsapi: server closed")
@@ -215,9 +220,13 @@ func NewServer(o Options) *Server {
 	if o.WriteDelay > 0 {
 		s.startPool(runtime.GOMAXPROCS(0))
 	}
+	s.readBufs.New = func() any { b := make([]byte, o.Limits.MaxMessageBytes+1); return &b }
 	s.up = websocket.Upgrader{
 		HandshakeTimeout: 10 * time.Second,
-		ReadBufferSize:   4096,
+		// Client messages are small commands; a larger one is read past
+		// the buffer, straight into the reader's message buffer. Each
+		// connection holds this much while idle.
+		ReadBufferSize: readBufferSize,
 		// Frames are written by this package (session.writeFrame), not
 		// through gorilla's write buffer, which then only serves the
 		// rare write gorilla makes itself (a close frame on a protocol
@@ -524,7 +533,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.perToken[tokName]++
 	s.wg.Add(1)
 	s.mu.Unlock()
-	defer s.wg.Done()
+	spawned := false // the session's goroutine calls s.wg.Done
+	defer func() {
+		if !spawned {
+			s.wg.Done()
+		}
+	}()
 	release := func() {
 		s.mu.Lock()
 		if s.perToken[tokName]--; s.perToken[tokName] <= 0 {
@@ -584,6 +598,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		s.setSub(sess, s.o.Hub.NewOwnedEphemeral(sess.q, tokName))
 	}
+	// The session's reader runs on a goroutine of its own and this handler
+	// returns, so that net/http's connection state (its buffers, the
+	// request, the handler goroutine's deep stack) is freed rather than
+	// held for the connection's life.
+	spawned = true
+	go func() {
+		defer s.wg.Done()
+		s.serveSession(sess, name, connID, tokName, release)
+	}()
+}
+
+// serveSession runs sess until it ends and then releases what it held.
+func (s *Server) serveSession(sess *session, name, connID, tokName string, release func()) {
 	reason := sess.run()
 	s.mu.Lock()
 	delete(s.sessions, sess.q)

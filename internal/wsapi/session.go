@@ -61,8 +61,8 @@ const (
 	CloseCodeUnreadReplies = 4002 // the client does not read the replies to its commands
 )
 
-// session is one websocket connection. Its reader runs on the HTTP
-// handler's goroutine, its writer on its own.
+// session is one websocket connection. Its reader and its writer each run
+// on a goroutine of their own.
 type session struct {
 	srv *Server
 	ws  *websocket.Conn
@@ -700,7 +700,6 @@ func (s *session) readLoop() {
 	idle := 2 * o.PingInterval
 	s.ws.SetReadDeadline(time.Now().Add(idle))
 	s.ws.SetPongHandler(func(string) error { return s.ws.SetReadDeadline(time.Now().Add(idle)) })
-	buf := make([]byte, lim+1)
 	for {
 		_, rd, err := s.ws.NextReader()
 		if err != nil {
@@ -708,28 +707,42 @@ func (s *session) readLoop() {
 			return
 		}
 		s.ws.SetReadDeadline(time.Now().Add(idle))
-		n, err := io.ReadFull(rd, buf)
-		switch {
-		case err == io.EOF || err == io.ErrUnexpectedEOF:
-			s.handle(buf[:n])
-		case err != nil:
+		// The message buffer is the server's, taken for one message: an
+		// idle connection holds none.
+		bp := s.srv.readBufs.Get().(*[]byte)
+		err = s.readMessage(rd, (*bp)[:lim+1])
+		s.srv.readBufs.Put(bp)
+		if err != nil {
 			s.end(readReason(err))
 			return
-		default: // lim+1 bytes: too large
-			if _, err := io.Copy(io.Discard, rd); err != nil {
-				s.end(readReason(err))
-				return
-			}
-			if !s.allow() {
-				s.refuse("", api.CodeRateLimited, "message rate above limits.commands_per_second")
-			} else {
-				s.refuse("", api.CodeMessageTooLarge, "message longer than limits.max_message_bytes")
-			}
 		}
 		if isClosed(s.stop) { // the replies overflowed, or the writer ended
 			return
 		}
 	}
+}
+
+// readMessage reads one client message into buf (limits.max_message_bytes
+// plus one) and answers it, or refuses it if it does not fit. It returns
+// the read's error.
+func (s *session) readMessage(rd io.Reader, buf []byte) error {
+	n, err := io.ReadFull(rd, buf)
+	switch {
+	case err == io.EOF || err == io.ErrUnexpectedEOF:
+		s.handle(buf[:n])
+	case err != nil:
+		return err
+	default: // lim+1 bytes: too large
+		if _, err := io.Copy(io.Discard, rd); err != nil {
+			return err
+		}
+		if !s.allow() {
+			s.refuse("", api.CodeRateLimited, "message rate above limits.commands_per_second")
+		} else {
+			s.refuse("", api.CodeMessageTooLarge, "message longer than limits.max_message_bytes")
+		}
+	}
+	return nil
 }
 
 func readReason(err error) CloseReason {
