@@ -140,7 +140,11 @@ func connsMain(srv benchServer, o connsOpts, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "clients             %d of %d open at the end, %.0f events/s received in all\n", cr.Open, o.conns, float64(cr.Received)/cr.Seconds)
 	if cr.Open != o.conns {
-		fmt.Fprintf(stderr, "fanoutd bench: %d connections were closed during the run\n", o.conns-cr.Open)
+		why := ""
+		if f, ok := srv.(*fanoutdServer); ok {
+			why = " (fanoutd's closes: " + closesByReason(f) + ")"
+		}
+		fmt.Fprintf(stderr, "fanoutd bench: %d connections were closed during the run%s\n", o.conns-cr.Open, why)
 		return 1
 	}
 	return 0
@@ -255,14 +259,31 @@ type idleReport struct {
 }
 
 // idleClients is bench-clients --idle: subs connections subscribed to one
-// stream, each read (and Centrifugo's pings answered) by a goroutine, until
-// stdin closes; then it reports how many were still open.
+// stream, each read (and Centrifugo's pings answered) by a goroutine from
+// the moment it subscribed, until stdin closes; then it reports how many
+// were still open.
 func idleClients(url, proto, stream string, subs int, stdout, stderr io.Writer) int {
 	conns := make([]*websocket.Conn, subs)
 	sub := []byte(`{"op":"subscribe","id":"b","streams":["` + stream + `"]}`)
-	var next atomic.Int64
+	var next, received, open atomic.Int64
 	var failed atomic.Pointer[error]
 	var wg sync.WaitGroup
+	read := func(ws *websocket.Conn) {
+		defer open.Add(-1)
+		for {
+			_, m, err := ws.ReadMessage()
+			if err != nil {
+				return
+			}
+			for line := range bytes.SplitSeq(m, []byte("\n")) {
+				if string(line) == "{}" { // Centrifugo's ping: answer with a pong
+					ws.WriteMessage(websocket.TextMessage, line)
+				} else {
+					received.Add(1)
+				}
+			}
+		}
+	}
 	for range 8 { // dial in parallel: 10,000 one at a time take long
 		wg.Add(1)
 		go func() {
@@ -274,6 +295,8 @@ func idleClients(url, proto, stream string, subs int, stdout, stderr io.Writer) 
 					return
 				}
 				conns[i] = ws
+				open.Add(1)
+				go read(ws)
 			}
 		}()
 	}
@@ -282,30 +305,10 @@ func idleClients(url, proto, stream string, subs int, stdout, stderr io.Writer) 
 		fmt.Fprintln(stderr, "bench-clients:", *err)
 		return 1
 	}
-	start := time.Now()
+	start, received0 := time.Now(), received.Load()
 	fmt.Fprintln(stdout, "ready")
-	var received, open atomic.Int64
-	open.Store(int64(subs))
-	for _, ws := range conns {
-		go func() {
-			defer open.Add(-1)
-			for {
-				_, m, err := ws.ReadMessage()
-				if err != nil {
-					return
-				}
-				for line := range bytes.SplitSeq(m, []byte("\n")) {
-					if string(line) == "{}" { // Centrifugo's ping: answer with a pong
-						ws.WriteMessage(websocket.TextMessage, line)
-					} else {
-						received.Add(1)
-					}
-				}
-			}
-		}()
-	}
 	io.Copy(io.Discard, os.Stdin)
-	r := idleReport{Open: int(open.Load()), Received: received.Load(), Seconds: time.Since(start).Seconds()}
+	r := idleReport{Open: int(open.Load()), Received: received.Load() - received0, Seconds: time.Since(start).Seconds()}
 	for _, ws := range conns {
 		ws.Close()
 	}
@@ -339,4 +342,21 @@ func idleDial(url, proto, stream string, sub []byte) (*websocket.Conn, error) {
 			return ws, nil
 		}
 	}
+}
+
+// closesByReason lists the daemon's fanoutd_closes_total by reason.
+func closesByReason(f *fanoutdServer) string {
+	mfs, _ := f.d.Metrics().Gather()
+	var out []string
+	for _, mf := range mfs {
+		if mf.GetName() != "fanoutd_closes_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				out = append(out, fmt.Sprintf("%s %.0f", l.GetValue(), m.GetCounter().GetValue()))
+			}
+		}
+	}
+	return strings.Join(out, ", ")
 }

@@ -61,8 +61,10 @@ const (
 	CloseCodeUnreadReplies = 4002 // the client does not read the replies to its commands
 )
 
-// session is one websocket connection. Its reader and its writer each run
-// on a goroutine of their own.
+// session is one websocket connection. Its reader runs on a goroutine of
+// its own. Its writer goroutine runs for the connection's life without a
+// write pool; with one, it runs only while it has work (a backed-up socket
+// to finish, a ping, a close), so an idle connection has one goroutine.
 type session struct {
 	srv *Server
 	ws  *websocket.Conn
@@ -79,10 +81,19 @@ type session struct {
 	kick       chan struct{} // capacity 1: a write-pool worker hands the connection to its writer goroutine
 	ctl        chan struct{} // capacity 1: stop, flush or a ping is due
 	pingDue    atomic.Bool
-	raw        syscall.RawConn // the socket for non-blocking writes; nil if it has none (then every write blocks)
-	fd         int             // raw's descriptor for the write pool's io_uring sends, valid while fdMu is read-locked and the socket open; -1 without raw
-	fdMu       sync.RWMutex    // read-locked by a write-pool worker while an io_uring send names fd; closeSocket write-locks it
-	pool       *writeShard     // the write-pool shard serving this connection; nil without a write delay
+	ping       *time.Timer   // sets pingDue and pokes; stopped until run
+	writerDone chan struct{} // closed when the writer's work is over for good
+
+	// With a write pool, a writer goroutine is started by a token on kick
+	// or ctl when none runs (startWriter), and ends when it finds neither
+	// (park). writing says whether one runs, and stays true once the
+	// writer's work is over.
+	wstateMu sync.Mutex
+	writing  bool
+	raw      syscall.RawConn // the socket for non-blocking writes; nil if it has none (then every write blocks)
+	fd       int             // raw's descriptor for the write pool's io_uring sends, valid while fdMu is read-locked and the socket open; -1 without raw
+	fdMu     sync.RWMutex    // read-locked by a write-pool worker while an io_uring send names fd; closeSocket write-locks it
+	pool     *writeShard     // the write-pool shard serving this connection; nil without a write delay
 
 	// wmu is held for every write to the socket and for Drain+write
 	// together, so batches go out in queue order whoever writes them (the
@@ -113,7 +124,9 @@ type session struct {
 func newSession(srv *Server, ws *websocket.Conn, tok *api.Token) *session {
 	s := &session{srv: srv, ws: ws, q: subscriber.NewMailbox(), tok: tok, fd: -1,
 		stop: make(chan struct{}), flush: make(chan struct{}), readerDone: make(chan struct{}), kick: make(chan struct{}, 1), ctl: make(chan struct{}, 1),
-		allowance: float64(srv.o.Limits.CommandBurst), last: time.Now()}
+		writerDone: make(chan struct{}), allowance: float64(srv.o.Limits.CommandBurst), last: time.Now()}
+	s.ping = time.AfterFunc(time.Hour, func() { s.pingDue.Store(true); s.poke() })
+	s.ping.Stop()
 	if sc, ok := ws.NetConn().(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil {
 			s.raw = rc
@@ -155,14 +168,15 @@ func (s *session) beginFlush() {
 // (an ephemeral one is removed everywhere; a named one keeps its
 // subscriptions) and returns why it ended.
 func (s *session) run() CloseReason {
+	s.ping.Reset(s.srv.o.PingInterval)
 	if s.srv.shards != nil {
 		s.srv.addToShard(s)
+	} else {
+		s.wstateMu.Lock()
+		s.writing = true
+		s.wstateMu.Unlock()
+		go s.writer()
 	}
-	writerDone := make(chan struct{})
-	go pprof.Do(context.Background(), pprof.Labels("subscriber", s.sub.ID()), func(context.Context) {
-		defer close(writerDone)
-		s.writeLoop()
-	})
 	s.readLoop()
 	close(s.readerDone)
 	s.end(ClientClosed)
@@ -173,7 +187,8 @@ func (s *session) run() CloseReason {
 		t := time.AfterFunc(time.Second, s.closeSocket)
 		defer t.Stop()
 	}
-	<-writerDone
+	<-s.writerDone
+	s.ping.Stop()
 	if s.pool != nil {
 		s.pool.remove(s)
 	}
@@ -194,26 +209,65 @@ func (s *session) closeSocket() {
 	s.ws.Close()
 }
 
-// writeLoop is the connection's writer goroutine. Without a write delay
-// it writes every batch: wait for Ready, drain until empty, one websocket
-// message per drain. With a write delay a write-pool worker writes the
-// batches (see writeShard) and hands the connection over here (kick) only
+// writer is the writer goroutine: writeLoop, and once the writer's work
+// is over, closing the socket, which ends the reader.
+func (s *session) writer() {
+	pprof.Do(context.Background(), pprof.Labels("subscriber", s.sub.ID()), func(context.Context) {
+		if s.writeLoop() {
+			s.release()
+			s.closeSocket()
+			close(s.writerDone)
+		}
+	})
+}
+
+// startWriter starts a writer goroutine, with a write pool, if none runs.
+// A token is on kick or ctl: the writer running or started meets it.
+func (s *session) startWriter() {
+	if s.srv.shards == nil {
+		return // the writer runs for the connection's life
+	}
+	s.wstateMu.Lock()
+	start := !s.writing
+	s.writing = true
+	s.wstateMu.Unlock()
+	if start {
+		go s.writer()
+	}
+}
+
+// park ends a write pool's writer goroutine that found no token, unless
+// one came meanwhile (then it returns false and the writer goes on): a
+// token sent before startWriter took wstateMu is seen here, and one sent
+// after it finds writing false and starts a writer.
+func (s *session) park() bool {
+	s.wstateMu.Lock()
+	defer s.wstateMu.Unlock()
+	if len(s.kick) > 0 || len(s.ctl) > 0 {
+		return false
+	}
+	s.writing = false
+	return true
+}
+
+// writeLoop is the connection's writer. Without a write delay it writes
+// every batch: wait for Ready, drain until empty, one websocket message per
+// drain. With a write delay a write-pool worker writes the batches (see
+// writeShard) and hands the connection to a writer goroutine (kick) only
 // when the socket did not take a whole batch, to finish it with blocking
-// writes under the write deadline. Either way this goroutine writes the
-// pings and the closing frames, and it closes the socket when it returns,
-// which ends the reader.
-func (s *session) writeLoop() {
-	defer s.closeSocket()
-	defer s.release()
+// writes under the write deadline; that writer returns false once it has
+// nothing left to do (park). Either way the writer writes the pings and
+// the closing frames; it returns true when the connection's writing is
+// over.
+func (s *session) writeLoop() bool {
 	o := &s.srv.o
 	batch := make([]*subscriber.Message, 0, 64)
 	// The hot wait is a two-case select (the queue, and ctl for every
 	// rarer event), since each case costs a channel lock per wake-up; pings
 	// poke ctl from a timer rather than adding a ticker case.
-	ping := time.AfterFunc(o.PingInterval, func() { s.pingDue.Store(true); s.poke() })
-	defer ping.Stop()
+	pooled := s.srv.shards != nil
 	wake := s.q.Ready()
-	if s.pool != nil {
+	if pooled {
 		wake = s.kick
 	}
 	flushing := false
@@ -224,23 +278,23 @@ func (s *session) writeLoop() {
 			batch, n, err = s.writeNext(batch)
 			if err != nil {
 				s.end(writeReason(err))
-				return
+				return true
 			}
 			if n == 0 {
 				break
 			}
 			if !flushing && isClosed(s.stop) {
 				s.finish()
-				return
+				return true
 			}
 			// A reader that never quite catches up keeps this loop busy:
 			// its pings go out between batches, not only once it is idle.
 			if s.pingDue.Swap(false) {
 				if err := s.control(websocket.PingMessage, nil, o.WriteTimeout, true); err != nil {
 					s.end(writeReason(err))
-					return
+					return true
 				}
-				ping.Reset(o.PingInterval)
+				s.ping.Reset(o.PingInterval)
 			}
 		}
 		if flushing {
@@ -254,31 +308,44 @@ func (s *session) writeLoop() {
 			case <-t.C:
 			}
 			t.Stop()
-			return
+			return true
 		}
 		if s.q.IsClosed() {
 			s.end(Removed)
 			s.finish()
-			return
+			return true
 		}
-		select {
-		case <-wake:
-			continue
-		case <-s.ctl:
+		if pooled {
+			select {
+			case <-wake:
+				continue
+			case <-s.ctl:
+			default:
+				if s.park() {
+					return false
+				}
+				continue
+			}
+		} else {
+			select {
+			case <-wake:
+				continue
+			case <-s.ctl:
+			}
 		}
 		switch {
 		case isClosed(s.stop):
 			s.finish()
-			return
+			return true
 		case isClosed(s.flush):
 			flushing = true
 		}
 		if s.pingDue.Swap(false) {
 			if err := s.control(websocket.PingMessage, nil, o.WriteTimeout, true); err != nil {
 				s.end(writeReason(err))
-				return
+				return true
 			}
-			ping.Reset(o.PingInterval)
+			s.ping.Reset(o.PingInterval)
 		}
 	}
 }
@@ -306,6 +373,7 @@ func (s *session) poke() {
 	case s.ctl <- struct{}{}:
 	default:
 	}
+	s.startWriter()
 }
 
 // handOff wakes the writer goroutine to write what the pool could not.
@@ -314,6 +382,7 @@ func (s *session) handOff() {
 	case s.kick <- struct{}{}:
 	default:
 	}
+	s.startWriter()
 }
 
 // finish writes what the close reason calls for before the socket closes.
@@ -729,7 +798,15 @@ func (s *session) readMessage(rd io.Reader, buf []byte) error {
 	n, err := io.ReadFull(rd, buf)
 	switch {
 	case err == io.EOF || err == io.ErrUnexpectedEOF:
-		s.handle(buf[:n])
+		// Answered on a goroutine of its own, which ends with it: parsing
+		// and subscribing need a deep stack, and the reader's would stay
+		// that deep for the connection's life once grown.
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.handle(buf[:n])
+		}()
+		<-done
 	case err != nil:
 		return err
 	default: // lim+1 bytes: too large

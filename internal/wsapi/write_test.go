@@ -389,3 +389,75 @@ func TestPingsWhileQueueNeverEmpties(t *testing.T) {
 		t.Fatalf("%d pings while the queue drained for seconds, want one each 500ms", pings)
 	}
 }
+
+// TestIdlePooledConnectionKeepsAlive: with a write pool, an idle
+// connection has no writer goroutine, yet it is pinged every interval (a
+// writer goroutine is started for each ping and ends after it), it stays
+// open while it answers, and events still reach it.
+func TestIdlePooledConnectionKeepsAlive(t *testing.T) {
+	hub := fanout.NewHub(subscriber.NewRegistry())
+	feed, _ := hub.AddFeed(fanout.Options{Venue: "coinbase", MaxQueueLen: 1 << 20})
+	srv := NewServer(Options{Hub: hub, Logger: discardLogger(), WriteDelay: time.Millisecond, PingInterval: 100 * time.Millisecond})
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	t.Cleanup(srv.Close)
+	ws := dialSubscribed(t, "ws"+strings.TrimPrefix(hs.URL, "http")+"/v1/stream")
+	var pings atomic.Int32
+	ws.SetPingHandler(func(p string) error {
+		pings.Add(1)
+		return ws.WriteControl(websocket.PongMessage, []byte(p), time.Now().Add(time.Second))
+	})
+	readErr := make(chan error, 1)
+	events := make(chan struct{}, 16)
+	go func() {
+		for {
+			_, m, err := ws.ReadMessage()
+			if err != nil {
+				readErr <- err
+				return
+			}
+			if bytes.Contains(m, []byte(`"trade"`)) {
+				events <- struct{}{}
+			}
+		}
+	}()
+	// The session's writer state, read under the lock that guards it.
+	sess := func() *session {
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		for _, s := range srv.sessions {
+			return s
+		}
+		return nil
+	}()
+	writing := func() bool {
+		sess.wstateMu.Lock()
+		defer sess.wstateMu.Unlock()
+		return sess.writing
+	}
+	// Five pings take 0.5 s; a client silent for two intervals would be
+	// closed, so an answered ping that was never sent shows up as a close.
+	deadline := time.Now().Add(30 * time.Second)
+	sawIdle := false
+	for pings.Load() < 5 || !sawIdle {
+		select {
+		case err := <-readErr:
+			t.Fatalf("closed after %d pings: %v", pings.Load(), err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pings, idle writer seen: %v, in 30s", pings.Load(), sawIdle)
+		}
+		sawIdle = sawIdle || !writing()
+		time.Sleep(5 * time.Millisecond)
+	}
+	feed.Publish(&venue.Event{Kind: venue.KindTrade, Stream: "coinbase:trades:BTC-USD", TradeID: "1",
+		Price: decimal.New(1, 0), Size: decimal.New(1, 0), Side: venue.SideBuy, RecvTime: time.Now(), VenueTime: time.Now()})
+	select {
+	case <-events:
+	case err := <-readErr:
+		t.Fatal(err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event in 10s")
+	}
+}
