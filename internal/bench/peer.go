@@ -135,6 +135,8 @@ func (c *centrifugoServer) readReplies() {
 	for {
 		_, m, err := c.pub.ReadMessage()
 		if err != nil {
+			err = fmt.Errorf("centrifugo closed the publisher's connection: %w", err)
+			c.failed.CompareAndSwap(nil, &err)
 			return
 		}
 		for line := range bytes.SplitSeq(m, []byte("\n")) {

@@ -7,9 +7,11 @@
 // # Sessions
 //
 // Each connection is a subscriber.Mailbox (its queues, filled by the fanout
-// core) and two goroutines: the reader, which parses commands and answers
+// core) and two goroutines: the reader, which reads commands and answers
 // them (Mailbox.Reply: on the notice queue, in order with notices, but
-// bounded by Limits.MaxReplyBytes), and the writer. Every client message
+// bounded by Limits.MaxReplyBytes), and the writer. The HTTP handler
+// returns once the connection is upgraded, so net/http's per-connection
+// state is not kept. Every client message
 // costs a unit of the command rate, whether it parses or not. Data is
 // written in batches: a drain of the queues goes out as one websocket text
 // message whose JSON objects are separated by '\n' (notices first, then
@@ -28,7 +30,11 @@
 // one write(2) each. A connection whose socket does not take a whole batch goes to
 // its writer goroutine, which finishes the frame with blocking writes
 // under the write deadline and drains until empty before the pool takes
-// it back. The writer goroutine also writes pings and the closing frames.
+// it back. The writer goroutine also writes pings and the closing frames;
+// with the pool it runs only while it has such work, so an idle connection
+// costs one goroutine (its reader), and no message buffer: the reader takes
+// one from a pool per message, and answers each command on a goroutine
+// that ends with it, so its own stack stays small.
 // Every frame is written by this package under one per-connection lock
 // (gorilla's message writer is not used, and its ping and close handlers
 // are replaced), so batches leave in queue order whoever writes them.

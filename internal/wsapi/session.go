@@ -87,9 +87,10 @@ type session struct {
 	// With a write pool, a writer goroutine is started by a token on kick
 	// or ctl when none runs (startWriter), and ends when it finds neither
 	// (park). writing says whether one runs, and stays true once the
-	// writer's work is over.
+	// writer's work is over; none starts before run (started).
 	wstateMu sync.Mutex
 	writing  bool
+	started  bool
 	raw      syscall.RawConn // the socket for non-blocking writes; nil if it has none (then every write blocks)
 	fd       int             // raw's descriptor for the write pool's io_uring sends, valid while fdMu is read-locked and the socket open; -1 without raw
 	fdMu     sync.RWMutex    // read-locked by a write-pool worker while an io_uring send names fd; closeSocket write-locks it
@@ -171,10 +172,15 @@ func (s *session) run() CloseReason {
 	s.ping.Reset(s.srv.o.PingInterval)
 	if s.srv.shards != nil {
 		s.srv.addToShard(s)
-	} else {
-		s.wstateMu.Lock()
-		s.writing = true
-		s.wstateMu.Unlock()
+	}
+	// Without a pool the writer runs from now on; with one, only if a
+	// token came before run (a takeover, a shutdown).
+	s.wstateMu.Lock()
+	s.started = true
+	s.writing = s.srv.shards == nil || len(s.kick) > 0 || len(s.ctl) > 0
+	start := s.writing
+	s.wstateMu.Unlock()
+	if start {
 		go s.writer()
 	}
 	s.readLoop()
@@ -221,15 +227,16 @@ func (s *session) writer() {
 	})
 }
 
-// startWriter starts a writer goroutine, with a write pool, if none runs.
-// A token is on kick or ctl: the writer running or started meets it.
+// startWriter starts a writer goroutine, with a write pool, if none runs
+// and run has begun. A token is on kick or ctl: the writer running or
+// started (here or by run) meets it.
 func (s *session) startWriter() {
 	if s.srv.shards == nil {
 		return // the writer runs for the connection's life
 	}
 	s.wstateMu.Lock()
-	start := !s.writing
-	s.writing = true
+	start := s.started && !s.writing
+	s.writing = s.writing || start
 	s.wstateMu.Unlock()
 	if start {
 		go s.writer()

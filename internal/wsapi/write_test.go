@@ -397,7 +397,7 @@ func TestPingsWhileQueueNeverEmpties(t *testing.T) {
 func TestIdlePooledConnectionKeepsAlive(t *testing.T) {
 	hub := fanout.NewHub(subscriber.NewRegistry())
 	feed, _ := hub.AddFeed(fanout.Options{Venue: "coinbase", MaxQueueLen: 1 << 20})
-	srv := NewServer(Options{Hub: hub, Logger: discardLogger(), WriteDelay: time.Millisecond, PingInterval: 100 * time.Millisecond})
+	srv := NewServer(Options{Hub: hub, Logger: discardLogger(), WriteDelay: time.Millisecond, PingInterval: time.Second})
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
 	t.Cleanup(srv.Close)
@@ -435,11 +435,11 @@ func TestIdlePooledConnectionKeepsAlive(t *testing.T) {
 		defer sess.wstateMu.Unlock()
 		return sess.writing
 	}
-	// Five pings take 0.5 s; a client silent for two intervals would be
+	// Three pings take 3 s; a client silent for two intervals would be
 	// closed, so an answered ping that was never sent shows up as a close.
 	deadline := time.Now().Add(30 * time.Second)
 	sawIdle := false
-	for pings.Load() < 5 || !sawIdle {
+	for pings.Load() < 3 || !sawIdle {
 		select {
 		case err := <-readErr:
 			t.Fatalf("closed after %d pings: %v", pings.Load(), err)
