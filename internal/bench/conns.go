@@ -284,7 +284,7 @@ func idleClients(url, proto, stream string, subs int, stdout, stderr io.Writer) 
 			}
 		}
 	}
-	for range 8 { // dial in parallel: 10,000 one at a time take long
+	for range 32 { // dial in parallel: 10,000 one at a time take long
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
