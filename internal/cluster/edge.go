@@ -115,9 +115,15 @@ func (e *Edge) Stop() {
 	close(e.stop)
 	e.wg.Wait()
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	streams := make([]*edgeStream, 0, len(e.streams))
 	for _, es := range e.streams {
+		streams = append(streams, es)
+	}
+	e.mu.Unlock()
+	for _, es := range streams {
+		es.mu.Lock() // its subscription's callback may still run
 		es.close()
+		es.mu.Unlock()
 	}
 }
 
@@ -536,8 +542,7 @@ func (es *edgeStream) heartbeat(epoch string, seq uint64) {
 	es.hbSeq = seq
 }
 
-// close stops following the stream. es.mu must be held (or the edge
-// stopped).
+// close stops following the stream. es.mu must be held.
 func (es *edgeStream) close() {
 	if es.closed {
 		return
