@@ -47,6 +47,9 @@ type page interface {
 	// screenshot writes the page as name.png into the test's artifact
 	// directory (go test -artifacts keeps it) and names it in the log.
 	screenshot(t *testing.T, name string) string
+	// keys types keys into the focused element, each key pressed and
+	// released in turn ("\t" is Tab, "\r" Enter).
+	keys(t *testing.T, keys string)
 }
 
 // browsers are the browsers the cross-browser tests run in, each as a
@@ -121,7 +124,6 @@ func (c *chromiumPage) screenshot(t *testing.T, name string) string {
 	return keep(t, name, value(t, c.ctx, chromedp.FullScreenshot(100)))
 }
 
-// keys presses each key in turn ("\t" is Tab, "\r" Enter, " " Space).
 func (c *chromiumPage) keys(t *testing.T, keys string) {
 	t.Helper()
 	run(t, c.ctx, chromedp.KeyEvent(keys))
@@ -175,6 +177,26 @@ func (f *firefoxPage) screenshot(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	return keep(t, name, png)
+}
+
+func (f *firefoxPage) keys(t *testing.T, keys string) {
+	t.Helper()
+	var ks []string
+	for _, r := range keys {
+		switch r {
+		case '\t':
+			ks = append(ks, "\uE004")
+		case '\r', '\n':
+			ks = append(ks, "\uE007")
+		default:
+			ks = append(ks, string(r))
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := f.b.Keys(ctx, ks...); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // keep writes png as name.png into the test's artifact directory and

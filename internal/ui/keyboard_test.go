@@ -259,7 +259,7 @@ func TestPageKeyboardAndSorting(t *testing.T) {
 		if strings.HasPrefix(f.Href, "/?stream=") && !slices.ContainsFunc(seen[:len(seen)-1], func(g focusInfo) bool { return g.Href != "" && strings.HasPrefix(g.Href, "/?stream=") }) {
 			// The first stream link: it keeps the focus while the page refreshes the table around it.
 			var age0, age string
-			ageOf := `document.activeElement.closest('tr').cells[1].textContent`
+			ageOf := `document.querySelector('#stream-table a[href="` + f.Href + `"]').closest('tr').cells[1].textContent`
 			pg.eval(t, ageOf, &age0)
 			waitFor(t, 10*time.Second, "the stream table never refreshed", func() bool { pg.eval(t, ageOf, &age); return age != age0 })
 			var still string
