@@ -47,6 +47,8 @@ type page interface {
 	// screenshot writes the page as name.png into the test's artifact
 	// directory (go test -artifacts keeps it) and names it in the log.
 	screenshot(t *testing.T, name string) string
+	// viewport sets the page's viewport in CSS pixels.
+	viewport(t *testing.T, width, height int)
 	// keys types keys into the focused element, each key pressed and
 	// released in turn ("\t" is Tab, "\r" Enter).
 	keys(t *testing.T, keys string)
@@ -124,6 +126,11 @@ func (c *chromiumPage) screenshot(t *testing.T, name string) string {
 	return keep(t, name, value(t, c.ctx, chromedp.FullScreenshot(100)))
 }
 
+func (c *chromiumPage) viewport(t *testing.T, w, h int) {
+	t.Helper()
+	run(t, c.ctx, chromedp.EmulateViewport(int64(w), int64(h)))
+}
+
 func (c *chromiumPage) keys(t *testing.T, keys string) {
 	t.Helper()
 	run(t, c.ctx, chromedp.KeyEvent(keys))
@@ -132,8 +139,8 @@ func (c *chromiumPage) keys(t *testing.T, keys string) {
 type firefoxPage struct{ b *bidi.Browser }
 
 // firefox starts headless Firefox for t (skipping t when it is not
-// installed) at 1280×800, and returns its tab.
-func firefox(t *testing.T) *firefoxPage {
+// installed) at 1280×800 with extra prefs, and returns its tab.
+func firefox(t *testing.T, extra ...map[string]any) *firefoxPage {
 	t.Helper()
 	bin := bidi.Find()
 	if bin == "" {
@@ -141,7 +148,11 @@ func firefox(t *testing.T) *firefoxPage {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	b, err := bidi.Start(ctx, bin, t.TempDir(), 1280, 800)
+	var prefs map[string]any
+	if len(extra) > 0 {
+		prefs = extra[0]
+	}
+	b, err := bidi.Start(ctx, bin, t.TempDir(), 1280, 800, prefs)
 	if err != nil {
 		t.Fatalf("firefox %s: %v", bin, err)
 	}
@@ -177,6 +188,15 @@ func (f *firefoxPage) screenshot(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	return keep(t, name, png)
+}
+
+func (f *firefoxPage) viewport(t *testing.T, w, h int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := f.b.SetViewport(ctx, w, h); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (f *firefoxPage) keys(t *testing.T, keys string) {

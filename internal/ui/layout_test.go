@@ -85,7 +85,7 @@ const layoutJS = `(() => {
     for (let n = e.parentElement; n && n !== document.body; n = n.parentElement) if (getComputedStyle(n).overflowX !== 'visible') return true;
     return false;
   };
-  const out = {width: W, scrollWidth: document.documentElement.scrollWidth, overflow: [], sections: []};
+  const out = {width: W, innerWidth: window.innerWidth, scrollWidth: document.documentElement.scrollWidth, overflow: [], sections: []};
   for (const e of document.querySelectorAll('body *')) {
     if (e.closest('.skip')) continue;
     const r = e.getBoundingClientRect();
@@ -119,24 +119,42 @@ const textJS = `(() => {
   return out;
 })()`
 
-// TestPageLayoutAndColors: in Chromium, the stream view of a replayed
-// book, in light and in dark mode (prefers-color-scheme), at 1280×800 and
-// at 390×844: the page never scrolls sideways and nothing sticks out of it
-// (wide tables scroll inside their own box), the main sections are shown
-// within the width, and every piece of text on the page has a WCAG
-// contrast of at least 4.5 against what is under it (3 for large text).
-func TestPageLayoutAndColors(t *testing.T) {
-	pg := chromium(t)
-	base := replayDaemon(t)
-	const stream = "coinbase:level2:BTC-USD"
-	for _, scheme := range []string{"light", "dark"} {
+// scheme returns pg, or a page like it, that prefers the colour scheme
+// ("light" or "dark"): Chromium emulates it; Firefox has no BiDi command
+// for it, so a dark page is a second Firefox whose profile prefers dark.
+func scheme(t *testing.T, pg page, scheme string) page {
+	t.Helper()
+	switch pg := pg.(type) {
+	case *chromiumPage:
 		if _, err := chromedp.Call(pg.ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
 			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}}); err != nil {
 			t.Fatal(err)
 		}
+	case *firefoxPage:
+		if scheme == "dark" {
+			return firefox(t, map[string]any{"layout.css.prefers-color-scheme.content-override": 0})
+		}
+	}
+	return pg
+}
+
+// TestPageLayoutAndColors: the stream view of a replayed book, in light
+// and in dark mode (prefers-color-scheme), at 1280×800 and at 390×844: the
+// page never scrolls sideways and nothing sticks out of it (wide tables
+// scroll inside their own box), the main sections are shown within the
+// width, and every piece of text on the page has a WCAG contrast of at
+// least 4.5 against what is under it (3 for large text). In Chromium and
+// in Firefox.
+func TestPageLayoutAndColors(t *testing.T) { eachBrowser(t, testLayoutAndColors) }
+
+func testLayoutAndColors(t *testing.T, first page) {
+	base := replayDaemon(t)
+	const stream = "coinbase:level2:BTC-USD"
+	for _, mode := range []string{"light", "dark"} {
+		pg := scheme(t, first, mode)
 		for _, vp := range [][2]int{{1280, 800}, {390, 844}} {
-			name := fmt.Sprintf("%s-%dx%d", scheme, vp[0], vp[1])
-			run(t, pg.ctx, chromedp.EmulateViewport(int64(vp[0]), int64(vp[1])))
+			name := fmt.Sprintf("%s-%dx%d", mode, vp[0], vp[1])
+			pg.viewport(t, vp[0], vp[1])
 			pg.navigate(t, base+"/?stream="+url.QueryEscape(stream))
 			var n struct{ Dark, Bids, Venues, Streams, Subs, Stores int }
 			waitFor(t, 20*time.Second, name+": the page never filled its book, venues, subscribers and stores", func() bool {
@@ -146,12 +164,13 @@ func TestPageLayoutAndColors(t *testing.T) {
 					Stores: document.querySelectorAll('#store-table tbody tr').length})`, &n)
 				return n.Bids > 0 && n.Venues == 5 && n.Streams > 0 && n.Subs > 0 && n.Stores > 0
 			})
-			if (n.Dark == 1) != (scheme == "dark") {
+			if (n.Dark == 1) != (mode == "dark") {
 				t.Fatalf("%s: prefers-color-scheme dark matches: %v", name, n.Dark == 1)
 			}
 
 			var lay struct {
-				Width       float64  `json:"width"`
+				Width       float64  `json:"width"` // without a classic scrollbar (Firefox's)
+				InnerWidth  float64  `json:"innerWidth"`
 				ScrollWidth float64  `json:"scrollWidth"`
 				Overflow    []string `json:"overflow"`
 				Sections    []struct {
@@ -161,8 +180,9 @@ func TestPageLayoutAndColors(t *testing.T) {
 				} `json:"sections"`
 			}
 			pg.eval(t, layoutJS, &lay)
-			if lay.Width != float64(vp[0]) || lay.ScrollWidth > lay.Width {
-				t.Errorf("%s: the page is %.0f px wide in a %.0f px viewport (want %d, no sideways scrolling)", name, lay.ScrollWidth, lay.Width, vp[0])
+			if lay.InnerWidth != float64(vp[0]) || lay.ScrollWidth > lay.Width {
+				t.Errorf("%s: the page is %.0f px wide in a %.0f px viewport (%.0f px inside its scrollbar); want %d, no sideways scrolling",
+					name, lay.ScrollWidth, lay.InnerWidth, lay.Width, vp[0])
 			}
 			if len(lay.Overflow) > 0 {
 				t.Errorf("%s: sticking out sideways: %s", name, strings.Join(lay.Overflow, "; "))

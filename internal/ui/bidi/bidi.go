@@ -118,10 +118,21 @@ func (t *tail) String() string {
 var listening = regexp.MustCompile(`WebDriver BiDi listening on (ws://\S+)`)
 
 // Start runs bin headless with a fresh profile in dir (which it fills),
+// with extra prefs on top of its own (such as
+// "layout.css.prefers-color-scheme.content-override": 0 for dark pages),
 // waits up to the context's deadline for its BiDi endpoint, opens a
 // session and sets the tab's viewport to width×height.
-func Start(ctx context.Context, bin, dir string, width, height int) (*Browser, error) {
-	if err := os.WriteFile(filepath.Join(dir, "user.js"), []byte(prefs), 0o644); err != nil {
+func Start(ctx context.Context, bin, dir string, width, height int, extra map[string]any) (*Browser, error) {
+	js := prefs
+	for k, v := range extra {
+		kj, _ := json.Marshal(k)
+		vj, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		js += fmt.Sprintf("user_pref(%s, %s);\n", kj, vj)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "user.js"), []byte(js), 0o644); err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, "--headless", "--no-remote", "-profile", dir, "--remote-debugging-port", "0", "about:blank")

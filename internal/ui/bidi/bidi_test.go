@@ -25,7 +25,7 @@ func TestFirefox(t *testing.T) {
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	b, err := bidi.Start(ctx, bin, t.TempDir(), 640, 480)
+	b, err := bidi.Start(ctx, bin, t.TempDir(), 640, 480, map[string]any{"layout.css.prefers-color-scheme.content-override": 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,12 +37,13 @@ func TestFirefox(t *testing.T) {
 	var got struct {
 		Text  string `json:"text"`
 		Width int    `json:"width"`
+		Dark  bool   `json:"dark"`
 	}
-	if err := b.Eval(ctx, `({text: document.querySelector('p').textContent, width: window.innerWidth})`, &got); err != nil {
+	if err := b.Eval(ctx, `({text: document.querySelector('p').textContent, width: window.innerWidth, dark: matchMedia('(prefers-color-scheme: dark)').matches})`, &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Text != "hello" || got.Width != 640 {
-		t.Fatalf("evaluated %+v, want hello at 640 px", got)
+	if got.Text != "hello" || got.Width != 640 || !got.Dark {
+		t.Fatalf("evaluated %+v, want hello at 640 px, dark (the extra pref)", got)
 	}
 	var n int
 	if err := b.Eval(ctx, `Promise.resolve(6 * 7)`, &n); err != nil || n != 42 {
