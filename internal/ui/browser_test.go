@@ -152,12 +152,13 @@ func firefox(t *testing.T, extra ...map[string]any) *firefoxPage {
 	if len(extra) > 0 {
 		prefs = extra[0]
 	}
+	start := time.Now()
 	b, err := bidi.Start(ctx, bin, t.TempDir(), 1280, 800, prefs)
 	if err != nil {
 		t.Fatalf("firefox %s: %v", bin, err)
 	}
 	t.Cleanup(b.Close)
-	t.Logf("firefox %s", b.Version)
+	t.Logf("firefox %s ready in %v", b.Version, time.Since(start).Round(time.Millisecond))
 	return &firefoxPage{b}
 }
 

@@ -151,7 +151,9 @@ func Start(ctx context.Context, bin, dir string, width, height int, extra map[st
 	}
 	b := &Browser{cmd: cmd, pending: map[int]chan response{}, done: make(chan struct{}), stderr: &tail{}}
 	found := make(chan string, 1)
+	ended := make(chan struct{}) // stderr closed: Firefox exited
 	go func() {
+		defer close(ended)
 		sc := bufio.NewScanner(errPipe)
 		for sc.Scan() {
 			l := sc.Text()
@@ -167,6 +169,9 @@ func Start(ctx context.Context, bin, dir string, width, height int, extra map[st
 	var endpoint string
 	select {
 	case endpoint = <-found:
+	case <-ended:
+		b.Close()
+		return nil, fmt.Errorf("firefox exited before it opened its BiDi port; stderr:\n%s", b.stderr)
 	case <-ctx.Done():
 		b.Close()
 		return nil, fmt.Errorf("firefox did not open its BiDi port: %w; stderr:\n%s", ctx.Err(), b.stderr)

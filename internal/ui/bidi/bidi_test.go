@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -68,5 +69,19 @@ func TestFirefox(t *testing.T) {
 	}
 	if !bytes.HasPrefix(png, []byte("\x89PNG")) {
 		t.Fatalf("the screenshot is not a PNG (%d bytes)", len(png))
+	}
+}
+
+// TestStartReportsABrowserThatExits: a program that exits without opening
+// a BiDi port is reported at once, not at the deadline.
+func TestStartReportsABrowserThatExits(t *testing.T) {
+	bin, err := exec.LookPath("false")
+	if err != nil {
+		t.Skip("no false(1)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := bidi.Start(ctx, bin, t.TempDir(), 640, 480, nil); err == nil || ctx.Err() != nil {
+		t.Fatalf("Start of a program that exits: %v (context: %v)", err, ctx.Err())
 	}
 }
