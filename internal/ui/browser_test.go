@@ -146,7 +146,8 @@ func firefox(t *testing.T, extra ...map[string]any) *firefoxPage {
 	if bin == "" {
 		t.Skip("firefox is not installed (apt-get install firefox-esr): the browser tests in Firefox need a real headless Firefox; skipped")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// Generous: Firefox took 10 s to be ready at a load average of 29.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var prefs map[string]any
 	if len(extra) > 0 {

@@ -24,7 +24,7 @@ func TestFirefox(t *testing.T) {
 		w.Write([]byte(`<!doctype html><title>t</title><input id=a><input id=b><p>hello</p>`))
 	}))
 	defer srv.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	b, err := bidi.Start(ctx, bin, t.TempDir(), 640, 480, map[string]any{"layout.css.prefers-color-scheme.content-override": 0})
 	if err != nil {
