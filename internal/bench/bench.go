@@ -149,10 +149,15 @@ func run(o options, stderr io.Writer) (*result, error) {
 			return nil, err
 		}
 		defer vc.stop()
-		srv, err = startFanoutd(o.delay, o.uring, vc.url, stderr)
-		if err == nil {
-			err = vc.expect("subscribed", 10*time.Second)
+		f, err := startFanoutd(o.delay, o.uring, vc.url, stderr)
+		if err != nil {
+			return nil, err
 		}
+		if err := vc.expect("subscribed", 10*time.Second); err != nil {
+			f.stop()
+			return nil, err
+		}
+		srv = f
 	default:
 		srv, err = startFanoutd(o.delay, o.uring, "", stderr)
 	}
