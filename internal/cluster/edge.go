@@ -542,7 +542,7 @@ func (es *edgeStream) book(h heldMsg) {
 		switch {
 		case h.epoch != es.epoch:
 			es.gap("epoch_change", es.last+1, 0, h.epoch)
-		case h.seq > es.last:
+		case h.seq > es.last && !es.heldFrom(es.last+1, h.seq):
 			es.gap("bus_gap", es.last+1, h.seq, "")
 		}
 		// gap restarted the resync only if the book was wrong; this book
@@ -561,6 +561,19 @@ func (es *edgeStream) book(h heldMsg) {
 		}
 		es.handle(m)
 	}
+}
+
+// heldFrom reports whether the events held during the resync carry every
+// seq from first to last of the current epoch: the book moved on while it
+// was fetched, but nothing was lost. es.mu must be held.
+func (es *edgeStream) heldFrom(first, last uint64) bool {
+	next := first
+	for _, m := range es.held {
+		if m.epoch == es.epoch && m.seq == next {
+			next++
+		}
+	}
+	return next > last
 }
 
 // heartbeat checks the tail: the seq the previous heartbeat named must

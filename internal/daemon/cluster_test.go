@@ -27,14 +27,18 @@ import (
 	"github.com/fanoutd/fanoutd/venues"
 )
 
-// natsProxy sits on the TCP connection between an edge and NATS. While
+// natsProxy sits on the TCP connection between a node and NATS. While
 // drop is set it discards the messages (MSG and HMSG, whole) the server
-// sends whose subject contains ".ev.": the edge loses events exactly as
-// an at-most-once bus loses them, and the connection stays healthy.
+// sends whose subject contains ".ev.": an edge loses events exactly as
+// an at-most-once bus loses them, and the connection stays healthy. While
+// mute is set it discards what the node publishes (PUB and HPUB, whole)
+// under "fanoutd.": an ingest goes silent (events, notices, heartbeats)
+// while its connection, and its lease in JetStream, stay up.
 type natsProxy struct {
 	ln     net.Listener
 	target string
 	drop   atomic.Bool
+	mute   atomic.Bool
 	wg     sync.WaitGroup
 }
 
@@ -65,13 +69,23 @@ func (p *natsProxy) accept() {
 			continue
 		}
 		p.wg.Add(2)
-		go func() { defer p.wg.Done(); io.Copy(s, c); s.Close() }()
-		go func() { defer p.wg.Done(); p.filter(c, s); c.Close() }()
+		go func() {
+			defer p.wg.Done()
+			p.filter(s, c, "PUB", "HPUB", func(subj string) bool { return p.mute.Load() && strings.HasPrefix(subj, "fanoutd.") })
+			s.Close()
+		}()
+		go func() {
+			defer p.wg.Done()
+			p.filter(c, s, "MSG", "HMSG", func(subj string) bool { return p.drop.Load() && strings.Contains(subj, ".ev.") })
+			c.Close()
+		}()
 	}
 }
 
-// filter copies the server's protocol to the client, message by message.
-func (p *natsProxy) filter(dst io.Writer, src io.Reader) {
+// filter copies one direction of the protocol, message by message,
+// discarding the messages (verbs msg and hmsg: the size is the line's last
+// field) whose subject drop says.
+func (p *natsProxy) filter(dst io.Writer, src io.Reader, msg, hmsg string, drop func(subject string) bool) {
 	r := bufio.NewReaderSize(src, 1<<16)
 	w := bufio.NewWriterSize(dst, 1<<16)
 	for {
@@ -81,13 +95,13 @@ func (p *natsProxy) filter(dst io.Writer, src io.Reader) {
 		}
 		var payload []byte
 		f := strings.Fields(string(line))
-		if len(f) >= 4 && (f[0] == "MSG" || f[0] == "HMSG") {
+		if len(f) >= 3 && (f[0] == msg || f[0] == hmsg) {
 			n, _ := strconv.Atoi(f[len(f)-1])
 			payload = make([]byte, n+2)
 			if _, err := io.ReadFull(r, payload); err != nil {
 				return
 			}
-			if p.drop.Load() && strings.Contains(f[1], ".ev.") {
+			if drop(f[1]) {
 				continue
 			}
 		}
@@ -265,6 +279,14 @@ func (s *source) drop(i int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.srcs[i] = nil
+}
+
+// restart numbers the steps from 1 again: the next step publishes the
+// snapshot (to an adapter built since, after the others were dropped).
+func (s *source) restart() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n = 0
 }
 
 func lv(p, q int64) venue.Level {
