@@ -35,6 +35,7 @@ const (
 // add venues with Venue, then Start it.
 type Edge struct {
 	subj Subjects
+	node string
 	log  *slog.Logger
 	nc   *nats.Conn // set by Start
 
@@ -61,9 +62,9 @@ type wanted struct {
 	on bool
 }
 
-// NewEdge returns an edge reading under subj.
-func NewEdge(subj Subjects, log *slog.Logger) *Edge {
-	return &Edge{subj: subj, log: log, streams: map[venue.Stream]*edgeStream{}, venues: map[string]*edgeVenue{},
+// NewEdge returns an edge reading under subj as node.
+func NewEdge(subj Subjects, node string, log *slog.Logger) *Edge {
+	return &Edge{subj: subj, node: node, log: log, streams: map[venue.Stream]*edgeStream{}, venues: map[string]*edgeVenue{},
 		handlers: map[string]func(*nats.Msg){}, inbox: make(chan *nats.Msg, inboxLen),
 		wake: make(chan struct{}, 1), stop: make(chan struct{})}
 }
@@ -242,18 +243,23 @@ func (e *Edge) unfollow(st venue.Stream) {
 	es.v.feed.Reset(st)
 }
 
-// watch re-evaluates the venues' links every heartbeat interval, so that a
-// silent ingest takes its venues down.
+// watch re-evaluates the venues' links every half heartbeat interval, so
+// that a silent ingest takes its venues down, and renews the streams the
+// edge follows every WantRenew.
 func (e *Edge) watch() {
 	defer e.wg.Done()
 	t := time.NewTicker(HeartbeatEvery / 2)
 	defer t.Stop()
+	r := time.NewTicker(WantRenew)
+	defer r.Stop()
 	for {
 		select {
 		case <-e.stop:
 			return
 		case <-t.C:
 			e.evaluate()
+		case <-r.C:
+			e.renew()
 		}
 	}
 }

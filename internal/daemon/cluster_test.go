@@ -164,6 +164,8 @@ func readAll(t *testing.T, ws *websocket.Conn, streams []string) *wsClient {
 
 type wireMsg struct {
 	Type     string         `json:"type"`
+	ID       string         `json:"id"`
+	Code     string         `json:"code"`
 	Kind     string         `json:"kind"`
 	Stream   string         `json:"stream"`
 	Seq      uint64         `json:"seq"`
