@@ -41,7 +41,7 @@ type Ingest struct {
 	feeds map[string]*fanout.Feed // by venue, set by Start
 	pubs  map[string]*publisher   // by venue, set by Tap before Start
 	resp  *nats.Subscription      // the book responder
-	wants *nats.Subscription      // P.want.*
+	wants []*nats.Subscription    // P.want.<venue>, per venue
 	stop  chan struct{}           // closes to stop the heartbeat
 	hbNow chan struct{}           // capacity 1: heartbeat now (a venue was taken over)
 	done  sync.WaitGroup          // the heartbeat goroutine
@@ -153,9 +153,13 @@ func (in *Ingest) Start(nc *nats.Conn, feeds []*fanout.Feed) error {
 		return err
 	}
 	in.resp = sub
-	if in.wants, err = nc.Subscribe(in.subj.Prefix+".want.*", in.answerWant); err != nil {
-		sub.Unsubscribe()
-		return err
+	for name := range in.pubs { // per venue: a venue no ingest serves has no responder
+		w, err := nc.Subscribe(in.subj.Want(name), in.answerWant)
+		if err != nil {
+			sub.Unsubscribe()
+			return err
+		}
+		in.wants = append(in.wants, w)
 	}
 	in.nc = nc // after the feeds map: the taps may run from here on
 	for _, p := range in.pubs {
@@ -179,7 +183,9 @@ func (in *Ingest) Stop() {
 	in.done.Wait()
 	if in.resp != nil {
 		in.resp.Unsubscribe()
-		in.wants.Unsubscribe()
+	}
+	for _, w := range in.wants {
+		w.Unsubscribe()
 	}
 }
 
