@@ -97,3 +97,25 @@ func TestWantAnsweredByTheLeader(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkWantRequest: what asking the ingest adds to the first subscribe
+// of a stream on an edge: one request/reply through an embedded NATS
+// server on loopback, with an OnWant that accepts at once.
+func BenchmarkWantRequest(b *testing.B) {
+	nc := testNATS(b)
+	in := NewIngest(Subjects{Prefix: "t"}, "in", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	in.Tap("coinbase")
+	in.pubs["coinbase"].lead.Store(true)
+	in.OnWant = func(venue.Stream) (string, string) { return "", "" }
+	sub, err := nc.Subscribe(in.subj.Want("coinbase"), in.answerWant)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	body, _ := json.Marshal(Want{Node: "edge-1", Streams: []string{"coinbase:level2:ETH-USD"}})
+	for b.Loop() {
+		if _, err := nc.Request(in.subj.Want("coinbase"), body, 2*time.Second); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
