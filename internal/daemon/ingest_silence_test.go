@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -154,7 +155,8 @@ func TestClusterIngestSilent(t *testing.T) {
 // epoch_change, first the seq after the last it had, epoch the new
 // ingest's) then the new ingest's snapshot:true and, in the end, its exact
 // book; on trades a stream_gap (reason epoch_change, first the seq after
-// the last it had).
+// the last it had). A symbol the ingest had only because an edge asked for
+// it is subscribed by the new ingest too, from the edge's renewals.
 func TestClusterIngestRestartEpochChange(t *testing.T) {
 	t.Cleanup(http.DefaultClient.CloseIdleConnections)
 	ns := natstest.Run(t)
@@ -197,6 +199,16 @@ func TestClusterIngestRestartEpochChange(t *testing.T) {
 		<-done
 	}()
 	waitFor(t, 10*time.Second, "trades", func() bool { return lastOf(c.all(), trBTC) > 10 })
+	// A symbol only an edge's subscriber asked for: the new ingest gets it
+	// from the edge's renewals.
+	eth := dialSub(t, edge.URL("ws"))
+	if r := eth.send(t, "subscribe", "1", "coinbase:trades:ETH-USD"); r.Type != "ack" {
+		t.Fatalf("subscribe ETH-USD: %s", r.raw)
+	}
+	symbolsOf := func(i int) []string { src.mu.Lock(); s := src.srcs[i]; src.mu.Unlock(); return s.Symbols() }
+	if !slices.Contains(symbolsOf(0), "ETH-USD") {
+		t.Fatalf("the ingest's venue subscribes %v, want ETH-USD among them", symbolsOf(0))
+	}
 
 	in1.Abort()
 	close(stop)
@@ -213,6 +225,7 @@ func TestClusterIngestRestartEpochChange(t *testing.T) {
 		}
 		return err == nil
 	})
+	waitFor(t, 10*time.Second, "the new ingest to subscribe ETH-USD (renewed by the edge)", func() bool { return slices.Contains(symbolsOf(1), "ETH-USD") })
 	src.restart()
 	stop = make(chan struct{})
 	done = src.run(stop)
