@@ -2,9 +2,13 @@ package tardis_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +16,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/fanoutd/fanoutd/replay"
 )
 
 // The venues tardis-dev reads fanoutd's captures of (its coinbase and
@@ -332,6 +340,203 @@ func TestBookSnapshotsMatchTardis(t *testing.T) {
 				compareSnaps(t, ours, theirs)
 				t.Logf("%d messages equal; tardis-dev wrote %d: first of a session moved to its interval's end %d, repeated after a disconnect %d; interval closed at a disconnect (fanoutd only) %d",
 					len(ours), len(withoutMarks(raw)), st.moved, st.repeated, st.closed)
+			})
+		}
+	}
+}
+
+// tradeFrame returns a trade frame of venue v as its websocket sends it,
+// venue time at.
+func tradeFrame(v string, id int, at time.Time, price, size string, buy bool) string {
+	ms := at.UnixMilli()
+	switch v {
+	case "binance": // "m": the buyer made, so the taker sold
+		return fmt.Sprintf(`{"stream":"btcusdt@trade","data":{"e":"trade","E":%d,"s":"BTCUSDT","t":%d,"p":%q,"q":%q,"T":%d,"m":%t,"M":true}}`, ms, id, price, size, ms, !buy)
+	case "okx":
+		side := "sell"
+		if buy {
+			side = "buy"
+		}
+		return fmt.Sprintf(`{"arg":{"channel":"trades","instId":"BTC-USDT"},"data":[{"instId":"BTC-USDT","tradeId":"%d","px":%q,"sz":%q,"side":%q,"ts":"%d","count":"1","source":"0","seqId":%d}]}`, id, price, size, side, ms, id)
+	case "bybit":
+		side := "Sell"
+		if buy {
+			side = "Buy"
+		}
+		return fmt.Sprintf(`{"topic":"publicTrade.BTCUSDT","ts":%d,"type":"snapshot","data":[{"i":"%d","T":%d,"p":%q,"v":%q,"S":%q,"seq":%d,"s":"BTCUSDT","BT":false,"RPI":false}]}`, ms, id, ms, price, size, side, id)
+	}
+	panic(v)
+}
+
+// withTrades writes v's testdata capture to dir with a trade after every
+// third frame, at that frame's receive time; the trade's venue time is its
+// receive time in whole milliseconds, so tardis-dev, which buckets by venue
+// time, and fanoutd, by receive time, put it in the same interval of any
+// whole number of milliseconds. Prices and sizes are random (fixed seed).
+func withTrades(t *testing.T, v, dir string) string {
+	t.Helper()
+	in, err := replay.Open(capturePath(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	path := filepath.Join(dir, v+"-trades.jsonl.gz")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := gzip.NewWriter(f)
+	zw.Comment = replay.MetaComment(in.Meta)
+	w := replay.NewWriter(zw)
+	base := map[string]int{"binance": 10000, "okx": 302430, "bybit": 300000}[v] // price in ticks
+	scale := map[string]int32{"binance": -2, "okx": -1, "bybit": -1}[v]
+	rng := rand.New(rand.NewPCG(1, uint64(len(v))))
+	n := 0
+	for {
+		r, err := in.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Disconnect {
+			err = w.Disconnect()
+		} else {
+			err = w.Frame(r.Time, r.Frame)
+			if n++; err == nil && n%3 == 0 {
+				price := decimal.New(int64(base+rng.IntN(41)-20), scale).String()
+				size := decimal.New(int64(1+rng.IntN(50000)), -4).String()
+				err = w.Frame(r.Time, []byte(tradeFrame(v, n, r.Time.Truncate(time.Millisecond), price, size, rng.IntN(2) == 0)))
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// bar is one trade bar of either side.
+type bar struct {
+	end                           time.Time
+	open, high, low, close        float64
+	volume, buyVolume, sellVolume float64
+	trades                        int
+	first, last                   time.Time
+	gap                           bool
+}
+
+func ourBars(t *testing.T, out []byte) []bar {
+	var res []bar
+	for _, l := range lines(out) {
+		var m struct {
+			Type, End, Open, High, Low, Close, Volume string
+			BuyVolume                                 string `json:"buy_volume"`
+			SellVolume                                string `json:"sell_volume"`
+			Trades                                    int
+			First                                     string `json:"first_trade_time"`
+			Last                                      string `json:"last_trade_time"`
+			Gap                                       bool
+		}
+		if err := json.Unmarshal(l, &m); err != nil {
+			t.Fatalf("%s: %v", l, err)
+		}
+		if m.Type != "trade_bar" {
+			continue
+		}
+		res = append(res, bar{end: parseTime(t, m.End), open: num(t, m.Open), high: num(t, m.High), low: num(t, m.Low), close: num(t, m.Close),
+			volume: num(t, m.Volume), buyVolume: num(t, m.BuyVolume), sellVolume: num(t, m.SellVolume), trades: m.Trades,
+			first: parseTime(t, m.First), last: parseTime(t, m.Last), gap: m.Gap})
+	}
+	return res
+}
+
+func tardisBars(t *testing.T, out []byte) []bar {
+	var res []bar
+	for _, l := range lines(out) {
+		var m struct {
+			Type, Timestamp, OpenTimestamp, CloseTimestamp string
+			Open, High, Low, Close                         float64
+			Volume, BuyVolume, SellVolume                  float64
+			Trades                                         int
+		}
+		if err := json.Unmarshal(l, &m); err != nil {
+			t.Fatalf("%s: %v", l, err)
+		}
+		if m.Type != "trade_bar" {
+			continue
+		}
+		res = append(res, bar{end: parseTime(t, m.Timestamp), open: m.Open, high: m.High, low: m.Low, close: m.Close,
+			volume: m.Volume, buyVolume: m.BuyVolume, sellVolume: m.SellVolume, trades: m.Trades,
+			first: parseTime(t, m.OpenTimestamp), last: parseTime(t, m.CloseTimestamp)})
+	}
+	return res
+}
+
+// near compares tardis-dev's float sums with fanoutd's exact ones.
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(a)) }
+
+func (b bar) equal(o bar) bool {
+	return b.end.Equal(o.end) && b.open == o.open && b.high == o.high && b.low == o.low && b.close == o.close &&
+		near(b.volume, o.volume) && near(b.buyVolume, o.buyVolume) && near(b.sellVolume, o.sellVolume) &&
+		b.trades == o.trades && b.first.Equal(o.first) && b.last.Equal(o.last)
+}
+
+// TestTradeBarsMatchTardis compares fanoutd's trade_bar_<i> with
+// tardis-dev's computeTradeBars (kind time, its own convention: venue time)
+// on the testdata captures with trades added (withTrades). Every bar
+// fanoutd writes without "gap" equals tardis-dev's bar of that interval
+// (volumes to 1e-9: tardis-dev sums floats); a bar spanning a link drop is
+// fanoutd's alone ("gap":true), or tardis-dev's holds only the trades after
+// the drop: it discards its bar in progress at a disconnect.
+func TestTradeBarsMatchTardis(t *testing.T) {
+	needHarness(t)
+	dir := t.TempDir()
+	for _, v := range venues {
+		capture := withTrades(t, v, dir)
+		for _, iv := range []string{"1ms", "10ms", "100ms"} {
+			t.Run(v+"/trade_bar_"+iv, func(t *testing.T) {
+				t.Parallel()
+				ours := ourBars(t, runOurs(t, capture, v+":trade_bar_"+iv+":*"))
+				theirs := map[int64]bar{}
+				for _, b := range tardisBars(t, runTardis(t, capture, "--trade-bar", iv)) {
+					theirs[b.end.UnixNano()] = b
+				}
+				if len(ours) < 3 {
+					t.Fatalf("fanoutd wrote %d bars", len(ours))
+				}
+				gaps := 0
+				for _, b := range ours {
+					tb, ok := theirs[b.end.UnixNano()]
+					delete(theirs, b.end.UnixNano())
+					if b.gap {
+						gaps++
+						if ok && tb.trades >= b.trades {
+							t.Fatalf("gap bar ending %v: fanoutd %d trades, tardis-dev %d", b.end, b.trades, tb.trades)
+						}
+						continue
+					}
+					if !ok {
+						t.Fatalf("fanoutd's bar ending %v: none of tardis-dev's\n%+v", b.end, b)
+					}
+					if !b.equal(tb) {
+						t.Fatalf("bar ending %v differs:\nfanoutd    %+v\ntardis-dev %+v", b.end, b, tb)
+					}
+				}
+				if len(theirs) > 0 {
+					t.Fatalf("tardis-dev has %d bars fanoutd has not: %+v", len(theirs), theirs)
+				}
+				if gaps == 0 {
+					t.Fatalf("no gap bar: the capture's link drop is not in a bar")
+				}
+				t.Logf("%d bars equal, %d spanning the link drop", len(ours)-gaps, gaps)
 			})
 		}
 	}
