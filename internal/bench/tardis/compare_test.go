@@ -541,3 +541,73 @@ func TestTradeBarsMatchTardis(t *testing.T) {
 		}
 	}
 }
+
+var largeDir = flag.String("large", "", "write the 200,000-frame captures of the Performance section into this directory (TestLargeCaptures)")
+
+// TestLargeCaptures writes, with -large DIR, each venue's testdata capture
+// 20 times into one file, each copy shifted to follow the one before (the
+// captures end with a disconnect, so each copy replays as a new session):
+// the captures of README, Performance.
+func TestLargeCaptures(t *testing.T) {
+	if *largeDir == "" {
+		t.Skip("run with -args -large DIR to write the 200,000-frame captures")
+	}
+	for _, v := range []string{"binance", "bybit", "coinbase", "kraken", "okx"} {
+		in, err := replay.Open(capturePath(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var recs []replay.Record
+		for {
+			r, err := in.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Frame = bytes.Clone(r.Frame)
+			recs = append(recs, r)
+		}
+		in.Close()
+		var first, last time.Time
+		for _, r := range recs {
+			if !r.Disconnect {
+				if first.IsZero() {
+					first = r.Time
+				}
+				last = r.Time
+			}
+		}
+		span := last.Sub(first) + time.Millisecond
+		path := filepath.Join(*largeDir, v+"-200k.jsonl.gz")
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zw := gzip.NewWriter(f)
+		zw.Comment = replay.MetaComment(in.Meta)
+		w := replay.NewWriter(zw)
+		frames := 0
+		for c := range 20 {
+			for _, r := range recs {
+				if r.Disconnect {
+					err = w.Disconnect()
+				} else {
+					frames++
+					err = w.Frame(r.Time.Add(time.Duration(c)*span), r.Frame)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := zw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d frames", path, frames)
+	}
+}

@@ -9,7 +9,8 @@
 //     --exchange E        tardis exchange id (default from the capture's venue:
 //                         binance→binance, okx→okex, bybit→bybit-spot)
 //     --symbols S[,S]     (default: the capture's subscriptions)
-//     --cache DIR         cache directory (default: a temporary one, removed)
+//     --cache DIR         cache directory (default: a temporary one, removed);
+//                         a capture already laid out there is not laid out again
 //     --prepare           only lay the capture out in --cache DIR and exit
 //     --export            write every normalized message (book_change, trade),
 //                         as fanoutd replay --export writes its events
@@ -127,6 +128,24 @@ function layOut(capture, cacheDir, exchange, filters) {
   return { from, to }
 }
 
+// layOutOnce lays the capture out unless cacheDir already holds this
+// capture's layout (same file, size and modification time), so a timed run
+// with --cache DIR after --prepare --cache DIR measures tardis-dev alone.
+function layOutOnce(capture, cacheDir, exchange, filters) {
+  const st = fs.statSync(capture)
+  const key = JSON.stringify({ capture: path.resolve(capture), size: st.size, mtime: st.mtimeMs, exchange, filters })
+  const index = path.join(cacheDir, 'fanoutd-layouts.json')
+  let layouts = {}
+  try {
+    layouts = JSON.parse(fs.readFileSync(index, 'utf8'))
+  } catch (e) {}
+  if (layouts[key]) return { from: new Date(layouts[key].from), to: new Date(layouts[key].to) }
+  const r = layOut(capture, cacheDir, exchange, filters)
+  layouts[key] = r
+  fs.writeFileSync(index, JSON.stringify(layouts))
+  return r
+}
+
 // iso formats a tardis-dev timestamp (a Date, with .μs when replayNormalized
 // set it) with microseconds.
 function iso(d) {
@@ -163,7 +182,7 @@ async function main() {
   // The filters replayNormalized derives (from mappers made at the first minute).
   const probe = new Date(new Date(readFirstTime(a.capture)).setUTCSeconds(0, 0))
   const filters = handy.getFilters(normalizers.map((n) => n(exchange, probe)), symbols)
-  const { from, to } = layOut(a.capture, cacheDir, exchange, filters)
+  const { from, to } = layOutOnce(a.capture, cacheDir, exchange, filters)
   if (a.prepare) {
     process.stdout.write(JSON.stringify({ cacheDir, exchange, symbols, from, to }) + '\n')
     return
