@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -160,13 +161,14 @@ func runTardis(t *testing.T, capture string, args ...string) []byte {
 
 func lines(b []byte) [][]byte { return bytes.Split(bytes.TrimSpace(b), []byte("\n")) }
 
-// ourSnaps reads fanoutd's book_snapshot/quote messages and link_down
-// notices.
-func ourSnaps(t *testing.T, out []byte) []snap {
+// ourSnaps reads fanoutd's book_snapshot/quote messages of channel and
+// its link_down notices.
+func ourSnaps(t *testing.T, out []byte, channel string) []snap {
 	var res []snap
 	for _, l := range lines(out) {
 		var m struct {
 			Type, Kind, At string
+			Stream         string
 			Bids, Asks     [][2]string
 			Bid, Ask       string
 			RecvTime       string `json:"recv_time"`
@@ -179,6 +181,8 @@ func ourSnaps(t *testing.T, out []byte) []snap {
 		switch {
 		case m.Type == "notice" && m.Kind == "link_down":
 			res = append(res, snap{at: parseTime(t, m.At).Truncate(time.Microsecond), disc: true})
+		case m.Stream != "" && strings.Split(m.Stream, ":")[1] != channel:
+			continue
 		case m.Type == "book":
 			res = append(res, snap{at: parseTime(t, m.RecvTime).Truncate(time.Microsecond), bids: levels(t, m.Bids), asks: levels(t, m.Asks)})
 		case m.Type == "quote":
@@ -326,22 +330,30 @@ func TestBookSnapshotsMatchTardis(t *testing.T) {
 		{"quote", []string{"--quote"}, "quote", 0},
 	}
 	for _, v := range venues {
-		for _, c := range cases {
-			t.Run(v+"/"+c.channel, func(t *testing.T) {
-				t.Parallel()
-				capture := capturePath(v)
-				ours := withoutMarks(ourSnaps(t, runOurs(t, capture, v+":"+c.channel+":*")))
-				out := runTardis(t, capture, append(c.args, "--time", "local")...)
-				raw := tardisSnaps(t, out, c.channel)
-				theirs, st := align(raw, tardisSnaps(t, out, c.zero), c.interval)
-				if len(ours) < 3 {
-					t.Fatalf("fanoutd wrote %d messages", len(ours))
-				}
-				compareSnaps(t, ours, theirs)
-				t.Logf("%d messages equal; tardis-dev wrote %d: first of a session moved to its interval's end %d, repeated after a disconnect %d; interval closed at a disconnect (fanoutd only) %d",
-					len(ours), len(withoutMarks(raw)), st.moved, st.repeated, st.closed)
-			})
-		}
+		t.Run(v, func(t *testing.T) {
+			t.Parallel()
+			capture := capturePath(v)
+			var streams []string
+			args := []string{"--time", "local"}
+			for _, c := range cases {
+				streams = append(streams, v+":"+c.channel+":*")
+				args = append(args, c.args...)
+			}
+			ours, out := runOurs(t, capture, strings.Join(streams, ",")), runTardis(t, capture, args...)
+			for _, c := range cases {
+				t.Run(c.channel, func(t *testing.T) {
+					ours := withoutMarks(ourSnaps(t, ours, c.channel))
+					raw := tardisSnaps(t, out, c.channel)
+					theirs, st := align(raw, tardisSnaps(t, out, c.zero), c.interval)
+					if len(ours) < 3 {
+						t.Fatalf("fanoutd wrote %d messages", len(ours))
+					}
+					compareSnaps(t, ours, theirs)
+					t.Logf("%d messages equal; tardis-dev wrote %d: first of a session moved to its interval's end %d, repeated after a disconnect %d; interval closed at a disconnect (fanoutd only) %d",
+						len(ours), len(withoutMarks(raw)), st.moved, st.repeated, st.closed)
+				})
+			}
+		})
 	}
 }
 
@@ -433,22 +445,23 @@ type bar struct {
 	gap                           bool
 }
 
-func ourBars(t *testing.T, out []byte) []bar {
+// ourBars reads fanoutd's bars of channel.
+func ourBars(t *testing.T, out []byte, channel string) []bar {
 	var res []bar
 	for _, l := range lines(out) {
 		var m struct {
-			Type, End, Open, High, Low, Close, Volume string
-			BuyVolume                                 string `json:"buy_volume"`
-			SellVolume                                string `json:"sell_volume"`
-			Trades                                    int
-			First                                     string `json:"first_trade_time"`
-			Last                                      string `json:"last_trade_time"`
-			Gap                                       bool
+			Type, Stream, End, Open, High, Low, Close, Volume string
+			BuyVolume                                         string `json:"buy_volume"`
+			SellVolume                                        string `json:"sell_volume"`
+			Trades                                            int
+			First                                             string `json:"first_trade_time"`
+			Last                                              string `json:"last_trade_time"`
+			Gap                                               bool
 		}
 		if err := json.Unmarshal(l, &m); err != nil {
 			t.Fatalf("%s: %v", l, err)
 		}
-		if m.Type != "trade_bar" {
+		if m.Type != "trade_bar" || strings.Split(m.Stream, ":")[1] != channel {
 			continue
 		}
 		res = append(res, bar{end: parseTime(t, m.End), open: num(t, m.Open), high: num(t, m.High), low: num(t, m.Low), close: num(t, m.Close),
@@ -458,19 +471,20 @@ func ourBars(t *testing.T, out []byte) []bar {
 	return res
 }
 
-func tardisBars(t *testing.T, out []byte) []bar {
+// tardisBars reads the harness's bars named name.
+func tardisBars(t *testing.T, out []byte, name string) []bar {
 	var res []bar
 	for _, l := range lines(out) {
 		var m struct {
-			Type, Timestamp, OpenTimestamp, CloseTimestamp string
-			Open, High, Low, Close                         float64
-			Volume, BuyVolume, SellVolume                  float64
-			Trades                                         int
+			Type, Name, Timestamp, OpenTimestamp, CloseTimestamp string
+			Open, High, Low, Close                               float64
+			Volume, BuyVolume, SellVolume                        float64
+			Trades                                               int
 		}
 		if err := json.Unmarshal(l, &m); err != nil {
 			t.Fatalf("%s: %v", l, err)
 		}
-		if m.Type != "trade_bar" {
+		if m.Type != "trade_bar" || m.Name != name {
 			continue
 		}
 		res = append(res, bar{end: parseTime(t, m.Timestamp), open: m.Open, high: m.High, low: m.Low, close: m.Close,
@@ -501,44 +515,54 @@ func TestTradeBarsMatchTardis(t *testing.T) {
 	dir := t.TempDir()
 	for _, v := range venues {
 		capture := withTrades(t, v, dir)
-		for _, iv := range []string{"1ms", "10ms", "100ms"} {
-			t.Run(v+"/trade_bar_"+iv, func(t *testing.T) {
-				t.Parallel()
-				ours := ourBars(t, runOurs(t, capture, v+":trade_bar_"+iv+":*"))
-				theirs := map[int64]bar{}
-				for _, b := range tardisBars(t, runTardis(t, capture, "--trade-bar", iv)) {
-					theirs[b.end.UnixNano()] = b
-				}
-				if len(ours) < 3 {
-					t.Fatalf("fanoutd wrote %d bars", len(ours))
-				}
-				gaps := 0
-				for _, b := range ours {
-					tb, ok := theirs[b.end.UnixNano()]
-					delete(theirs, b.end.UnixNano())
-					if b.gap {
-						gaps++
-						if ok && tb.trades >= b.trades {
-							t.Fatalf("gap bar ending %v: fanoutd %d trades, tardis-dev %d", b.end, b.trades, tb.trades)
+		t.Run(v, func(t *testing.T) {
+			t.Parallel()
+			intervals := []string{"1ms", "10ms", "100ms"}
+			var streams []string
+			var args []string
+			for _, iv := range intervals {
+				streams = append(streams, v+":trade_bar_"+iv+":*")
+				args = append(args, "--trade-bar", iv)
+			}
+			ourOut, theirOut := runOurs(t, capture, strings.Join(streams, ",")), runTardis(t, capture, args...)
+			for _, iv := range intervals {
+				t.Run("trade_bar_"+iv, func(t *testing.T) {
+					ours := ourBars(t, ourOut, "trade_bar_"+iv)
+					theirs := map[int64]bar{}
+					for _, b := range tardisBars(t, theirOut, "trade_bar_"+iv) {
+						theirs[b.end.UnixNano()] = b
+					}
+					if len(ours) < 3 {
+						t.Fatalf("fanoutd wrote %d bars", len(ours))
+					}
+					gaps := 0
+					for _, b := range ours {
+						tb, ok := theirs[b.end.UnixNano()]
+						delete(theirs, b.end.UnixNano())
+						if b.gap {
+							gaps++
+							if ok && tb.trades >= b.trades {
+								t.Fatalf("gap bar ending %v: fanoutd %d trades, tardis-dev %d", b.end, b.trades, tb.trades)
+							}
+							continue
 						}
-						continue
+						if !ok {
+							t.Fatalf("fanoutd's bar ending %v: none of tardis-dev's\n%+v", b.end, b)
+						}
+						if !b.equal(tb) {
+							t.Fatalf("bar ending %v differs:\nfanoutd    %+v\ntardis-dev %+v", b.end, b, tb)
+						}
 					}
-					if !ok {
-						t.Fatalf("fanoutd's bar ending %v: none of tardis-dev's\n%+v", b.end, b)
+					if len(theirs) > 0 {
+						t.Fatalf("tardis-dev has %d bars fanoutd has not: %+v", len(theirs), theirs)
 					}
-					if !b.equal(tb) {
-						t.Fatalf("bar ending %v differs:\nfanoutd    %+v\ntardis-dev %+v", b.end, b, tb)
+					if gaps == 0 {
+						t.Fatalf("no gap bar: the capture's link drop is not in a bar")
 					}
-				}
-				if len(theirs) > 0 {
-					t.Fatalf("tardis-dev has %d bars fanoutd has not: %+v", len(theirs), theirs)
-				}
-				if gaps == 0 {
-					t.Fatalf("no gap bar: the capture's link drop is not in a bar")
-				}
-				t.Logf("%d bars equal, %d spanning the link drop", len(ours)-gaps, gaps)
-			})
-		}
+					t.Logf("%d bars equal, %d spanning the link drop", len(ours)-gaps, gaps)
+				})
+			}
+		})
 	}
 }
 
