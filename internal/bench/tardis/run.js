@@ -95,13 +95,18 @@ const minuteOf = (line) => {
   return d
 }
 
-// layOut writes the capture's lines as one slice per minute in the cache
-// directory replay() reads for exchange and filters, and returns the
+// sliceDir is the directory tardis-dev's replay() reads the slices of
+// exchange and filters from (its worker's layout).
+function sliceDir(cacheDir, exchange, filters) {
+  return path.join(cacheDir, 'feeds', exchange, handy.sha256(handy.optimizeFilters(filters)))
+}
+
+// layOut writes the capture's lines as one slice per minute in dir (a
+// sliceDir), and returns the
 // [from, to) minutes it covers. A disconnect (empty line) stays in the slice
 // of the line before it.
-function layOut(capture, cacheDir, exchange, filters) {
+function layOut(capture, dir) {
   const data = zlib.gunzipSync(fs.readFileSync(capture))
-  const dir = path.join(cacheDir, 'feeds', exchange, handy.sha256(handy.optimizeFilters(filters)))
   const slices = new Map()
   let cur
   let start = 0
@@ -128,21 +133,23 @@ function layOut(capture, cacheDir, exchange, filters) {
   return { from, to }
 }
 
-// layOutOnce lays the capture out unless cacheDir already holds this
-// capture's layout (same file, size and modification time), so a timed run
-// with --cache DIR after --prepare --cache DIR measures tardis-dev alone.
+// layOutOnce lays the capture out unless its slice directory in cacheDir
+// already holds this capture (same file, size and modification time), so a
+// timed run with --cache DIR after --prepare --cache DIR measures tardis-dev
+// alone. One directory holds one capture: tardis-dev's cache has one slice
+// per exchange, filters and minute.
 function layOutOnce(capture, cacheDir, exchange, filters) {
   const st = fs.statSync(capture)
-  const key = JSON.stringify({ capture: path.resolve(capture), size: st.size, mtime: st.mtimeMs, exchange, filters })
-  const index = path.join(cacheDir, 'fanoutd-layouts.json')
-  let layouts = {}
+  const key = JSON.stringify({ capture: path.resolve(capture), size: st.size, mtime: st.mtimeMs })
+  const dir = sliceDir(cacheDir, exchange, filters)
+  const index = path.join(dir, 'fanoutd-layout.json')
   try {
-    layouts = JSON.parse(fs.readFileSync(index, 'utf8'))
+    const l = JSON.parse(fs.readFileSync(index, 'utf8'))
+    if (l.key === key) return { from: new Date(l.from), to: new Date(l.to) }
   } catch (e) {}
-  if (layouts[key]) return { from: new Date(layouts[key].from), to: new Date(layouts[key].to) }
-  const r = layOut(capture, cacheDir, exchange, filters)
-  layouts[key] = r
-  fs.writeFileSync(index, JSON.stringify(layouts))
+  fs.rmSync(dir, { recursive: true, force: true })
+  const r = layOut(capture, dir)
+  fs.writeFileSync(index, JSON.stringify({ key, ...r }))
   return r
 }
 
