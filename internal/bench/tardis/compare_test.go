@@ -161,10 +161,28 @@ func runTardis(t *testing.T, capture string, args ...string) []byte {
 
 func lines(b []byte) [][]byte { return bytes.Split(bytes.TrimSpace(b), []byte("\n")) }
 
-// ourSnaps reads fanoutd's book_snapshot/quote messages of channel and
-// its link_down notices.
-func ourSnaps(t *testing.T, out []byte, channel string) []snap {
-	var res []snap
+// named is a snap of one stream (by channel or computable name); a
+// disconnect has no name and belongs to every stream.
+type named struct {
+	name string
+	snap
+}
+
+// pick returns the snaps of name, disconnects included.
+func pick(ns []named, name string) []snap {
+	var out []snap
+	for _, n := range ns {
+		if n.name == name || n.disc {
+			out = append(out, n.snap)
+		}
+	}
+	return out
+}
+
+// ourSnaps reads fanoutd's book_snapshot/quote messages, named by channel,
+// and its link_down notices.
+func ourSnaps(t *testing.T, out []byte) []named {
+	var res []named
 	for _, l := range lines(out) {
 		var m struct {
 			Type, Kind, At string
@@ -178,25 +196,27 @@ func ourSnaps(t *testing.T, out []byte, channel string) []snap {
 		if err := json.Unmarshal(l, &m); err != nil {
 			t.Fatalf("%s: %v", l, err)
 		}
+		var channel string
+		if parts := strings.Split(m.Stream, ":"); len(parts) == 3 {
+			channel = parts[1]
+		}
 		switch {
 		case m.Type == "notice" && m.Kind == "link_down":
-			res = append(res, snap{at: parseTime(t, m.At).Truncate(time.Microsecond), disc: true})
-		case m.Stream != "" && strings.Split(m.Stream, ":")[1] != channel:
-			continue
+			res = append(res, named{"", snap{at: parseTime(t, m.At).Truncate(time.Microsecond), disc: true}})
 		case m.Type == "book":
-			res = append(res, snap{at: parseTime(t, m.RecvTime).Truncate(time.Microsecond), bids: levels(t, m.Bids), asks: levels(t, m.Asks)})
+			res = append(res, named{channel, snap{at: parseTime(t, m.RecvTime).Truncate(time.Microsecond), bids: levels(t, m.Bids), asks: levels(t, m.Asks)}})
 		case m.Type == "quote":
-			res = append(res, snap{at: parseTime(t, m.RecvTime).Truncate(time.Microsecond),
-				bids: levels(t, [][2]string{{m.Bid, m.BidSize}}), asks: levels(t, [][2]string{{m.Ask, m.AskSize}})})
+			res = append(res, named{channel, snap{at: parseTime(t, m.RecvTime).Truncate(time.Microsecond),
+				bids: levels(t, [][2]string{{m.Bid, m.BidSize}}), asks: levels(t, [][2]string{{m.Ask, m.AskSize}})}})
 		}
 	}
 	return res
 }
 
-// tardisSnaps reads the harness's book_snapshot lines named name, and its
-// disconnect lines.
-func tardisSnaps(t *testing.T, out []byte, name string) []snap {
-	var res []snap
+// tardisSnaps reads the harness's book_snapshot lines, named by their
+// computable's name, and its disconnect lines.
+func tardisSnaps(t *testing.T, out []byte) []named {
+	var res []named
 	for _, l := range lines(out) {
 		var m struct {
 			Type, Name, Timestamp, LocalTimestamp string
@@ -207,12 +227,9 @@ func tardisSnaps(t *testing.T, out []byte, name string) []snap {
 		}
 		switch m.Type {
 		case "disconnect":
-			res = append(res, snap{at: parseTime(t, m.LocalTimestamp), disc: true})
+			res = append(res, named{"", snap{at: parseTime(t, m.LocalTimestamp), disc: true}})
 		case "book_snapshot":
-			if m.Name != name {
-				continue
-			}
-			res = append(res, snap{at: parseTime(t, m.Timestamp), bids: m.Bids, asks: m.Asks})
+			res = append(res, named{m.Name, snap{at: parseTime(t, m.Timestamp), bids: m.Bids, asks: m.Asks}})
 		}
 	}
 	return res
@@ -339,12 +356,13 @@ func TestBookSnapshotsMatchTardis(t *testing.T) {
 				streams = append(streams, v+":"+c.channel+":*")
 				args = append(args, c.args...)
 			}
-			ours, out := runOurs(t, capture, strings.Join(streams, ",")), runTardis(t, capture, args...)
+			ourAll := ourSnaps(t, runOurs(t, capture, strings.Join(streams, ",")))
+			theirAll := tardisSnaps(t, runTardis(t, capture, args...))
 			for _, c := range cases {
 				t.Run(c.channel, func(t *testing.T) {
-					ours := withoutMarks(ourSnaps(t, ours, c.channel))
-					raw := tardisSnaps(t, out, c.channel)
-					theirs, st := align(raw, tardisSnaps(t, out, c.zero), c.interval)
+					ours := withoutMarks(pick(ourAll, c.channel))
+					raw := pick(theirAll, c.channel)
+					theirs, st := align(raw, pick(theirAll, c.zero), c.interval)
 					if len(ours) < 3 {
 						t.Fatalf("fanoutd wrote %d messages", len(ours))
 					}
