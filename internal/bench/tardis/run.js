@@ -243,14 +243,13 @@ async function* withLocalTime(messages) {
   }
 }
 
+// readFirstTime returns the receive time of the capture's first line.
 function readFirstTime(capture) {
   const fd = fs.openSync(capture, 'r')
-  const gz = zlib.createGunzip()
   const buf = Buffer.alloc(64 * 1024)
   const n = fs.readSync(fd, buf, 0, buf.length, 0)
   fs.closeSync(fd)
   const head = zlib.gunzipSync(buf.subarray(0, n), { finishFlush: zlib.constants.Z_SYNC_FLUSH })
-  gz.close()
   return head.toString('latin1', 0, 28)
 }
 
