@@ -74,8 +74,8 @@ type Adapter struct {
 	over     map[string]bool // wanted symbols told they do not fit in maxStreams
 	conn     *conn           // the newest connection's subscription state
 	epoch    uint64          // connection counter
-	fetchQ   map[string]uint64
-	attempts []time.Time // recent connection attempts, oldest first
+	fetchQ   []fetchReq      // snapshots to fetch, oldest first (paced by the weight bucket)
+	attempts []time.Time     // recent connection attempts, oldest first
 
 	kick      chan struct{} // subscriptions changed
 	fetchKick chan struct{} // fetchQ grew
@@ -113,6 +113,13 @@ type conn struct {
 	subs   map[string]int64 // stream → id of its pending request, 0 once acknowledged
 	reqs   map[int64]request
 	up     bool
+}
+
+// fetchReq is a depth snapshot to fetch for a lower-case symbol, for the
+// connection of epoch.
+type fetchReq struct {
+	lower string
+	epoch uint64
 }
 
 type request struct {
@@ -163,7 +170,6 @@ func New(cfg venue.Config) (*Adapter, error) {
 		want:      map[string]bool{},
 		known:     map[string]bool{},
 		over:      map[string]bool{},
-		fetchQ:    map[string]uint64{},
 		kick:      make(chan struct{}, 1),
 		fetchKick: make(chan struct{}, 1),
 	}
@@ -295,7 +301,7 @@ func (a *Adapter) connected(time.Time) bool {
 	a.smu.Lock()
 	a.epoch++
 	a.conn = &conn{epoch: a.epoch, subs: map[string]int64{}, reqs: map[int64]request{}}
-	clear(a.fetchQ)
+	a.fetchQ = a.fetchQ[:0]
 	a.smu.Unlock()
 	poke(a.kick)
 	return false
@@ -596,18 +602,35 @@ func (a *Adapter) onResponse(id int64, code int64, msg string) {
 func (a *Adapter) onServerShutdown() { a.link.Drop("serverShutdown") }
 
 // requestSnapshot queues a REST snapshot for a lower-case symbol (decoder
-// hook, under the decode lock; must not block).
+// hook, under the decode lock; must not block). The queue is first come
+// first served; the weight bucket paces it, so after a reconnect the
+// books come back a few at a time and the rest wait (announced by the
+// link_down or their book_resync until their snapshot:true).
 func (a *Adapter) requestSnapshot(lower string) {
 	a.smu.Lock()
 	if a.conn != nil {
-		a.fetchQ[lower] = a.conn.epoch
+		a.queueFetch(fetchReq{lower, a.conn.epoch}, false)
 	}
 	a.smu.Unlock()
 	poke(a.fetchKick)
 }
 
-// fetcher fetches the REST snapshots the decoder asks for and feeds them to
-// it as generated frames, recorded like any other.
+// queueFetch queues f unless it is queued; front puts it first (a fetch
+// the venue rate-limited keeps its turn). a.smu must be held.
+func (a *Adapter) queueFetch(f fetchReq, front bool) {
+	if slices.Contains(a.fetchQ, f) {
+		return
+	}
+	if front {
+		a.fetchQ = slices.Insert(a.fetchQ, 0, f)
+	} else {
+		a.fetchQ = append(a.fetchQ, f)
+	}
+}
+
+// fetcher fetches the REST snapshots the decoder asks for, one at a time
+// in order, and feeds them to it as generated frames, recorded like any
+// other.
 func (a *Adapter) fetcher(ctx context.Context) {
 	for {
 		select {
@@ -615,22 +638,18 @@ func (a *Adapter) fetcher(ctx context.Context) {
 			return
 		case <-a.fetchKick:
 		}
-		for {
+		for ctx.Err() == nil {
 			a.smu.Lock()
-			var lower string
-			var epoch uint64
-			for s, e := range a.fetchQ {
-				lower, epoch = s, e
-				break
-			}
-			if lower != "" {
-				delete(a.fetchQ, lower)
+			var f fetchReq
+			if len(a.fetchQ) > 0 {
+				f = a.fetchQ[0]
+				a.fetchQ = a.fetchQ[1:]
 			}
 			a.smu.Unlock()
-			if lower == "" || ctx.Err() != nil {
+			if f.lower == "" {
 				break
 			}
-			a.fetch(ctx, lower, epoch)
+			a.fetch(ctx, f.lower, f.epoch)
 		}
 	}
 }
@@ -668,10 +687,15 @@ func (a *Adapter) fetch(ctx context.Context, lower string, epoch uint64) {
 				map[string]any{"symbol": sym, "code": strconv.FormatInt(ae.Code, 10), "message": ae.Msg})
 			return
 		case errors.As(err, &ae) && ae.RateLimited():
-			wait := max(ae.RetryAfter, time.Second)
+			// Every REST request waits out the Retry-After (rest.observe);
+			// this one keeps its turn.
 			a.notice(notice.RateLimited, string(venue.NewStream(Name, venue.Level2, sym)), "binance: depth snapshot rate limited",
-				map[string]any{"message": "depth snapshot rate limited", "status": ae.Status, "retry_after_s": int(wait / time.Second)})
-			a.retryFetch(ctx, lower, epoch, wait)
+				map[string]any{"message": "depth snapshot rate limited", "status": ae.Status, "retry_after_s": int(ae.RetryAfter / time.Second)})
+			a.smu.Lock()
+			if a.conn != nil && a.conn.epoch == epoch {
+				a.queueFetch(fetchReq{lower, epoch}, true)
+			}
+			a.smu.Unlock()
 		default:
 			a.log.Warn("binance: depth snapshot", "symbol", sym, "err", err)
 			a.retryFetch(ctx, lower, epoch, 2*time.Second)
@@ -706,9 +730,7 @@ func (a *Adapter) retryFetch(ctx context.Context, lower string, epoch uint64, wa
 	}
 	a.smu.Lock()
 	if a.conn != nil && a.conn.epoch == epoch {
-		if _, ok := a.fetchQ[lower]; !ok {
-			a.fetchQ[lower] = epoch
-		}
+		a.queueFetch(fetchReq{lower, epoch}, false)
 	}
 	a.smu.Unlock()
 	poke(a.fetchKick)
