@@ -26,6 +26,10 @@ import (
 	"github.com/fanoutd/fanoutd/venues/binance"
 )
 
+// MaxStreams is how many streams Binance serves one connection; past it
+// the mock refuses a SUBSCRIBE whole.
+const MaxStreams = 1024
+
 // Mock is a Binance spot mock. The zero Mock serves BTCUSDT and refuses
 // NOPEUSDT; set Symbols before Start to serve others (the true book is kept
 // for the first). It implements venuetest.Venue.
@@ -497,6 +501,21 @@ func (m *Mock) Message(c *venuetest.Conn, msg []byte) {
 			}
 		}
 		m.mu.Lock()
+		if req.Method == "SUBSCRIBE" {
+			n := len(st.streams)
+			for _, p := range req.Params {
+				if !st.streams[p] {
+					n++
+				}
+			}
+			if n > MaxStreams {
+				m.mu.Unlock()
+				// Binance allows 1,024 streams a connection; the wording
+				// of its refusal is unverified.
+				fail(2, "Invalid request: too many streams")
+				return
+			}
+		}
 		for _, p := range req.Params {
 			if req.Method == "SUBSCRIBE" {
 				st.streams[p] = true // a well-formed unknown symbol is accepted silently, as Binance does
