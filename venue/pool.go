@@ -93,6 +93,9 @@ func (p *Pool) open() (int, error) {
 	i := len(p.conns)
 	cfg := p.cfg.Link
 	cfg.lock, cfg.pool, cfg.conn = &p.mu, p, i
+	if cfg.Logger != nil {
+		cfg.Logger = cfg.Logger.With("connection", i)
+	}
 	p.cfg.Conn(i, &cfg)
 	l, err := NewLink(cfg)
 	if err != nil {
