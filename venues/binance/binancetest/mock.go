@@ -73,6 +73,7 @@ type Mock struct {
 	winStart   time.Time // the current window's start
 	used       int       // weight spent in it
 	limitUntil time.Time // the Retry-After of the last 429
+	spendNext  int       // SpendWeight, for the next request's window
 	answers    map[int]int
 }
 
@@ -110,6 +111,8 @@ func (m *Mock) limit(w http.ResponseWriter, r *http.Request) bool {
 		m.winStart = now.Truncate(win)
 		m.used = m.OtherWeight
 	}
+	m.used += m.spendNext
+	m.spendNext = 0
 	retry := func(until time.Time) {
 		w.Header().Set("Retry-After", strconv.Itoa(int((until.Sub(now)+time.Second-1)/time.Second)))
 	}
@@ -134,20 +137,13 @@ func (m *Mock) limit(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
-// SpendWeight spends n of the address's weight in the current window, as
-// another client on the same address would.
+// SpendWeight spends n of the address's weight in the window of the next
+// REST request, as another client on the same address would just before
+// it.
 func (m *Mock) SpendWeight(n int) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	win := m.WeightWindow
-	if win <= 0 {
-		win = time.Minute
-	}
-	if now := time.Now(); m.winStart.IsZero() || now.Sub(m.winStart) >= win {
-		m.winStart = now.Truncate(win)
-		m.used = m.OtherWeight
-	}
-	m.used += n
+	m.spendNext += n
+	m.mu.Unlock()
 }
 
 // Answers returns how many REST requests the weight limit answered with
@@ -211,7 +207,7 @@ func (m *Mock) StartTB(t testing.TB) {
 	m.depth = map[string][]byte{}
 	m.requests, m.reqAt = nil, nil
 	m.failures = nil
-	m.winStart, m.used, m.limitUntil = time.Time{}, 0, time.Time{}
+	m.winStart, m.used, m.limitUntil, m.spendNext = time.Time{}, 0, time.Time{}, 0
 	m.answers = map[int]int{}
 	for i := 1; i <= 20; i++ {
 		m.book.Set(venue.Bid, price(10000-i), size(i))
