@@ -151,7 +151,8 @@ func (p *Pool) Do(f func()) {
 // or the answer may be stale by one.
 func (p *Pool) Len() int { return len(p.conns) }
 
-// Link returns connection i's link.
+// Link returns connection i's link. The decode lock must be held (a
+// connection opening meanwhile may move the slice).
 func (p *Pool) Link(i int) *Link { return p.conns[i].link }
 
 // Place puts key on the first connection with room for cost (or on the

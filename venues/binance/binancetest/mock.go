@@ -386,6 +386,26 @@ func (m *Mock) ServerShutdown() {
 	}
 }
 
+// CloseConnOf closes, with a close frame, the connection subscribed to
+// stream, and returns how many streams it had.
+func (m *Mock) CloseConnOf(stream string) int {
+	m.mu.Lock()
+	var conn *venuetest.Conn
+	n := 0
+	for c, st := range m.conns {
+		if st.streams[stream] {
+			conn, n = c, len(st.streams)
+			delete(m.conns, c)
+			break
+		}
+	}
+	m.mu.Unlock()
+	if conn != nil {
+		conn.Close(websocket.StatusGoingAway, "test")
+	}
+	return n
+}
+
 // Streams returns how many streams the mock's connections are subscribed
 // to, in all.
 func (m *Mock) Streams() int {
