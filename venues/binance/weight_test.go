@@ -92,6 +92,7 @@ func TestSnapshotsPacedToWeight(t *testing.T) {
 		t.Fatalf("%d depth requests after the reconnect, want %d", len(ts), nBooks)
 	}
 	// 1000 weight at 250 a second from a full bucket of 250: 3 s at least.
+	t.Logf("%d snapshots after the reconnect over %v", len(ts), ts[len(ts)-1].Sub(ts[0]))
 	if spread := ts[len(ts)-1].Sub(ts[0]); spread < 2500*time.Millisecond {
 		t.Errorf("the %d snapshots after the reconnect came within %v: not paced", nBooks, spread)
 	}
@@ -166,6 +167,7 @@ func TestOthersWeightCounted(t *testing.T) {
 	}
 	ts := depthTimes(m, 0)
 	// 200 weight a second is left: 1000 weight takes 4 windows at least.
+	t.Logf("%d snapshots over %v", len(ts), ts[len(ts)-1].Sub(ts[0]))
 	if spread := ts[len(ts)-1].Sub(ts[0]); spread < 3*time.Second {
 		t.Errorf("the %d snapshots came within %v", len(ts), spread)
 	}
