@@ -161,7 +161,7 @@ func pidCPU(pid int) func() time.Duration {
 func clusterMain(edges int, o loadOpts, stdout, stderr io.Writer) int {
 	fail := func(err error) int { fmt.Fprintln(stderr, "fanoutd bench:", err); return 1 }
 	// One process.
-	single, err := startFanoutd(o.delay, o.uring, stderr)
+	single, err := startFanoutd(o.delay, o.uring, "", stderr)
 	if err != nil {
 		return fail(err)
 	}

@@ -194,6 +194,9 @@ func (b *busWire) abort() {
 	if b.names != nil {
 		b.names.Stop()
 	}
+	if b.edge != nil {
+		b.edge.Stop() // its goroutines; it tells the bus nothing
+	}
 }
 
 func (b *busWire) stopServer() {

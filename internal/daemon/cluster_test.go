@@ -390,7 +390,7 @@ func TestClusterTwoEdgesIdenticalBytes(t *testing.T) {
 	b := dialSub(t, edgeB.URL("ws"), l2BTC, trBTC)
 	stop := make(chan struct{})
 	done := src.run(stop)
-	time.Sleep(800 * time.Millisecond)
+	waitFor(t, 20*time.Second, "events on both edges", func() bool { return lastOf(a.all(), l2BTC) > 200 && lastOf(b.all(), l2BTC) > 200 })
 	close(stop)
 	<-done
 	settle(t, a, ingest, "edge A")
@@ -435,11 +435,13 @@ func TestClusterBusGapResyncs(t *testing.T) {
 	b := dialSub(t, edgeB.URL("ws"), l2BTC, trBTC)
 	stop := make(chan struct{})
 	done := src.run(stop)
-	time.Sleep(300 * time.Millisecond)
+	waitFor(t, 10*time.Second, "events on edge B", func() bool { return lastOf(b.all(), trBTC) > 0 && lastOf(b.all(), l2BTC) > 5 })
 	proxy.drop.Store(true)
-	time.Sleep(200 * time.Millisecond)
+	dropFrom := ingestSeq(t, ingest)
+	waitFor(t, 10*time.Second, "the ingest to go on", func() bool { return ingestSeq(t, ingest) > dropFrom+30 })
 	proxy.drop.Store(false)
-	time.Sleep(300 * time.Millisecond)
+	resumeFrom := ingestSeq(t, ingest)
+	waitFor(t, 10*time.Second, "events after the drop", func() bool { return lastOf(b.all(), l2BTC) > resumeFrom+5 })
 	close(stop)
 	<-done
 	settle(t, b, ingest, "edge B")
@@ -489,7 +491,7 @@ func TestClusterNATSRestart(t *testing.T) {
 		}
 		<-done
 	}()
-	time.Sleep(300 * time.Millisecond)
+	waitFor(t, 10*time.Second, "events on edge A", func() bool { return lastOf(a.all(), l2BTC) > 5 })
 	port := ns.Addr().(*net.TCPAddr).Port
 	dir := ns.JetStreamConfig().StoreDir
 	ns.Shutdown()
@@ -500,11 +502,13 @@ func TestClusterNATSRestart(t *testing.T) {
 		t.Fatalf("readyz with NATS down: %v %v", r.StatusCode, err)
 	}
 	r.Body.Close()
-	time.Sleep(300 * time.Millisecond) // the ingest goes on; these events are lost to the edge
+	lost := ingestSeq(t, ingest)
+	waitFor(t, 10*time.Second, "the ingest to go on", func() bool { return ingestSeq(t, ingest) > lost+30 }) // lost to the edge
 	ns2 := natstest.Start(t, port, dir)
 	t.Cleanup(func() { ns2.Shutdown() })
 	waitFor(t, 15*time.Second, "link_up", func() bool { return len(kindsOf(a.all(), "link_up")) > 0 })
-	time.Sleep(300 * time.Millisecond)
+	back := ingestSeq(t, ingest)
+	waitFor(t, 10*time.Second, "events after link_up", func() bool { return lastOf(a.all(), l2BTC) > back+5 })
 	close(stop)
 	<-done
 	settle(t, a, ingest, "edge A")
@@ -519,4 +523,14 @@ func TestClusterNATSRestart(t *testing.T) {
 		}
 	}
 	t.Fatal("no snapshot after link_up")
+}
+
+// ingestSeq returns the seq of the ingest's level2 book (0 before it has one).
+func ingestSeq(t *testing.T, ingest *daemontest.Running) uint64 {
+	t.Helper()
+	b, ok := getBook(t, ingest.URL("http"), "coinbase", "BTC-USD")
+	if !ok {
+		return 0
+	}
+	return b.Seq
 }

@@ -52,6 +52,9 @@ type Options struct {
 	// OnCheckIn, if set, is called with every capture segment checked in
 	// to the claim check (record.check_in) and its claim, before OnSegment.
 	OnCheckIn func(replay.Segment, claimcheck.Claim)
+	// Speed is a paced replay's --speed: derived streams' intervals close
+	// by the capture's clock, that many times faster. 0 means 1.
+	Speed float64
 }
 
 // Daemon is fanoutd: the venues' adapters feeding the fanout hub, the
@@ -136,7 +139,7 @@ func New(o Options) (*Daemon, error) {
 			continue
 		}
 		fo := fanout.Options{Venue: vc.Name, MaxQueueLen: vc.MaxQueueLen, MaxQueueBytes: vc.MaxQueueBytes,
-			SnapshotClaim: d.claims.snapshotClaim}
+			SnapshotClaim: d.claims.snapshotClaim, Speed: o.Speed}
 		d.bus.feedOptions(&fo)
 		f, err := d.hub.AddFeed(fo)
 		if err != nil {
