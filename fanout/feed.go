@@ -780,8 +780,10 @@ func (f *Feed) Notice(n notice.Notice) {
 		return
 	}
 	if n.Kind == notice.LinkDown {
+		// One connection of several names the streams that stopped.
+		only, partial := n.Details["streams"].([]string)
 		for _, st := range f.streams {
-			if st.deriver != nil {
+			if st.deriver != nil && (!partial || slices.Contains(only, string(st.source.id))) {
 				st.deriver.Break(st.source.recv)
 			}
 		}
