@@ -15,9 +15,10 @@ const DefaultMaxConns = 64
 // what one connection carries.
 type PoolConfig struct {
 	// Link is what every connection shares: URL, Dial, timeouts, Sink,
-	// Recorder, Logger. Its Decoder, Coverage, Connected and Tick are each
-	// connection's own and come from Conn. MaxSendsPerSecond and
-	// DialSpacing are per connection unless PerAddress is set.
+	// Recorder (a ConnRecorder records each connection apart), Logger.
+	// Its Decoder, Coverage, Connected and Tick are each connection's own
+	// and come from Conn. MaxSendsPerSecond and DialSpacing are per
+	// connection unless PerAddress is set.
 	Link LinkConfig
 	// PerAddress makes the request and dial pacing one for all
 	// connections: the venue's limits count per address (Coinbase).
@@ -95,6 +96,15 @@ func (p *Pool) open() (int, error) {
 	cfg.lock, cfg.pool, cfg.conn = &p.mu, p, i
 	if cfg.Logger != nil {
 		cfg.Logger = cfg.Logger.With("connection", i)
+	}
+	if r, ok := cfg.Recorder.(ConnRecorder); ok {
+		// Called by the recorder (for a new segment's metadata), never
+		// with the decode lock held.
+		cfg.Recorder = r.ForConn(i, func() []string {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			return p.Keys(i)
+		})
 	}
 	p.cfg.Conn(i, &cfg)
 	l, err := NewLink(cfg)
