@@ -137,3 +137,47 @@ func TestPoolConnections(t *testing.T) {
 		<-done
 	})
 }
+
+// connRecorder is a venue.ConnRecorder that keeps what each connection
+// was given.
+type connRecorder struct {
+	keys map[int]func() []string
+}
+
+func (r *connRecorder) Frame(string, time.Time, []byte) {}
+func (r *connRecorder) Disconnect(string, time.Time)    {}
+func (r *connRecorder) ForConn(i int, keys func() []string) venue.Recorder {
+	r.keys[i] = keys
+	return r
+}
+
+// A ConnRecorder gets each connection apart: ForConn with its index and
+// its placed keys, which it may read without the decode lock.
+func TestPoolRecordsConnectionsApart(t *testing.T) {
+	rec := &connRecorder{keys: map[int]func() []string{}}
+	p, err := venue.NewPool(venue.PoolConfig{
+		Link: venue.LinkConfig{Venue: "v", Dial: func(context.Context, string, func()) (venue.Conn, error) { return newPipe(), nil },
+			ReadTimeout: time.Second, Sink: &noticeSink{}, Recorder: rec},
+		Capacity: 2,
+		Conn: func(i int, cfg *venue.LinkConfig) {
+			cfg.Decoder, cfg.Coverage = &nopDecoder{}, venue.NewCoverageTracker("v")
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Do(func() {
+		for _, k := range []string{"a", "b", "c"} {
+			p.Place(k, 1)
+		}
+	})
+	if len(rec.keys) != 2 {
+		t.Fatalf("ForConn for %d connections, want 2", len(rec.keys))
+	}
+	if got := rec.keys[0](); len(got) != 2 || got[0] != "a" || got[1] != "b" {
+		t.Errorf("connection 0 keys %v", got)
+	}
+	if got := rec.keys[1](); len(got) != 1 || got[0] != "c" {
+		t.Errorf("connection 1 keys %v", got)
+	}
+}
