@@ -39,8 +39,8 @@ type loadOpts struct {
 // measured window (the first is the publishing process) and the clients'
 // reports (one per client process).
 type loadResult struct {
-	cpu       []time.Duration
-	reports   []clientReport
+	cpu        []time.Duration
+	reports    []clientReport
 	venueSent  int // fed by a venue: frames it sent in the whole run
 	eventBytes int // fed in process: the size of an event on the wire
 }
