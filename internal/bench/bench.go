@@ -57,7 +57,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.source, "source", sourceInproc, "what feeds fanoutd: inproc (a test source in this process) or venue (a Bybit venue in a child process, through the bybit adapter over a websocket)")
 	fs.StringVar(&o.peer, "peer", "", "measure this peer instead of fanoutd: centrifugo")
 	fs.StringVar(&o.peerBin, "peer-bin", "", "the peer's binary (default: its name, looked up in PATH)")
-	edges := fs.Int("edges", 0, "also run a cluster: one ingest (this process, embedded NATS) and N edge processes, against --role all under the same load")
+	edges := fs.Int("edges", 0, "also run a cluster: one ingest (this process, embedded NATS) and N edge processes, against --role all under the same load (both fed as --source says)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -67,8 +67,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case o.source != sourceInproc && o.source != sourceVenue:
 		fmt.Fprintf(stderr, "fanoutd bench: --source %q: want inproc or venue\n", o.source)
 		return 2
-	case *edges > 0 && (o.peer != "" || o.cpuprofile != "" || sourceSet):
-		fmt.Fprintln(stderr, "fanoutd bench: --edges measures fanoutd itself fed in process: --peer, --source and --cpuprofile do not apply")
+	case *edges > 0 && (o.peer != "" || o.cpuprofile != ""):
+		fmt.Fprintln(stderr, "fanoutd bench: --edges measures fanoutd itself: --peer and --cpuprofile do not apply")
 		return 2
 	case o.peer != "" && sourceSet:
 		fmt.Fprintln(stderr, "fanoutd bench: --source feeds fanoutd: it does not apply to --peer")
@@ -78,7 +78,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *edges > 0 {
-		return clusterMain(*edges, loadOpts{subs: o.subs, rate: o.rate, size: o.size, warm: o.warm, dur: o.dur, delay: o.delay, uring: o.uring}, stdout, stderr)
+		return clusterMain(*edges, loadOpts{subs: o.subs, rate: o.rate, size: o.size, warm: o.warm, dur: o.dur, delay: o.delay, uring: o.uring}, o.source, stdout, stderr)
 	}
 	r, err := run(o, stderr)
 	if err != nil {
@@ -138,13 +138,8 @@ func run(o options, stderr io.Writer) (*result, error) {
 	case o.peer == "centrifugo":
 		srv, err = startCentrifugo(cmp.Or(o.peerBin, "centrifugo"), stderr)
 	case o.source == sourceVenue:
-		// The adapter's trade event: a millisecond venue time, the
-		// venue's trade id (a counter and the padding).
-		vprobe := &venue.Event{Kind: venue.KindTrade, Stream: venueStream, TradeID: "1000000", Price: decimal.New(50000, 0),
-			Size: decimal.New(12345, -4), Side: venue.SideBuy, RecvTime: time.Now(), VenueTime: time.UnixMilli(time.Now().UnixMilli()), Seq: 1000000}
-		vpad := max(1, o.size-len(vprobe.AppendJSON(nil)))
-		vprobe.TradeID += strings.Repeat("x", vpad)
-		r.eventBytes = len(vprobe.AppendJSON(nil)) + 8
+		var vpad int
+		vpad, r.eventBytes = venuePad(o.size)
 		if vc, err = startVenue(o.rate, vpad, o.warm+o.dur, stderr); err != nil {
 			return nil, err
 		}

@@ -16,6 +16,9 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/shopspring/decimal"
+
+	"github.com/fanoutd/fanoutd/venue"
 )
 
 // The bench venue: a Bybit v5 public spot websocket in a child process
@@ -183,6 +186,18 @@ func appendTradeFrame(f []byte, ms int64, i int, pad []byte) []byte {
 	f = strconv.AppendInt(f, 7000000+int64(i), 10)
 	f = append(f, `,"s":"`+venueSymbol+`","BT":false,"RPI":false}]}`...)
 	return f
+}
+
+// venuePad returns the trade id padding that makes the adapter's trade
+// event about size bytes, and the event's size on the wire.
+func venuePad(size int) (pad, eventBytes int) {
+	// The adapter's trade event: a millisecond venue time, the venue's
+	// trade id (a counter and the padding).
+	probe := &venue.Event{Kind: venue.KindTrade, Stream: venueStream, TradeID: "1000000", Price: decimal.New(50000, 0),
+		Size: decimal.New(12345, -4), Side: venue.SideBuy, RecvTime: time.Now(), VenueTime: time.UnixMilli(time.Now().UnixMilli()), Seq: 1000000}
+	pad = max(1, size-len(probe.AppendJSON(nil)))
+	probe.TradeID += strings.Repeat("x", pad)
+	return pad, len(probe.AppendJSON(nil)) + 8
 }
 
 // venueChild is a running bench venue.

@@ -61,7 +61,6 @@ func TestBenchBadSource(t *testing.T) {
 	for _, args := range [][]string{
 		{"--source", "nats"},
 		{"--source", "venue", "--peer", "centrifugo"},
-		{"--source", "inproc", "--edges", "1"},
 	} {
 		var out, errb bytes.Buffer
 		if code := Main(args, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--source") {
