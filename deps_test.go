@@ -49,9 +49,11 @@ var policy = map[string][]string{
 	"internal/cluster/natstest":  {}, // tests only
 	"internal/cluster":           {"fanout", "internal/config", "notice", "venue"},
 	"internal/ui":                {},
+	"internal/ui/bidi":           {}, // tests only: drives Firefox
 	"internal/daemon":            {"internal/ui", "internal/cluster", "claimcheck", "claimcheck/s3store", "derive", "fanout", "internal/api", "internal/config", "internal/wsapi", "notice", "replay", "subscriber", "venue", "venues"},
 	"internal/daemon/daemontest": {"internal/config", "internal/daemon"},
 	"internal/faults":            {}, // tests only
+	"internal/bench/tardis":      {}, // tests only (the tardis-dev comparison)
 	"internal/bench":             {"fanout", "internal/config", "internal/daemon", "internal/testsource", "replay", "venue", "venues"},
 	"internal/tail":              {},
 	// deploy/ holds no Go but its tests (Prometheus rules, the Grafana dashboard).
@@ -62,7 +64,7 @@ var policy = map[string][]string{
 // websockets names the packages that may import a websocket library: the
 // venue links' transport, the mock venues, the websocket API, and the tools
 // that are clients.
-var websockets = []string{"venue/wsconn", "venue/venuetest", "venues/*/*test", "internal/wsapi", "internal/bench", "internal/tail", "cmd/fanoutd"}
+var websockets = []string{"venue/wsconn", "venue/venuetest", "venues/*/*test", "internal/wsapi", "internal/bench", "internal/tail", "internal/ui/bidi", "cmd/fanoutd"}
 
 const module = "github.com/fanoutd/fanoutd"
 

@@ -248,3 +248,34 @@ func TestDerivedResync(t *testing.T) {
 		h.Detach(s, c)
 	})
 }
+
+// TestDerivedTimerSpeed: in a replay paced at Speed N, an open interval
+// with no later event closes N times sooner in real time than in the
+// capture's.
+func TestDerivedTimerSpeed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := NewHub(subscriber.NewRegistry())
+		f, err := h.AddFeed(Options{Venue: "coinbase", MaxQueueLen: 100, Speed: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := subscriber.NewMailbox()
+		if err := h.Subscribe(h.NewEphemeral(c), bar1s); err != nil {
+			t.Fatal(err)
+		}
+		capture := time.Date(2026, 11, 30, 6, 0, 0, 100e6, time.UTC) // 900 ms before its interval ends
+		ev := trade(tr, 1)
+		ev.RecvTime = capture
+		f.Publish(ev)
+		time.Sleep(80 * time.Millisecond)
+		synctest.Wait()
+		if n := c.Len(); n != 0 {
+			t.Fatalf("%d messages after 80 ms at speed 10, want none before 90 ms", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+		synctest.Wait()
+		if ms := drain(t, c); len(ms) != 1 || ms[0].Type != "trade_bar" {
+			t.Fatalf("after 100 ms at speed 10: %v, want the bar (900 ms of capture time)", ms)
+		}
+	})
+}

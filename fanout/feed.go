@@ -26,6 +26,10 @@ type Options struct {
 	// Now is the clock for notices and publish times. Defaults to
 	// time.Now.
 	Now func() time.Time
+	// Speed is how many seconds of the events' receive time pass per
+	// real second (a paced replay's --speed): a derived stream's interval
+	// closes that much sooner. 0 means 1.
+	Speed float64
 	// SnapshotClaim, if set, returns the claim check of the newest stored
 	// snapshot of a level2 stream ({"url":…,"stream":…,"seq":…}); a
 	// resumed notice carries one per stream it resends in details.claims.
@@ -67,6 +71,7 @@ type Feed struct {
 	maxLen   int
 	maxBytes int
 	now      func() time.Time
+	speed    float64                                   // Options.Speed
 	claim    func(venue.Stream) (map[string]any, bool) // Options.SnapshotClaim
 	tap      func(venue.Stream, uint64, []byte)        // Options.Tap
 	onWanted func(venue.Stream, bool)                  // Options.OnWanted
@@ -132,7 +137,10 @@ func newFeed(o Options) *Feed {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Feed{venue: o.Venue, maxLen: o.MaxQueueLen, maxBytes: o.MaxQueueBytes, now: o.Now, claim: o.SnapshotClaim,
+	if o.Speed <= 0 {
+		o.Speed = 1
+	}
+	return &Feed{venue: o.Venue, maxLen: o.MaxQueueLen, maxBytes: o.MaxQueueBytes, now: o.Now, speed: o.Speed, claim: o.SnapshotClaim,
 		tap: o.Tap, onWanted: o.OnWanted,
 		streams: map[venue.Stream]*stream{}, entries: map[*subscriber.Subscriber]*entry{}}
 }
@@ -296,8 +304,8 @@ func (f *Feed) stopDerived(st *stream) {
 
 // arm sets st's timer for the close of its open interval, if it has one
 // the timer is not already set for. The delay is measured from the receive
-// time of the source's last event (the capture's clock in a replay).
-// f.mu must be held.
+// time of the source's last event (the capture's clock in a replay), and
+// divided by the feed's Speed. f.mu must be held.
 func (f *Feed) arm(st *stream) {
 	due := st.deriver.Due()
 	if due.IsZero() || due.Equal(st.timerAt) {
@@ -311,7 +319,7 @@ func (f *Feed) arm(st *stream) {
 		st.timer.Stop()
 	}
 	st.timerAt = due
-	st.timer = time.AfterFunc(max(due.Sub(ref), 0), func() { f.fire(st, due) })
+	st.timer = time.AfterFunc(max(time.Duration(float64(due.Sub(ref))/f.speed), 0), func() { f.fire(st, due) })
 }
 
 // fire closes st's interval that ends at due, if no source event has.
@@ -772,8 +780,10 @@ func (f *Feed) Notice(n notice.Notice) {
 		return
 	}
 	if n.Kind == notice.LinkDown {
+		// One connection of several names the streams that stopped.
+		only, partial := n.Details["streams"].([]string)
 		for _, st := range f.streams {
-			if st.deriver != nil {
+			if st.deriver != nil && (!partial || slices.Contains(only, string(st.source.id))) {
 				st.deriver.Break(st.source.recv)
 			}
 		}

@@ -56,16 +56,20 @@ type Schema struct {
 var schemas = map[Kind]Schema{
 	LinkUp: {Fields: []Field{
 		{"url", String, true, "the endpoint connected to"},
+		{"connection", Int, false, "which of the venue's connections, from 0 (a venue spread over connections)"},
 	}},
 	LinkDown: {Fields: []Field{
 		{"reason", String, true, "why the link dropped (`stopped` on shutdown; `recorded` in a replay)"},
 		{"up_ms", Int, false, "how long the link was up (live links)"},
 		{"capture", String, false, "the capture replayed (replay)"},
 		{"line", Int, false, "the capture line of the disconnect (replay)"},
+		{"connection", Int, false, "which of the venue's connections, from 0 (a venue spread over connections)"},
+		{"streams", Strings, false, "the streams that stopped, when other connections of the venue stay up (absent: every stream of the venue)"},
 	}},
 	LinkReconnecting: {Fields: []Field{
 		{"attempt", Int, true, "attempts since the last stable link, from 1"},
 		{"delay_ms", Int, true, "the wait before the attempt"},
+		{"connection", Int, false, "which of the venue's connections, from 0 (a venue spread over connections)"},
 	}},
 	BookResync: {Evidence: true, Fields: []Field{
 		{"reason", String, true, "`gap`, `checksum`, `bad_frame`, … what was found wrong; on an edge node `bus_gap` or `epoch_change` (evidence `first`, `last`: the seq range lost, `epoch`: the ingest's new epoch); `failover` when a standby ingest took the venue over (evidence `node`: the new leader, `previous`: the old, `seq`: the seq of the snapshot:true that follows)"},
@@ -110,6 +114,7 @@ var schemas = map[Kind]Schema{
 		{"code", String, false, "the venue's error code, where it sends one"},
 		{"attempts", Int, false, "connection attempts in the window (fanoutd's own limit)"},
 		{"window_s", Int, false, "the window of that limit"},
+		{"connection", Int, false, "which of the venue's connections, from 0 (a venue spread over connections)"},
 	}},
 	Shutdown:        {},
 	ReplayEnd:       {Fields: []Field{{"capture", String, true, "the capture that ended"}}},

@@ -24,7 +24,10 @@ const MaxLine = 64 << 20
 
 // Meta describes a capture file.
 type Meta struct {
-	Venue         string    `json:"venue"`
+	Venue string `json:"venue"`
+	// Connection is the venue connection the capture holds, when the
+	// venue was spread over several (0: the first, or the only one).
+	Connection    int       `json:"connection,omitempty"`
 	Endpoint      string    `json:"endpoint,omitempty"`
 	Subscriptions []string  `json:"subscriptions,omitempty"`
 	Start         time.Time `json:"start,omitzero"`

@@ -22,4 +22,12 @@
 // endpoint, subscriptions, start time, fanoutd version) travels as JSON in
 // the gzip header's comment field, or for plain files in a sidecar
 // <file>.meta.json; neither touches the line format.
+//
+// A capture holds one venue connection. A venue spread over several
+// connections (venue.Pool) records each into segments of its own,
+// <venue>-c<N>-<start>.jsonl.gz for connection N ≥ 1 (connection 0, and a
+// venue on one connection, keep <venue>-<start>.jsonl.gz), whose metadata
+// adds "connection": N and lists that connection's symbols. Play gives
+// each capture its own decoder, as each connection had live, so a
+// disconnect line resets only its own capture's books.
 package replay

@@ -130,9 +130,17 @@ func (b *batch) event(o *output) *venue.Event {
 
 // capSink is the sink a worker's decoder emits to: the worker's current
 // batch.
-type capSink struct{ b *batch }
+type capSink struct {
+	b    *batch
+	seen *streamSet // the streams emitted, when the cursor is shared; else nil
+}
 
-func (s *capSink) Event(ev *venue.Event)  { s.b.Event(ev) }
+func (s *capSink) Event(ev *venue.Event) {
+	if s.seen != nil {
+		s.seen.add(ev.Stream)
+	}
+	s.b.Event(ev)
+}
 func (s *capSink) Notice(n notice.Notice) { s.b.Notice(n) }
 
 // rawBatch is a run of a capture's lines as its reader read them: records
@@ -289,7 +297,11 @@ func (w *worker) run() {
 			}
 			cur, pending = mark{at: it.at, disconnect: it.disconnect}, true
 			if it.disconnect {
-				b.Notice(notice.Must(notice.LinkDown, w.c.venue, "", it.at, "replayed capture: link dropped here", map[string]any{"reason": "recorded", "capture": w.c.src.Name, "line": it.line}))
+				var seen []venue.Stream
+				if w.sink.seen != nil {
+					seen = w.sink.seen.order
+				}
+				b.Notice(w.c.linkDown(it.at, it.line, seen))
 				w.c.dec.LinkDown(it.at)
 			} else {
 				w.c.dec.Frame(it.at, r.data[it.off:it.end])
@@ -365,11 +377,33 @@ func playParallel(ctx context.Context, o PlayerOptions, srcs []Source) (Stats, e
 		f.next = end
 	}
 	var h cursorHeap
+	// Every capture is opened before any is decoded: whether a capture
+	// shares its venue with another decides its link_down notices.
+	curs := make([]*cursor, len(srcs))
+	sinks := make([]*capSink, len(srcs))
 	for i, src := range srcs {
 		c := &cursor{src: src, ordinal: i}
 		cs := &capSink{}
 		if err := c.openWith(o, cs); err != nil {
+			for _, c := range curs[:i] {
+				c.f.Close()
+			}
 			return st, err
+		}
+		curs[i], sinks[i] = c, cs
+	}
+	markShared(curs)
+	started := 0
+	defer func() {
+		for _, c := range curs[started:] { // a worker closes its own
+			c.f.Close()
+		}
+	}()
+	for i, c := range curs {
+		started = i + 1
+		cs := sinks[i]
+		if c.shared {
+			cs.seen = newStreamSet()
 		}
 		f := &feed{out: make(chan *batch, batchesAhead), free: make(chan *batch, batchesAhead+2)}
 		feeds[c] = f

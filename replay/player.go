@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -72,6 +73,52 @@ type cursor struct {
 	rec     Record
 	offset  time.Duration // added to record times on loops
 	ordinal int           // tie-break: keep source order for equal times
+	conn    int           // the venue connection the capture holds (Meta.Connection)
+	shared  bool          // another capture of its venue plays too
+}
+
+// markShared marks the cursors whose venue has several captures in play:
+// a venue recorded over several connections, one capture each.
+func markShared(cs []*cursor) {
+	n := map[string]int{}
+	for _, c := range cs {
+		n[c.venue]++
+	}
+	for _, c := range cs {
+		c.shared = n[c.venue] > 1
+	}
+}
+
+// linkDown is the notice for c's disconnect line at (line) of a capture
+// that emitted streams so far. A capture that shares its venue names its
+// connection and streams, as the live link_down of one connection of
+// several does: the other captures' books stay valid.
+func (c *cursor) linkDown(at time.Time, line int, streams []venue.Stream) notice.Notice {
+	d := map[string]any{"reason": "recorded", "capture": c.src.Name, "line": line}
+	if c.shared {
+		ss := make([]string, len(streams))
+		for i, s := range streams {
+			ss[i] = string(s)
+		}
+		slices.Sort(ss)
+		d["connection"], d["streams"] = c.conn, ss
+	}
+	return notice.Must(notice.LinkDown, c.venue, "", at, "replayed capture: link dropped here", d)
+}
+
+// streamSet is the streams seen, in the order first seen.
+type streamSet struct {
+	m     map[venue.Stream]struct{}
+	order []venue.Stream
+}
+
+func newStreamSet() *streamSet { return &streamSet{m: map[venue.Stream]struct{}{}} }
+
+func (s *streamSet) add(st venue.Stream) {
+	if _, ok := s.m[st]; !ok {
+		s.m[st] = struct{}{}
+		s.order = append(s.order, st)
+	}
 }
 
 type cursorHeap []*cursor
@@ -140,12 +187,23 @@ func Play(ctx context.Context, o PlayerOptions, srcs []Source) (Stats, error) {
 			c.f.Close()
 		}
 	}()
+	curs := make([]*cursor, len(srcs))
 	for i, src := range srcs {
 		c := &cursor{src: src, ordinal: i}
 		if err := c.open(o); err != nil {
+			for _, c := range curs[:i] {
+				c.f.Close()
+			}
 			return st, err
 		}
+		curs[i] = c
+	}
+	markShared(curs)
+	for i, c := range curs {
 		if ok, err := c.next(o, &st); err != nil {
+			for _, c := range curs[i+1:] {
+				c.f.Close()
+			}
 			c.f.Close()
 			return st, err
 		} else if ok {
@@ -190,7 +248,13 @@ func Play(ctx context.Context, o PlayerOptions, srcs []Source) (Stats, error) {
 		}
 		if c.rec.Disconnect {
 			st.Disconnects++
-			c.sink.Notice(notice.Must(notice.LinkDown, c.venue, "", at, "replayed capture: link dropped here", map[string]any{"reason": "recorded", "capture": c.src.Name, "line": c.rec.Line}))
+			var seen []venue.Stream
+			if c.shared {
+				c.sink.mu.Lock()
+				seen = slices.Clone(c.sink.order)
+				c.sink.mu.Unlock()
+			}
+			c.sink.Notice(c.linkDown(at, c.rec.Line, seen))
 			c.dec.LinkDown(at)
 		} else {
 			st.Frames++
@@ -259,7 +323,7 @@ func (c *cursor) openWith(o PlayerOptions, decSink venue.Sink) error {
 		}
 		c.dec = dec
 	}
-	c.venue, c.f = v, f
+	c.venue, c.f, c.conn = v, f, f.Meta.Connection
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,7 +49,10 @@ type RecorderOptions struct {
 
 // Segment is one closed capture file.
 type Segment struct {
-	Venue  string
+	Venue string
+	// Conn is the venue connection it holds (a venue.Pool's index; 0 for a
+	// venue on one connection).
+	Conn   int
 	Path   string
 	Frames int64
 	Bytes  int64 // uncompressed
@@ -62,8 +66,10 @@ type RecorderStats struct {
 }
 
 // Recorder writes every venue's raw frames to rotating gzip segments. It
-// is a venue.Recorder. Frames are copied and queued; one goroutine
-// compresses and writes them.
+// is a venue.ConnRecorder: each connection of a venue.Pool gets segments
+// of its own (<venue>-c<N>-<start>.jsonl.gz; connection 0 keeps
+// <venue>-<start>.jsonl.gz), so each replays through a decoder of its own.
+// Frames are copied and queued; one goroutine compresses and writes them.
 type Recorder struct {
 	o     RecorderOptions
 	queue chan item
@@ -77,10 +83,12 @@ type Recorder struct {
 	lastDrop  map[string]time.Time
 }
 
-var _ venue.Recorder = (*Recorder)(nil)
+var _ venue.ConnRecorder = (*Recorder)(nil)
 
 type item struct {
 	venue      string
+	conn       int
+	keys       func() []string // the connection's symbols, for a new segment's metadata; nil: Meta's
 	t          time.Time
 	frame      []byte
 	disconnect bool
@@ -119,6 +127,28 @@ func (r *Recorder) Frame(venueName string, t time.Time, frame []byte) {
 // Disconnect queues a disconnect mark.
 func (r *Recorder) Disconnect(venueName string, t time.Time) {
 	r.enqueue(item{venue: venueName, t: t, disconnect: true})
+}
+
+// ForConn returns the Recorder for connection conn of a venue.Pool, whose
+// segments are its own; keys returns the symbols placed on it, which a new
+// segment's metadata lists as its subscriptions.
+func (r *Recorder) ForConn(conn int, keys func() []string) venue.Recorder {
+	return &connRecorder{r: r, conn: conn, keys: keys}
+}
+
+// connRecorder is one connection's Recorder.
+type connRecorder struct {
+	r    *Recorder
+	conn int
+	keys func() []string
+}
+
+func (c *connRecorder) Frame(venueName string, t time.Time, frame []byte) {
+	c.r.enqueue(item{venue: venueName, conn: c.conn, keys: c.keys, t: t, frame: append([]byte(nil), frame...)})
+}
+
+func (c *connRecorder) Disconnect(venueName string, t time.Time) {
+	c.r.enqueue(item{venue: venueName, conn: c.conn, keys: c.keys, t: t, disconnect: true})
 }
 
 func (r *Recorder) enqueue(it item) {
@@ -168,9 +198,18 @@ func (r *Recorder) Close(ctx context.Context) error {
 	}
 }
 
-// segment is an open segment of one venue. Owned by the writer goroutine.
+// segKey names a segment series: a venue's connection.
+type segKey struct {
+	venue string
+	conn  int
+}
+
+// segment is an open segment of one venue connection. Owned by the writer
+// goroutine.
 type segment struct {
 	venue   string
+	conn    int
+	keys    func() []string
 	path    string // final name; the file is path+".partial" until closed
 	f       *os.File
 	zw      *gzip.Writer
@@ -184,7 +223,7 @@ type segment struct {
 
 func (r *Recorder) run() {
 	defer close(r.done)
-	segs := map[string]*segment{}
+	segs := map[segKey]*segment{}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -208,11 +247,12 @@ func (r *Recorder) run() {
 	}
 }
 
-func (r *Recorder) write(segs map[string]*segment, it item) {
-	s := segs[it.venue]
+func (r *Recorder) write(segs map[segKey]*segment, it item) {
+	k := segKey{it.venue, it.conn}
+	s := segs[k]
 	if s == nil {
-		s = &segment{venue: it.venue}
-		segs[it.venue] = s
+		s = &segment{venue: it.venue, conn: it.conn, keys: it.keys}
+		segs[k] = s
 	}
 	if s.f == nil {
 		if it.t.Before(s.retryAt) {
@@ -263,7 +303,11 @@ func (r *Recorder) openSegment(s *segment, t time.Time) error {
 		return err
 	}
 	start := r.o.Now().UTC()
-	name := fmt.Sprintf("%s-%s.jsonl.gz", s.venue, start.Format("20060102T150405.000000000Z"))
+	name := s.venue
+	if s.conn > 0 {
+		name += fmt.Sprintf("-c%d", s.conn)
+	}
+	name = fmt.Sprintf("%s-%s.jsonl.gz", name, start.Format("20060102T150405.000000000Z"))
 	s.path = filepath.Join(dir, name)
 	f, err := os.OpenFile(s.path+".partial", os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -273,7 +317,10 @@ func (r *Recorder) openSegment(s *segment, t time.Time) error {
 	if r.o.Meta != nil {
 		m = r.o.Meta(s.venue)
 	}
-	m.Venue, m.Start, m.Fanoutd = s.venue, start, r.o.Version
+	if s.keys != nil {
+		m.Subscriptions = slices.Sorted(slices.Values(s.keys()))
+	}
+	m.Venue, m.Connection, m.Start, m.Fanoutd = s.venue, s.conn, start, r.o.Version
 	zw, err := gzip.NewWriterLevel(f, gzip.BestSpeed)
 	if err != nil {
 		f.Close()
@@ -316,7 +363,7 @@ func (r *Recorder) closeSegment(s *segment) {
 	}
 	r.segments.Add(1)
 	if r.o.OnSegment != nil {
-		r.o.OnSegment(Segment{Venue: s.venue, Path: s.path, Frames: s.frames, Bytes: s.bytes, Start: s.start, End: r.o.Now().UTC()})
+		r.o.OnSegment(Segment{Venue: s.venue, Conn: s.conn, Path: s.path, Frames: s.frames, Bytes: s.bytes, Start: s.start, End: r.o.Now().UTC()})
 	}
 }
 

@@ -38,6 +38,15 @@ type Recorder interface {
 	Disconnect(venueName string, t time.Time)
 }
 
+// ConnRecorder is a Recorder that keeps the connections of a Pool apart:
+// each connection records through ForConn(i, keys) (keys returns the
+// symbols placed on it now), so a capture holds one connection's frames
+// and disconnects and replays through one decoder, as it ran live.
+type ConnRecorder interface {
+	Recorder
+	ForConn(conn int, keys func() []string) Recorder
+}
+
 // Config is what every adapter is built from. Each venue package has
 // New(Config) (*Adapter, error) and NewDecoder(Config) for replay.
 type Config struct {

@@ -8,7 +8,8 @@
 // the Adapter interface each exchange implements under venues/<name>, and
 // what every adapter shares: the one link lifecycle (Link: dial, backoff,
 // watchdog, keepalive, write queue, the link notices; the transport behind
-// the Conn interface, venue/wsconn for websockets), coverage (CoverageSink,
+// the Conn interface, venue/wsconn for websockets; Pool, the link over
+// several connections where a venue caps one), coverage (CoverageSink,
 // which decoders emit through, so live and replay agree) and config
 // validation (Config.Validate).
 //

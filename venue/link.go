@@ -95,6 +95,18 @@ type LinkConfig struct {
 	// otherwise a quarter of ReadTimeout, or PingInterval if shorter): an
 	// adapter's retries are due to the tick.
 	TickInterval time.Duration
+
+	// SendPacer and DialPacer, if set, replace MaxSendsPerSecond and
+	// DialSpacing with pacers shared by several links: a venue whose
+	// limits are per address, not per connection (Pool sets them).
+	SendPacer *Pacer
+	DialPacer *Pacer
+
+	// Set by Pool: the decode lock shared by its connections, and the
+	// pool and index of this connection (named in the link notices).
+	lock *sync.Mutex
+	pool *Pool
+	conn int
 }
 
 // Link is the one venue link lifecycle every adapter runs: dial, subscribe
@@ -106,8 +118,8 @@ type Link struct {
 	log *slog.Logger
 
 	// mu is the decode lock: it serialises the decoder, the recorder and
-	// the sink. Taken before cmu.
-	mu sync.Mutex
+	// the sink (shared by the connections of a Pool). Taken before cmu.
+	mu *sync.Mutex
 
 	cmu  sync.Mutex // protects conn
 	conn *linkConn  // the current connection, nil between connections
@@ -144,18 +156,27 @@ func NewLink(cfg LinkConfig) (*Link, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Link{cfg: cfg, log: cfg.Logger}, nil
+	if cfg.SendPacer == nil && cfg.MaxSendsPerSecond > 0 {
+		cfg.SendPacer = &Pacer{Every: time.Second / time.Duration(cfg.MaxSendsPerSecond)}
+	}
+	if cfg.DialPacer == nil {
+		cfg.DialPacer = &Pacer{Every: cfg.DialSpacing}
+	}
+	mu := cfg.lock
+	if mu == nil {
+		mu = new(sync.Mutex)
+	}
+	return &Link{cfg: cfg, log: cfg.Logger, mu: mu}, nil
 }
 
 // Run connects and reconnects until ctx is done. It is the adapter's main
 // goroutine (started through Lifecycle).
 func (l *Link) Run(ctx context.Context) {
 	var bo Backoff
-	var lastDial time.Time
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			delay := bo.Next()
-			if wait := l.cfg.DialSpacing - time.Since(lastDial); delay < wait {
+			if wait := l.cfg.DialPacer.Pending(); delay < wait {
 				delay = wait
 			}
 			l.mu.Lock()
@@ -166,7 +187,9 @@ func (l *Link) Run(ctx context.Context) {
 				return
 			}
 		}
-		lastDial = time.Now()
+		if !l.cfg.DialPacer.Wait(ctx) {
+			return
+		}
 		if upFor := l.session(ctx); upFor >= l.cfg.StableAfter {
 			bo.Reset()
 		}
@@ -269,6 +292,10 @@ func (l *Link) IsUp() bool {
 }
 
 func (l *Link) notify(kind notice.Kind, t time.Time, msg string, details map[string]any) {
+	if l.cfg.pool != nil {
+		details["connection"] = l.cfg.conn
+		msg = fmt.Sprintf("connection %d: %s", l.cfg.conn, msg)
+	}
 	l.cfg.Sink.Notice(notice.Must(kind, l.cfg.Venue, "", t, l.cfg.Venue+": "+msg, details))
 }
 
@@ -342,9 +369,18 @@ func (l *Link) session(ctx context.Context) time.Duration {
 	if l.cfg.Recorder != nil {
 		l.cfg.Recorder.Disconnect(l.cfg.Venue, down)
 	}
+	details := map[string]any{"reason": reason, "up_ms": upFor.Milliseconds()}
+	if l.cfg.pool != nil && l.cfg.pool.Len() > 1 {
+		// One connection of several: its streams alone stop.
+		streams := []string{}
+		for _, sc := range cov.Snapshot().Streams {
+			streams = append(streams, string(sc.Stream))
+		}
+		details["streams"] = streams
+	}
 	l.cfg.Decoder.LinkDown(down)
 	cov.SetLink(LinkDown, down) // before the notice: coverage is clear when it arrives
-	l.notify(notice.LinkDown, down, "link down: "+reason, map[string]any{"reason": reason, "up_ms": upFor.Milliseconds()})
+	l.notify(notice.LinkDown, down, "link down: "+reason, details)
 	l.mu.Unlock()
 	l.log.Warn("link down", "reason", reason)
 	return upFor
@@ -382,7 +418,6 @@ func (l *Link) writer(ctx context.Context, c *linkConn) {
 	}
 	t := time.NewTicker(max(tick, 10*time.Millisecond))
 	defer t.Stop()
-	var lastSend time.Time
 	lastPing := time.Now()
 	var pinging atomic.Bool
 	var pwg sync.WaitGroup
@@ -403,15 +438,12 @@ func (l *Link) writer(ctx context.Context, c *linkConn) {
 		case <-ctx.Done():
 			return
 		case msg := <-c.out:
-			if n := l.cfg.MaxSendsPerSecond; n > 0 && !lastSend.IsZero() {
-				if !sleep(ctx, time.Until(lastSend.Add(time.Second/time.Duration(n)))) {
-					return
-				}
+			if p := l.cfg.SendPacer; p != nil && !p.Wait(ctx) {
+				return
 			}
 			if !write(msg) {
 				return
 			}
-			lastSend = time.Now()
 		case now := <-t.C:
 			if idle := now.Sub(time.Unix(0, c.last.Load())); idle > l.cfg.ReadTimeout {
 				l.cmu.Lock()
@@ -448,6 +480,43 @@ func (l *Link) writer(ctx context.Context, c *linkConn) {
 			}
 		}
 	}
+}
+
+// Pacer spaces events at least Every apart, however many goroutines
+// share it: a venue's requests or dials, per connection or per address.
+// The zero Pacer (or a nil one) never waits. Safe for concurrent use.
+type Pacer struct {
+	Every time.Duration
+
+	mu   sync.Mutex // protects next
+	next time.Time  // the earliest time of the next event
+}
+
+// Wait takes the next turn and sleeps until it comes; false if ctx ended
+// first (the turn is spent).
+func (p *Pacer) Wait(ctx context.Context) bool {
+	if p == nil || p.Every <= 0 {
+		return ctx.Err() == nil
+	}
+	p.mu.Lock()
+	now := time.Now()
+	at := p.next
+	if at.Before(now) {
+		at = now
+	}
+	p.next = at.Add(p.Every)
+	p.mu.Unlock()
+	return sleep(ctx, at.Sub(now))
+}
+
+// Pending returns how long a Wait now would sleep.
+func (p *Pacer) Pending() time.Duration {
+	if p == nil || p.Every <= 0 {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return max(time.Until(p.next), 0)
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

@@ -152,7 +152,9 @@ type wire struct {
 	Snapshot bool           `json:"snapshot"`
 	Details  map[string]any `json:"details"`
 	Bids     [][2]string    `json:"bids"`
-	Claim    map[string]any `json:"claim"` // a snapshot op's ack (claims.go)
+	Bid      string         `json:"bid"`      // a quote
+	BidSize  string         `json:"bid_size"` // a quote
+	Claim    map[string]any `json:"claim"`    // a snapshot op's ack (claims.go)
 }
 
 // client is a websocket client reading on its own goroutine into a channel.

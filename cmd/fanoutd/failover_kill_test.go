@@ -183,32 +183,46 @@ func TestIngestKilledStandbyTakesOver(t *testing.T) {
 		Seq        uint64
 		Bids, Asks [][2]string
 	}
-	checkFor(t, 10*time.Second, "the subscriber to reach the new leader's book", func() bool {
+	// rebuild applies the subscriber's level2 events up to seq; it reports
+	// whether the last one applied is at seq.
+	rebuild := func(seq uint64) (*venue.Book, bool) {
+		var book venue.Book
+		reached := false
+		for _, l := range snapshot() {
+			if l.Type != "book" || l.Stream != l2 || l.Seq > seq {
+				continue
+			}
+			var ev venue.Event
+			if ev.UnmarshalJSON(l.raw) != nil {
+				t.Fatalf("bad event %s", l.raw)
+			}
+			book.Apply(&ev)
+			reached = l.Seq == seq
+		}
+		return &book, reached
+	}
+	// The leader moves on while the subscriber catches up: each attempt
+	// waits for the subscriber to reach the seq of the book it fetched.
+	checkFor(t, 20*time.Second, "the subscriber to reach the new leader's book", func() bool {
 		r, err := http.Get(bURL + "/v1/books/kraken/BTC/USD")
 		if err != nil {
 			return false
 		}
 		b, _ := io.ReadAll(r.Body)
 		r.Body.Close()
-		json.Unmarshal(b, &want)
-		var book venue.Book
-		reached := false
-		for _, l := range snapshot() {
-			if l.Type != "book" || l.Stream != l2 || l.Seq > want.Seq {
-				continue
-			}
-			var ev venue.Event
-			if ev.UnmarshalJSON(l.raw) != nil {
-				return false
-			}
-			book.Apply(&ev)
-			reached = l.Seq == want.Seq
-		}
-		if !reached {
+		if json.Unmarshal(b, &want) != nil {
 			return false
 		}
-		ev := book.Snapshot(l2)
-		return fmt.Sprint(levelPairs(ev.Bids)) == fmt.Sprint(want.Bids) && fmt.Sprint(levelPairs(ev.Asks)) == fmt.Sprint(want.Asks)
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			book, reached := rebuild(want.Seq)
+			if reached {
+				ev := book.Snapshot(l2)
+				return fmt.Sprint(levelPairs(ev.Bids)) == fmt.Sprint(want.Bids) && fmt.Sprint(levelPairs(ev.Asks)) == fmt.Sprint(want.Asks)
+			}
+			if time.Now().After(deadline) {
+				return false
+			}
+		}
 	})
 }
 

@@ -3,7 +3,7 @@
 //	fanoutd serve [--config FILE] [--listen ADDR] [--insecure]   (the default command)
 //	fanoutd check-config FILE
 //	fanoutd tail [--url URL] [--token T] [--name N] STREAM…
-//	fanoutd bench [--subs N] [--rate R] [--size B] [--duration D] [--io-uring=false] [--peer centrifugo]
+//	fanoutd bench [--subs N] [--rate R] [--size B] [--duration D] [--io-uring=false] [--source inproc|venue] [--peer centrifugo]
 //	fanoutd soak [--duration D] [--subs N] [--drop-every D] [--speed N] [CAPTURE…]
 //	fanoutd record --venue V --streams S… --out DIR [--duration D] [--config FILE]
 //	fanoutd replay [--venue V] [--speed 1|N|max] [--loop] [--wait N] [--config FILE] [--listen ADDR] CAPTURE…
@@ -58,6 +58,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return claimsCmd(context.Background(), args, stdout, stderr)
 	case "bench-clients":
 		return bench.Clients(args, stdout, stderr)
+	case "bench-venue":
+		return bench.VenueMain(args, os.Stdin, stdout, stderr)
 	case "soak":
 		return bench.Soak(args, stdout, stderr)
 	case "soak-clients":

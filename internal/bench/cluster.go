@@ -41,7 +41,17 @@ type loadOpts struct {
 type loadResult struct {
 	cpu        []time.Duration
 	reports    []clientReport
-	eventBytes int
+	venueSent  int // fed by a venue: frames it sent in the whole run
+	eventBytes int // fed in process: the size of an event on the wire
+}
+
+// total is the events the clients read in the whole run.
+func (r loadResult) total() int64 {
+	var n int64
+	for _, c := range r.reports {
+		n += c.Total
+	}
+	return n
 }
 
 func (r loadResult) received() int64 {
@@ -62,10 +72,18 @@ func (r loadResult) worst(f func(clientReport) int64) time.Duration {
 	return time.Duration(w)
 }
 
+// feeder is what feeds a run: publish (an in-process test source, paced
+// by drive) or a bench venue child, which paces itself.
+type feeder struct {
+	stream  string // what the clients subscribe to
+	publish func(*venue.Event)
+	venue   *venueChild
+}
+
 // drive starts one bench-clients child per URL (subs[i] subscribers on
-// urls[i]), publishes o.rate events per second through publish, and
-// measures cpus (one per server process) over the measured window.
-func drive(publish func(*venue.Event), cpus []func() time.Duration, urls []string, subs []int, o loadOpts, stderr io.Writer) (loadResult, error) {
+// urls[i]), feeds o.rate events per second, and measures cpus (one per
+// server process) over the measured window.
+func drive(feed feeder, cpus []func() time.Duration, urls []string, subs []int, o loadOpts, stderr io.Writer) (loadResult, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return loadResult{}, err
@@ -80,7 +98,7 @@ func drive(publish func(*venue.Event), cpus []func() time.Duration, urls []strin
 	}
 	for i, u := range urls {
 		child := exec.Command(exe, "bench-clients", "--url", u, "--proto", "fanoutd",
-			"--subs", fmt.Sprint(subs[i]), "--stream", benchStream, "--warmup", o.warm.String(), "--duration", o.dur.String())
+			"--subs", fmt.Sprint(subs[i]), "--stream", feed.stream, "--warmup", o.warm.String(), "--duration", o.dur.String())
 		child.Stderr = stderr
 		out, _ := child.StdoutPipe()
 		if err := child.Start(); err != nil {
@@ -101,32 +119,54 @@ func drive(publish func(*venue.Event), cpus []func() time.Duration, urls []strin
 			Size: decimal.New(12345, -4), Side: venue.SideBuy, RecvTime: now, VenueTime: now, Seq: uint64(i)}
 	}
 	pad := strings.Repeat("x", max(1, o.size-len(mk(1000000, "").AppendJSON(nil))))
-	interval := time.Second / time.Duration(o.rate)
 	// The clients' windows start when they printed ready; the last started
-	// last, so the publisher's clock starts now.
+	// last, so the feed's clock starts now.
 	start := time.Now()
 	measureAt, endAt := start.Add(o.warm), start.Add(o.warm+o.dur)
 	cpu0 := make([]time.Duration, len(cpus))
 	res := loadResult{cpu: make([]time.Duration, len(cpus)), eventBytes: len(mk(0, pad).AppendJSON(nil)) + 8}
-	measuring := false
-	for i := 0; ; i++ {
-		at := start.Add(time.Duration(i) * interval)
-		if !measuring && !at.Before(measureAt) {
-			for j, f := range cpus {
-				cpu0[j] = f()
+	begin := func() {
+		for j, f := range cpus {
+			cpu0[j] = f()
+		}
+	}
+	end := func() {
+		for j, f := range cpus {
+			res.cpu[j] = f() - cpu0[j]
+		}
+	}
+	if feed.venue != nil {
+		if err := feed.venue.begin(); err != nil {
+			kill()
+			return res, err
+		}
+		time.Sleep(time.Until(measureAt))
+		begin()
+		time.Sleep(time.Until(endAt))
+		end()
+		var err error
+		if res.venueSent, err = feed.venue.sent(10 * time.Second); err != nil {
+			kill()
+			return res, err
+		}
+	} else {
+		interval := time.Second / time.Duration(o.rate)
+		measuring := false
+		for i := 0; ; i++ {
+			at := start.Add(time.Duration(i) * interval)
+			if !measuring && !at.Before(measureAt) {
+				begin()
+				measuring = true
 			}
-			measuring = true
-		}
-		if !at.Before(endAt) {
-			for j, f := range cpus {
-				res.cpu[j] = f() - cpu0[j]
+			if !at.Before(endAt) {
+				end()
+				break
 			}
-			break
+			if w := time.Until(at); w > 0 {
+				time.Sleep(w)
+			}
+			feed.publish(mk(i, pad))
 		}
-		if w := time.Until(at); w > 0 {
-			time.Sleep(w)
-		}
-		publish(mk(i, pad))
 	}
 	for i, rd := range outs {
 		b, _ := io.ReadAll(rd)
@@ -157,16 +197,62 @@ func pidCPU(pid int) func() time.Duration {
 // server) feeding N edge processes (fanoutd serve --role edge), the
 // subscribers split evenly over the edges; it reports edge CPU per
 // delivered message against the single process's, the ingest's CPU per
-// event, and publish-to-read latency.
-func clusterMain(edges int, o loadOpts, stdout, stderr io.Writer) int {
+// event, and publish-to-read latency. source says what feeds the single
+// process and the ingest: the in-process test source, or (sourceVenue) a
+// bench venue child per run through the bybit adapter.
+func clusterMain(edges int, o loadOpts, source string, stdout, stderr io.Writer) int {
 	fail := func(err error) int { fmt.Fprintln(stderr, "fanoutd bench:", err); return 1 }
+	venueFed := source == sourceVenue
+	feed := feeder{stream: benchStream}
+	var vpad, eventBytes int
+	if venueFed {
+		feed.stream = venueStream
+		vpad, eventBytes = venuePad(o.size)
+	}
+	// startFeed starts a run's venue (if venue-fed) and returns its URL.
+	startFeed := func() (string, error) {
+		if !venueFed {
+			return "", nil
+		}
+		var err error
+		feed.venue, err = startVenue(o.rate, vpad, o.warm+o.dur, stderr)
+		if err != nil {
+			return "", err
+		}
+		return feed.venue.url, nil
+	}
+	// subscribed waits for the server to have subscribed the venue.
+	subscribed := func() error {
+		if !venueFed {
+			return nil
+		}
+		return feed.venue.expect("subscribed", 20*time.Second)
+	}
 	// One process.
-	single, err := startFanoutd(o.delay, o.uring, stderr)
+	vurl, err := startFeed()
 	if err != nil {
 		return fail(err)
 	}
-	one, err := drive(func(ev *venue.Event) { single.src.Publish(ev) }, []func() time.Duration{processCPU}, []string{single.url}, []int{o.subs}, o, stderr)
+	single, err := startFanoutd(o.delay, o.uring, vurl, stderr)
+	if err == nil {
+		if err = subscribed(); err != nil {
+			single.stop()
+		}
+	}
+	if err != nil {
+		if feed.venue != nil {
+			feed.venue.stop()
+		}
+		return fail(err)
+	}
+	if !venueFed {
+		feed.publish = func(ev *venue.Event) { single.src.Publish(ev) }
+	}
+	one, err := drive(feed, []func() time.Duration{processCPU}, []string{single.url}, []int{o.subs}, o, stderr)
 	single.stop()
+	if feed.venue != nil {
+		feed.venue.stop()
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -176,18 +262,31 @@ func clusterMain(edges int, o loadOpts, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	defer os.RemoveAll(dir)
-	ing, err := startIngest(dir, stderr)
+	if vurl, err = startFeed(); err != nil {
+		return fail(err)
+	}
+	if feed.venue != nil {
+		defer feed.venue.stop() // after the ingest stopped (defers run last first)
+	}
+	ing, err := startIngest(dir, vurl, stderr)
 	if err != nil {
 		return fail(err)
 	}
 	defer ing.stop()
+	if err := subscribed(); err != nil {
+		return fail(err)
+	}
 	exe, _ := os.Executable()
 	edgeCfg := filepath.Join(dir, "edge.yaml")
 	yml := fmt.Sprintf("limits:\n  max_connections_per_token: 100000\nlog_level: warn\nwebsocket:\n  io_uring: %t\n", o.uring)
 	if o.delay != "" {
 		yml += "  write_delay: " + o.delay + "\n"
 	}
-	yml += "venues:\n  coinbase:\n    symbols: []\n"
+	if venueFed {
+		yml += "venues:\n  bybit:\n    symbols: []\n"
+	} else {
+		yml += "venues:\n  coinbase:\n    symbols: []\n"
+	}
 	if err := os.WriteFile(edgeCfg, []byte(yml), 0o644); err != nil {
 		return fail(err)
 	}
@@ -214,7 +313,10 @@ func clusterMain(edges int, o loadOpts, stdout, stderr io.Writer) int {
 		subs = append(subs, o.subs/edges+btoi(i < o.subs%edges))
 		cpus = append(cpus, pidCPU(cmd.Process.Pid))
 	}
-	many, err := drive(func(ev *venue.Event) { ing.src.Publish(ev) }, cpus, urls, subs, o, stderr)
+	if !venueFed {
+		feed.publish = func(ev *venue.Event) { ing.src.Publish(ev) }
+	}
+	many, err := drive(feed, cpus, urls, subs, o, stderr)
 	if err != nil {
 		return fail(err)
 	}
@@ -226,9 +328,16 @@ func clusterMain(edges int, o loadOpts, stdout, stderr io.Writer) int {
 		return float64(cpu.Nanoseconds()) / float64(max(n, 1)) / 1000
 	}
 	events := int64(float64(o.rate) * o.dur.Seconds())
+	if !venueFed {
+		eventBytes = one.eventBytes
+	}
 	oneMsg, edgeMsg := perMsg(one.cpu[0], one.received()), perMsg(edgeCPU, many.received())
-	fmt.Fprintf(stdout, "bench --edges %d: %d subscribers, %d events/s of %d bytes, %s measured after %s warm-up (GOMAXPROCS %d, one machine)\n",
-		edges, o.subs, o.rate, one.eventBytes, o.dur, o.warm, runtime.GOMAXPROCS(0))
+	fed := "fed in process"
+	if venueFed {
+		fed = "fed by a Bybit venue child through the bybit adapter (the venue's CPU not counted)"
+	}
+	fmt.Fprintf(stdout, "bench --edges %d: %d subscribers, %d events/s of %d bytes, %s measured after %s warm-up, %s (GOMAXPROCS %d, one machine)\n",
+		edges, o.subs, o.rate, eventBytes, o.dur, o.warm, fed, runtime.GOMAXPROCS(0))
 	fmt.Fprintf(stdout, "%-34s %14s %16s\n", "", "--role all", fmt.Sprintf("ingest+%d edges", edges))
 	fmt.Fprintf(stdout, "%-34s %14.0f %16.0f\n", "delivered/s (clients read)", float64(one.received())/o.dur.Seconds(), float64(many.received())/o.dur.Seconds())
 	fmt.Fprintf(stdout, "%-34s %14.3f %16.3f\n", "server CPU per delivered msg, µs", oneMsg, edgeMsg)
@@ -239,6 +348,11 @@ func clusterMain(edges int, o loadOpts, stdout, stderr io.Writer) int {
 	p99 := func(c clientReport) int64 { return c.P99 }
 	fmt.Fprintf(stdout, "%-34s %14s %16s\n", "publish-to-read p50", one.worst(p50), many.worst(p50))
 	fmt.Fprintf(stdout, "%-34s %14s %16s\n", "publish-to-read p99", one.worst(p99), many.worst(p99))
+	if venueFed {
+		fmt.Fprintf(stdout, "%-34s %14d %16d\n", "venue frames sent (whole run)", one.venueSent, many.venueSent)
+		fmt.Fprintf(stdout, "%-34s %14d %16d\n", "clients read (whole run)", one.total(), many.total())
+		fmt.Fprintf(stdout, "%-34s %14d %16d\n", "  of (frames × subscribers)", int64(one.venueSent)*int64(o.subs), int64(many.venueSent)*int64(o.subs))
+	}
 	ratio := edgeMsg / max(oneMsg, 1e-9)
 	hop := many.worst(p99) - one.worst(p99)
 	fmt.Fprintf(stdout, "edge CPU/msg ÷ single process: %.2f× (target ≤ 1.1×: %s); the hop adds %s to p99 (target ≤ 1ms: %s)\n",
@@ -275,21 +389,27 @@ func waitReady(url string) error {
 }
 
 // ingestServer is bench's ingest: a daemon in this process with the
-// embedded NATS server, fed by a test source.
+// embedded NATS server, fed by a test source or, with a venue URL, by the
+// bybit adapter pointed at it, trades only.
 type ingestServer struct {
 	src     *testsource.Source
 	natsURL string
 	stop    func()
 }
 
-func startIngest(dir string, stderr io.Writer) (*ingestServer, error) {
+func startIngest(dir, venueURL string, stderr io.Writer) (*ingestServer, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
 	in := &ingestServer{natsURL: fmt.Sprintf("nats://127.0.0.1:%d", port)}
-	yml := fmt.Sprintf("listen: 127.0.0.1:0\ncluster:\n  role: ingest\n  node: bench-ingest\n  embedded_nats: true\n  nats_url: %s\n  nats_dir: %s\nvenues:\n  coinbase:\n    symbols: [BTC-USD]\n",
+	yml := fmt.Sprintf("listen: 127.0.0.1:0\ncluster:\n  role: ingest\n  node: bench-ingest\n  embedded_nats: true\n  nats_url: %s\n  nats_dir: %s\n",
 		in.natsURL, filepath.Join(dir, "nats"))
+	if venueURL != "" {
+		yml += "venues:\n  bybit:\n    ws_url: " + venueURL + "\n    symbols: [" + venueSymbol + "]\n    channels: [trades]\n"
+	} else {
+		yml += "venues:\n  coinbase:\n    symbols: [BTC-USD]\n"
+	}
 	cfg, err := config.Parse([]byte(yml), nil)
 	if err != nil {
 		return nil, err
@@ -299,6 +419,9 @@ func startIngest(dir string, stderr io.Writer) (*ingestServer, error) {
 		in.src = testsource.New("coinbase", c)
 		return in.src, nil
 	}}
+	if venueURL != "" {
+		src, _ = venues.Lookup("bybit")
+	}
 	d, err := daemon.New(daemon.Options{Config: cfg, Venues: []venues.Venue{src},
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
@@ -325,7 +448,7 @@ func startIngest(dir string, stderr io.Writer) (*ingestServer, error) {
 		}
 		if time.Now().After(deadline) {
 			in.stop()
-			return nil, fmt.Errorf("the bench ingest did not lead coinbase within 20s")
+			return nil, fmt.Errorf("the bench ingest did not lead its venue within 20s")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

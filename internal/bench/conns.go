@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -32,6 +33,27 @@ type connsOpts struct {
 	settle     time.Duration // after the last connection subscribed, before measuring
 	dur        time.Duration // the measured window, sampled every second
 	memprofile string        // fanoutd only: the heap profile at the end of the window
+}
+
+// idleMain starts the server of o (fanoutd fed in process, or the peer)
+// and runs connsMain on it.
+func idleMain(o options, conns int, memprofile string, stdout, stderr io.Writer) int {
+	if memprofile != "" {
+		runtime.MemProfileRate = 256 // every allocation of a connection's, not one per 512 KiB
+	}
+	var srv benchServer
+	var err error
+	if o.peer == "centrifugo" {
+		srv, err = startCentrifugo(cmp.Or(o.peerBin, "centrifugo"), stderr)
+	} else {
+		srv, err = startFanoutd(o.delay, o.uring, "", stderr)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "fanoutd bench:", err)
+		return 1
+	}
+	defer srv.stop()
+	return connsMain(srv, connsOpts{conns: conns, rate: o.rate, settle: o.warm, dur: o.dur, memprofile: memprofile}, stdout, stderr)
 }
 
 // connsMain is bench --idle: the server's memory per subscriber

@@ -11,6 +11,9 @@
 //	P.notice.<venue>                 the venue's notices, wire form
 //	P.hb.<venue>                     every second: {"node","epoch","streams":{stream: last seq}}
 //	P.book.<venue>.<symbol>          request/reply: the level2 book as the snapshot:true event at its seq
+//	P.want.<venue>                   edge → ingest: {"node","streams"}; a request asks for one stream
+//	                                 (reply: Fanoutd-Error and a message if refused), a renewal (no
+//	                                 reply subject, every WantRenew) names every stream the edge holds
 //	P.names.takeover                 an edge claimed a name: {"name","conn","by"} (Names)
 //
 // and two JetStream key-value buckets, P_names (named subscribers: owner,

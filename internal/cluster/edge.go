@@ -22,7 +22,8 @@ const (
 	bookTimeout     = 2 * time.Second
 	minBookRetry    = 50 * time.Millisecond
 	maxBookRetry    = 2 * time.Second
-	maxHeldMessages = 100000 // held during a resync; past it the resync starts over
+	maxHeldMessages = 100000  // held during a resync; past it the resync starts over
+	inboxLen        = 1 << 16 // messages received but not yet handled; past it NATS drops (a gap)
 )
 
 // Edge is an edge node's side of the bus: it subscribes a stream's subject
@@ -34,14 +35,22 @@ const (
 // add venues with Venue, then Start it.
 type Edge struct {
 	subj Subjects
+	node string
 	log  *slog.Logger
 	nc   *nats.Conn // set by Start
 
-	mu      sync.Mutex // protects the fields below; taken after a feed's lock, never before
-	streams map[venue.Stream]*edgeStream
-	queue   []wanted
-	venues  map[string]*edgeVenue
-	started bool
+	mu       sync.Mutex // protects the fields below; taken after a feed's lock, never before
+	streams  map[venue.Stream]*edgeStream
+	queue    []wanted
+	venues   map[string]*edgeVenue
+	started  bool
+	handlers map[string]func(*nats.Msg) // by subject: what the inbox's messages go to
+
+	// inbox receives every subscription's messages in the order the
+	// connection read them, so a stream's notice published before its
+	// event (a failover's book_resync before the snapshot) is handled
+	// before it: one goroutine per subscription would not keep that order.
+	inbox chan *nats.Msg
 
 	wake chan struct{}
 	stop chan struct{}
@@ -53,9 +62,10 @@ type wanted struct {
 	on bool
 }
 
-// NewEdge returns an edge reading under subj.
-func NewEdge(subj Subjects, log *slog.Logger) *Edge {
-	return &Edge{subj: subj, log: log, streams: map[venue.Stream]*edgeStream{}, venues: map[string]*edgeVenue{},
+// NewEdge returns an edge reading under subj as node.
+func NewEdge(subj Subjects, node string, log *slog.Logger) *Edge {
+	return &Edge{subj: subj, node: node, log: log, streams: map[venue.Stream]*edgeStream{}, venues: map[string]*edgeVenue{},
+		handlers: map[string]func(*nats.Msg){}, inbox: make(chan *nats.Msg, inboxLen),
 		wake: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
@@ -91,18 +101,57 @@ func (e *Edge) Start(nc *nats.Conn) error {
 		vs = append(vs, v)
 	}
 	e.mu.Unlock()
+	e.wg.Add(3)
+	go e.dispatch()
+	go e.run()
+	go e.watch()
 	for _, v := range vs {
-		if _, err := nc.Subscribe(e.subj.Notice(v.name), v.onNotice); err != nil {
+		if _, err := e.subscribe(e.subj.Notice(v.name), v.onNotice); err != nil {
 			return err
 		}
-		if _, err := nc.Subscribe(e.subj.Heartbeat(v.name), v.onHeartbeat); err != nil {
+		if _, err := e.subscribe(e.subj.Heartbeat(v.name), v.onHeartbeat); err != nil {
 			return err
 		}
 	}
-	e.wg.Add(2)
-	go e.run()
-	go e.watch()
 	return nil
+}
+
+// subscribe routes subject's messages to h through the inbox.
+func (e *Edge) subscribe(subject string, h func(*nats.Msg)) (*nats.Subscription, error) {
+	e.mu.Lock()
+	e.handlers[subject] = h
+	e.mu.Unlock()
+	sub, err := e.nc.ChanSubscribe(subject, e.inbox)
+	if err != nil {
+		e.forget(subject)
+	}
+	return sub, err
+}
+
+// forget stops routing subject's messages (its subscription is gone).
+func (e *Edge) forget(subject string) {
+	e.mu.Lock()
+	delete(e.handlers, subject)
+	e.mu.Unlock()
+}
+
+// dispatch hands each received message to its subject's handler, in the
+// order received.
+func (e *Edge) dispatch() {
+	defer e.wg.Done()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case m := <-e.inbox:
+			e.mu.Lock()
+			h := e.handlers[m.Subject]
+			e.mu.Unlock()
+			if h != nil {
+				h(m)
+			}
+		}
+	}
 }
 
 // Stop ends the edge's goroutines; the caller closes the connection.
@@ -115,9 +164,15 @@ func (e *Edge) Stop() {
 	close(e.stop)
 	e.wg.Wait()
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	streams := make([]*edgeStream, 0, len(e.streams))
 	for _, es := range e.streams {
+		streams = append(streams, es)
+	}
+	e.mu.Unlock()
+	for _, es := range streams {
+		es.mu.Lock() // its subscription's callback may still run
 		es.close()
+		es.mu.Unlock()
 	}
 }
 
@@ -163,12 +218,11 @@ func (e *Edge) follow(st venue.Stream) {
 	e.mu.Unlock()
 	es.mu.Lock()
 	defer es.mu.Unlock()
-	sub, err := e.nc.Subscribe(e.subj.Event(st), es.onMsg)
+	sub, err := e.subscribe(e.subj.Event(st), es.onMsg)
 	if err != nil {
 		e.log.Warn("nats: subscribe failed", "stream", st, "err", err)
 		return
 	}
-	sub.SetPendingLimits(-1, 256<<20)
 	es.sub = sub
 	if es.level2 {
 		es.resync() // the first book
@@ -189,18 +243,23 @@ func (e *Edge) unfollow(st venue.Stream) {
 	es.v.feed.Reset(st)
 }
 
-// watch re-evaluates the venues' links every heartbeat interval, so that a
-// silent ingest takes its venues down.
+// watch re-evaluates the venues' links every half heartbeat interval, so
+// that a silent ingest takes its venues down, and renews the streams the
+// edge follows every WantRenew.
 func (e *Edge) watch() {
 	defer e.wg.Done()
 	t := time.NewTicker(HeartbeatEvery / 2)
 	defer t.Stop()
+	r := time.NewTicker(WantRenew)
+	defer r.Stop()
 	for {
 		select {
 		case <-e.stop:
 			return
 		case <-t.C:
 			e.evaluate()
+		case <-r.C:
+			e.renew()
 		}
 	}
 }
@@ -358,7 +417,7 @@ func (es *edgeStream) onMsg(m *nats.Msg) {
 	}
 	es.mu.Lock()
 	defer es.mu.Unlock()
-	if !es.closed {
+	if !es.closed && m.Sub == es.sub { // not one of a previous subscription's, still in the inbox
 		es.handle(heldMsg{m.Header.Get(HeaderEpoch), seq, m.Data})
 	}
 }
@@ -489,7 +548,7 @@ func (es *edgeStream) book(h heldMsg) {
 		switch {
 		case h.epoch != es.epoch:
 			es.gap("epoch_change", es.last+1, 0, h.epoch)
-		case h.seq > es.last:
+		case h.seq > es.last && !es.heldFrom(es.last+1, h.seq):
 			es.gap("bus_gap", es.last+1, h.seq, "")
 		}
 		// gap restarted the resync only if the book was wrong; this book
@@ -508,6 +567,19 @@ func (es *edgeStream) book(h heldMsg) {
 		}
 		es.handle(m)
 	}
+}
+
+// heldFrom reports whether the events held during the resync carry every
+// seq from first to last of the current epoch: the book moved on while it
+// was fetched, but nothing was lost. es.mu must be held.
+func (es *edgeStream) heldFrom(first, last uint64) bool {
+	next := first
+	for _, m := range es.held {
+		if m.epoch == es.epoch && m.seq == next {
+			next++
+		}
+	}
+	return next > last
 }
 
 // heartbeat checks the tail: the seq the previous heartbeat named must
@@ -536,8 +608,7 @@ func (es *edgeStream) heartbeat(epoch string, seq uint64) {
 	es.hbSeq = seq
 }
 
-// close stops following the stream. es.mu must be held (or the edge
-// stopped).
+// close stops following the stream. es.mu must be held.
 func (es *edgeStream) close() {
 	if es.closed {
 		return
@@ -546,5 +617,6 @@ func (es *edgeStream) close() {
 	es.gen++
 	if es.sub != nil {
 		es.sub.Unsubscribe()
+		es.e.forget(es.sub.Subject)
 	}
 }

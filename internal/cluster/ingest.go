@@ -30,10 +30,18 @@ type Ingest struct {
 
 	leaseErrs int // the lease loop's: failed attempts to bind the bucket
 
+	// OnWant, if set, decides a stream an edge asks for or renews
+	// (P.want.<venue>) exactly as a local subscribe is decided, subscribes
+	// its symbol at the venue if new, and records that an edge wants it
+	// now. It returns the refusal's code and message ("" to accept). Set
+	// it before Start; it is called from NATS's goroutine.
+	OnWant func(st venue.Stream) (code, msg string)
+
 	nc    *nats.Conn              // set by Start
 	feeds map[string]*fanout.Feed // by venue, set by Start
 	pubs  map[string]*publisher   // by venue, set by Tap before Start
 	resp  *nats.Subscription      // the book responder
+	wants []*nats.Subscription    // P.want.<venue>, per venue
 	stop  chan struct{}           // closes to stop the heartbeat
 	hbNow chan struct{}           // capacity 1: heartbeat now (a venue was taken over)
 	done  sync.WaitGroup          // the heartbeat goroutine
@@ -145,6 +153,14 @@ func (in *Ingest) Start(nc *nats.Conn, feeds []*fanout.Feed) error {
 		return err
 	}
 	in.resp = sub
+	for name := range in.pubs { // per venue: a venue no ingest serves has no responder
+		w, err := nc.Subscribe(in.subj.Want(name), in.answerWant)
+		if err != nil {
+			sub.Unsubscribe()
+			return err
+		}
+		in.wants = append(in.wants, w)
+	}
 	in.nc = nc // after the feeds map: the taps may run from here on
 	for _, p := range in.pubs {
 		p.follow()
@@ -155,7 +171,7 @@ func (in *Ingest) Start(nc *nats.Conn, feeds []*fanout.Feed) error {
 	return nil
 }
 
-// Stop stops the heartbeat and the responder. Events published after it
+// Stop stops the heartbeat, the responder and the wants. Events published after it
 // still go out while the connection is open.
 func (in *Ingest) Stop() {
 	select {
@@ -167,6 +183,9 @@ func (in *Ingest) Stop() {
 	in.done.Wait()
 	if in.resp != nil {
 		in.resp.Unsubscribe()
+	}
+	for _, w := range in.wants {
+		w.Unsubscribe()
 	}
 }
 

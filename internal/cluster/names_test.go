@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-func testNATS(t *testing.T) *nats.Conn {
+func testNATS(t testing.TB) *nats.Conn {
 	t.Helper()
 	s := natstest.Run(t)
 	nc, err := nats.Connect(s.ClientURL())

@@ -17,6 +17,15 @@ const (
 // HeartbeatEvery is how often an ingest publishes each stream's last seq.
 const HeartbeatEvery = time.Second
 
+// WantRenew is how often an edge renews, per venue, the streams its
+// subscribers hold (P.want.<venue>); an ingest holds a symbol an edge asked
+// for while a renewal came within WantLapse, then for the venue's
+// unsubscribe_after like a symbol a local subscriber left.
+const (
+	WantRenew = HeartbeatEvery
+	WantLapse = 3 * WantRenew
+)
+
 // Subjects builds the subjects under one prefix. The zero value is not
 // usable.
 type Subjects struct{ Prefix string }
@@ -31,6 +40,10 @@ func (s Subjects) Notice(venueName string) string { return s.Prefix + ".notice."
 
 // Heartbeat is the subject of a venue's heartbeats.
 func (s Subjects) Heartbeat(venueName string) string { return s.Prefix + ".hb." + venueName }
+
+// Want is the subject on which edges ask a venue's ingest for streams
+// (request/reply) and renew the streams their subscribers hold.
+func (s Subjects) Want(venueName string) string { return s.Prefix + ".want." + venueName }
 
 // Book is the subject of the book responder of a venue's symbol.
 func (s Subjects) Book(venueName, symbol string) string {

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fanoutd/fanoutd/fanout"
+	"github.com/fanoutd/fanoutd/internal/api"
 	"github.com/fanoutd/fanoutd/internal/cluster"
 	"github.com/fanoutd/fanoutd/internal/config"
 	"github.com/fanoutd/fanoutd/internal/wsapi"
@@ -39,7 +40,7 @@ func newBusWire(c config.Cluster, namedTTL time.Duration, log *slog.Logger) *bus
 	if c.Role == config.RoleIngest {
 		b.ingest = cluster.NewIngest(subj, c.Node, b.log)
 	} else {
-		b.edge = cluster.NewEdge(subj, b.log)
+		b.edge = cluster.NewEdge(subj, c.Node, b.log)
 		b.names = cluster.NewNames(subj, c.Node, namedTTL, b.log)
 	}
 	return b
@@ -110,6 +111,25 @@ func (b *busWire) feedOptions(o *fanout.Options) {
 	case b.edge != nil:
 		o.OnWanted = b.edge.Wanted
 	}
+}
+
+// want asks an edge's ingest for st (a subscriber's new stream): its
+// refusal is the subscribe's. When the ingest could not be asked (the bus
+// link is down, no ingest answered in time) st is accepted: the edge's
+// renewals ask again, and the ingest subscribes the symbol once it hears
+// them. A nil busWire, or a node that is not an edge, accepts.
+func (b *busWire) want(st venue.Stream) error {
+	if b == nil || b.edge == nil {
+		return nil
+	}
+	code, msg, err := b.edge.Want(st)
+	switch {
+	case err != nil && !errors.Is(err, cluster.ErrNotAsked):
+		b.log.Warn("cluster: no ingest answered a subscriber's stream; accepted, the renewals ask again", "stream", st, "err", err)
+	case code != "":
+		return &api.Refusal{Code: api.Code(code), Message: msg}
+	}
+	return nil
 }
 
 // sink wraps a venue's sink on an ingest so that its notices are published.
@@ -193,6 +213,9 @@ func (b *busWire) abort() {
 	b.nc.Close()
 	if b.names != nil {
 		b.names.Stop()
+	}
+	if b.edge != nil {
+		b.edge.Stop() // its goroutines; it tells the bus nothing
 	}
 }
 

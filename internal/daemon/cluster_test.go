@@ -27,14 +27,18 @@ import (
 	"github.com/fanoutd/fanoutd/venues"
 )
 
-// natsProxy sits on the TCP connection between an edge and NATS. While
+// natsProxy sits on the TCP connection between a node and NATS. While
 // drop is set it discards the messages (MSG and HMSG, whole) the server
-// sends whose subject contains ".ev.": the edge loses events exactly as
-// an at-most-once bus loses them, and the connection stays healthy.
+// sends whose subject contains ".ev.": an edge loses events exactly as
+// an at-most-once bus loses them, and the connection stays healthy. While
+// mute is set it discards what the node publishes (PUB and HPUB, whole)
+// under "fanoutd.": an ingest goes silent (events, notices, heartbeats)
+// while its connection, and its lease in JetStream, stay up.
 type natsProxy struct {
 	ln     net.Listener
 	target string
 	drop   atomic.Bool
+	mute   atomic.Bool
 	wg     sync.WaitGroup
 }
 
@@ -65,13 +69,23 @@ func (p *natsProxy) accept() {
 			continue
 		}
 		p.wg.Add(2)
-		go func() { defer p.wg.Done(); io.Copy(s, c); s.Close() }()
-		go func() { defer p.wg.Done(); p.filter(c, s); c.Close() }()
+		go func() {
+			defer p.wg.Done()
+			p.filter(s, c, "PUB", "HPUB", func(subj string) bool { return p.mute.Load() && strings.HasPrefix(subj, "fanoutd.") })
+			s.Close()
+		}()
+		go func() {
+			defer p.wg.Done()
+			p.filter(c, s, "MSG", "HMSG", func(subj string) bool { return p.drop.Load() && strings.Contains(subj, ".ev.") })
+			c.Close()
+		}()
 	}
 }
 
-// filter copies the server's protocol to the client, message by message.
-func (p *natsProxy) filter(dst io.Writer, src io.Reader) {
+// filter copies one direction of the protocol, message by message,
+// discarding the messages (verbs msg and hmsg: the size is the line's last
+// field) whose subject drop says.
+func (p *natsProxy) filter(dst io.Writer, src io.Reader, msg, hmsg string, drop func(subject string) bool) {
 	r := bufio.NewReaderSize(src, 1<<16)
 	w := bufio.NewWriterSize(dst, 1<<16)
 	for {
@@ -81,13 +95,13 @@ func (p *natsProxy) filter(dst io.Writer, src io.Reader) {
 		}
 		var payload []byte
 		f := strings.Fields(string(line))
-		if len(f) >= 4 && (f[0] == "MSG" || f[0] == "HMSG") {
+		if len(f) >= 3 && (f[0] == msg || f[0] == hmsg) {
 			n, _ := strconv.Atoi(f[len(f)-1])
 			payload = make([]byte, n+2)
 			if _, err := io.ReadFull(r, payload); err != nil {
 				return
 			}
-			if p.drop.Load() && strings.Contains(f[1], ".ev.") {
+			if drop(f[1]) {
 				continue
 			}
 		}
@@ -150,6 +164,8 @@ func readAll(t *testing.T, ws *websocket.Conn, streams []string) *wsClient {
 
 type wireMsg struct {
 	Type     string         `json:"type"`
+	ID       string         `json:"id"`
+	Code     string         `json:"code"`
 	Kind     string         `json:"kind"`
 	Stream   string         `json:"stream"`
 	Seq      uint64         `json:"seq"`
@@ -265,6 +281,14 @@ func (s *source) drop(i int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.srcs[i] = nil
+}
+
+// restart numbers the steps from 1 again: the next step publishes the
+// snapshot (to an adapter built since, after the others were dropped).
+func (s *source) restart() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n = 0
 }
 
 func lv(p, q int64) venue.Level {
@@ -390,14 +414,14 @@ func TestClusterTwoEdgesIdenticalBytes(t *testing.T) {
 	b := dialSub(t, edgeB.URL("ws"), l2BTC, trBTC)
 	stop := make(chan struct{})
 	done := src.run(stop)
-	time.Sleep(800 * time.Millisecond)
+	waitFor(t, 20*time.Second, "events on both edges", func() bool { return lastOf(a.all(), l2BTC) > 200 && lastOf(b.all(), l2BTC) > 200 })
 	close(stop)
 	<-done
 	settle(t, a, ingest, "edge A")
 	settle(t, b, ingest, "edge B")
 	bySeq := map[string]map[uint64][]byte{}
 	for _, m := range a.all() {
-		if m.Type == "book" || m.Type == "trade" {
+		if (m.Type == "book" || m.Type == "trade") && !m.Snapshot { // a first book may be a snapshot at an update's seq
 			if bySeq[m.Stream] == nil {
 				bySeq[m.Stream] = map[uint64][]byte{}
 			}
@@ -435,11 +459,13 @@ func TestClusterBusGapResyncs(t *testing.T) {
 	b := dialSub(t, edgeB.URL("ws"), l2BTC, trBTC)
 	stop := make(chan struct{})
 	done := src.run(stop)
-	time.Sleep(300 * time.Millisecond)
+	waitFor(t, 10*time.Second, "events on edge B", func() bool { return lastOf(b.all(), trBTC) > 0 && lastOf(b.all(), l2BTC) > 5 })
 	proxy.drop.Store(true)
-	time.Sleep(200 * time.Millisecond)
+	dropFrom := ingestSeq(t, ingest)
+	waitFor(t, 10*time.Second, "the ingest to go on", func() bool { return ingestSeq(t, ingest) > dropFrom+30 })
 	proxy.drop.Store(false)
-	time.Sleep(300 * time.Millisecond)
+	resumeFrom := ingestSeq(t, ingest)
+	waitFor(t, 10*time.Second, "events after the drop", func() bool { return lastOf(b.all(), l2BTC) > resumeFrom+5 })
 	close(stop)
 	<-done
 	settle(t, b, ingest, "edge B")
@@ -489,7 +515,7 @@ func TestClusterNATSRestart(t *testing.T) {
 		}
 		<-done
 	}()
-	time.Sleep(300 * time.Millisecond)
+	waitFor(t, 10*time.Second, "events on edge A", func() bool { return lastOf(a.all(), l2BTC) > 5 })
 	port := ns.Addr().(*net.TCPAddr).Port
 	dir := ns.JetStreamConfig().StoreDir
 	ns.Shutdown()
@@ -500,11 +526,13 @@ func TestClusterNATSRestart(t *testing.T) {
 		t.Fatalf("readyz with NATS down: %v %v", r.StatusCode, err)
 	}
 	r.Body.Close()
-	time.Sleep(300 * time.Millisecond) // the ingest goes on; these events are lost to the edge
+	lost := ingestSeq(t, ingest)
+	waitFor(t, 10*time.Second, "the ingest to go on", func() bool { return ingestSeq(t, ingest) > lost+30 }) // lost to the edge
 	ns2 := natstest.Start(t, port, dir)
 	t.Cleanup(func() { ns2.Shutdown() })
 	waitFor(t, 15*time.Second, "link_up", func() bool { return len(kindsOf(a.all(), "link_up")) > 0 })
-	time.Sleep(300 * time.Millisecond)
+	back := ingestSeq(t, ingest)
+	waitFor(t, 10*time.Second, "events after link_up", func() bool { return lastOf(a.all(), l2BTC) > back+5 })
 	close(stop)
 	<-done
 	settle(t, a, ingest, "edge A")
@@ -519,4 +547,14 @@ func TestClusterNATSRestart(t *testing.T) {
 		}
 	}
 	t.Fatal("no snapshot after link_up")
+}
+
+// ingestSeq returns the seq of the ingest's level2 book (0 before it has one).
+func ingestSeq(t *testing.T, ingest *daemontest.Running) uint64 {
+	t.Helper()
+	b, ok := getBook(t, ingest.URL("http"), "coinbase", "BTC-USD")
+	if !ok {
+		return 0
+	}
+	return b.Seq
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/fanoutd/fanoutd/claimcheck"
 	"github.com/fanoutd/fanoutd/fanout"
 	"github.com/fanoutd/fanoutd/internal/api"
+	"github.com/fanoutd/fanoutd/internal/cluster"
 	"github.com/fanoutd/fanoutd/internal/config"
 	"github.com/fanoutd/fanoutd/internal/ui"
 	"github.com/fanoutd/fanoutd/internal/wsapi"
@@ -52,6 +53,9 @@ type Options struct {
 	// OnCheckIn, if set, is called with every capture segment checked in
 	// to the claim check (record.check_in) and its claim, before OnSegment.
 	OnCheckIn func(replay.Segment, claimcheck.Claim)
+	// Speed is a paced replay's --speed: derived streams' intervals close
+	// by the capture's clock, that many times faster. 0 means 1.
+	Speed float64
 }
 
 // Daemon is fanoutd: the venues' adapters feeding the fanout hub, the
@@ -96,6 +100,7 @@ type venueRun struct {
 type symbolUse struct {
 	pinned    bool      // configured (venues.<v>.symbols): never unsubscribed
 	idleSince time.Time // when the sweep first found no subscriber; zero while wanted
+	edgeAt    time.Time // an ingest's: when an edge last asked for it or renewed it
 }
 
 // New builds the daemon: one feed and one adapter per enabled venue of
@@ -129,6 +134,9 @@ func New(o Options) (*Daemon, error) {
 		namedTTL = wsapi.DefaultNamedTTL
 	}
 	d.bus = newBusWire(cfg.Cluster, namedTTL, log)
+	if d.bus != nil && d.bus.ingest != nil {
+		d.bus.ingest.OnWant = d.edgeWants // edges ask for their subscribers' symbols
+	}
 	for _, vc := range cfg.Venues {
 		i := slices.IndexFunc(o.Venues, func(v venues.Venue) bool { return v.Name == vc.Name })
 		if i < 0 {
@@ -136,7 +144,7 @@ func New(o Options) (*Daemon, error) {
 			continue
 		}
 		fo := fanout.Options{Venue: vc.Name, MaxQueueLen: vc.MaxQueueLen, MaxQueueBytes: vc.MaxQueueBytes,
-			SnapshotClaim: d.claims.snapshotClaim}
+			SnapshotClaim: d.claims.snapshotClaim, Speed: o.Speed}
 		d.bus.feedOptions(&fo)
 		f, err := d.hub.AddFeed(fo)
 		if err != nil {
@@ -188,8 +196,16 @@ func New(o Options) (*Daemon, error) {
 // check accepts the streams of the configured venues and channels, for a
 // symbol the venue already subscribes, or a new one the venue's instrument
 // list has (where the adapter knows it) while the venue subscribes fewer
-// than max_symbols.
+// than max_symbols. An edge then asks its ingest, which decides the same
+// way on its own venues (busWire.want).
 func (d *Daemon) check(st venue.Stream) error {
+	if err := d.checkLocal(st); err != nil {
+		return err
+	}
+	return d.bus.want(st)
+}
+
+func (d *Daemon) checkLocal(st venue.Stream) error {
 	vr := d.byName[st.Venue()]
 	if vr == nil {
 		return errors.New("venue not served")
@@ -224,14 +240,38 @@ func (d *Daemon) onSubscribe(st venue.Stream) {
 	if d.o.OnSubscribe != nil {
 		d.o.OnSubscribe(st)
 	}
+	d.hold(st, false)
+}
+
+// edgeWants is an ingest's cluster.Ingest.OnWant: an edge asked for st, or
+// renewed it. It decides st as check does for a local subscriber and holds
+// its symbol, for cluster.WantLapse from now (the sweep's grace follows).
+func (d *Daemon) edgeWants(st venue.Stream) (code, msg string) {
+	if err := d.checkLocal(st); err != nil {
+		c := api.CodeUnknownStream
+		if r, ok := errors.AsType[*api.Refusal](err); ok {
+			c = r.Code
+		}
+		return string(c), err.Error()
+	}
+	d.hold(st, true)
+	return "", ""
+}
+
+// hold marks st's symbol wanted now (by an edge if fromEdge) and has the
+// venue's adapter subscribe it if it does not have it yet.
+func (d *Daemon) hold(st venue.Stream, fromEdge bool) {
 	vr := d.byName[st.Venue()]
 	sym := st.Symbol()
 	vr.mu.Lock()
 	u, have := vr.symbols[sym]
-	if have {
-		u.idleSince = time.Time{}
-	} else {
-		vr.symbols[sym] = &symbolUse{}
+	if !have {
+		u = &symbolUse{}
+		vr.symbols[sym] = u
+	}
+	u.idleSince = time.Time{}
+	if fromEdge {
+		u.edgeAt = time.Now()
 	}
 	vr.mu.Unlock()
 	if !have {
@@ -243,7 +283,8 @@ func (d *Daemon) onSubscribe(st venue.Stream) {
 
 // sweepSymbols unsubscribes at the venue every symbol a client asked for
 // that no subscriber has held for the venue's unsubscribe_after, and
-// forgets its streams' state (their seq starts again at 1).
+// forgets its streams' state (their seq starts again at 1). On an ingest,
+// a symbol an edge renewed within cluster.WantLapse is held.
 func (d *Daemon) sweepSymbols(now time.Time) {
 	for _, vr := range d.venues {
 		var release []string
@@ -253,7 +294,7 @@ func (d *Daemon) sweepSymbols(now time.Time) {
 				continue
 			}
 			switch {
-			case vr.feed.Wanted(sym):
+			case vr.feed.Wanted(sym), now.Sub(u.edgeAt) < cluster.WantLapse:
 				u.idleSince = time.Time{}
 			case u.idleSince.IsZero():
 				u.idleSince = now

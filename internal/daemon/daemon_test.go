@@ -10,6 +10,7 @@ import (
 	"github.com/gorilla/websocket"
 	"go.uber.org/goleak"
 
+	"github.com/fanoutd/fanoutd/internal/cluster/natstest"
 	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/internal/daemon/daemontest"
 	"github.com/fanoutd/fanoutd/internal/testsource"
@@ -18,7 +19,9 @@ import (
 	"github.com/fanoutd/fanoutd/venues/coinbase/coinbasetest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { natstest.RemoveBinary() }))
+}
 
 func TestNewNeedsConfig(t *testing.T) {
 	if _, err := daemon.New(daemon.Options{}); err == nil {

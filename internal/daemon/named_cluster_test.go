@@ -1,8 +1,10 @@
 package daemon_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,7 +12,10 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fanoutd/fanoutd/internal/cluster"
 	"github.com/fanoutd/fanoutd/internal/cluster/natstest"
 	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/internal/daemon/daemontest"
@@ -23,7 +28,7 @@ import (
 // continues — and a snapshot of its level2 stream; its subscriptions came
 // from the NATS key-value bucket.
 func TestClusterNamedSurvivesEdgeLoss(t *testing.T) {
-	_, src, ingest, edgeA, edgeB, _ := startCluster(t)
+	ns, src, ingest, edgeA, edgeB, _ := startCluster(t)
 	src.step()
 	a := dialNamed(t, edgeA.URL("ws"), "desk1", nil, l2BTC, trBTC)
 	stop := make(chan struct{})
@@ -37,7 +42,7 @@ func TestClusterNamedSurvivesEdgeLoss(t *testing.T) {
 		<-done
 	}()
 	waitFor(t, 10*time.Second, "trades on edge A", func() bool { return lastOf(a.all(), trBTC) > 30 })
-	time.Sleep(1500 * time.Millisecond) // the bucket has the subscriptions
+	awaitName(t, ns.ClientURL(), "desk1", func(r cluster.NameRecord) bool { return len(r.Streams) == 2 && r.Last[trBTC] > 0 })
 	edgeA.Abort()
 	<-a.done
 	ms := a.all()
@@ -59,10 +64,12 @@ func TestClusterNamedSurvivesEdgeLoss(t *testing.T) {
 	<-b.done
 	got := b.all()
 	c := dialNamed(t, edgeB.URL("ws"), "desk1", nil)
-	src.step()
-	src.step()
-	src.step()
-	waitFor(t, 10*time.Second, "trades after the second reattach", func() bool { return lastOf(c.all(), trBTC) > 0 })
+	// Trades published before the reattach completes are part of its gap:
+	// keep publishing until some arrive after it.
+	waitFor(t, 20*time.Second, "trades after the second reattach", func() bool {
+		src.step()
+		return lastOf(c.all(), trBTC) > 0
+	})
 	g := checkReattach(t, c.all(), nil) // continuous with what follows
 	if tg, ok := g[trBTC]; ok && (tg[0] > tg[1] || tg[0] == 0) {
 		t.Fatalf("trades gap %v (the client read up to %d)", tg, lastOf(got, trBTC))
@@ -73,11 +80,11 @@ func TestClusterNamedSurvivesEdgeLoss(t *testing.T) {
 // on edge B: A's connection is told taken_over and closed with 4001; a
 // name is one connection cluster-wide.
 func TestClusterNamedTakeoverAcrossEdges(t *testing.T) {
-	_, src, _, edgeA, edgeB, _ := startCluster(t)
+	ns, src, _, edgeA, edgeB, _ := startCluster(t)
 	src.step()
 	a := dialNamed(t, edgeA.URL("ws"), "desk2", nil, l2BTC)
 	waitFor(t, 10*time.Second, "the book on A", func() bool { return lastOf(a.all(), l2BTC) > 0 })
-	time.Sleep(300 * time.Millisecond) // the subscription is in the bucket
+	awaitName(t, ns.ClientURL(), "desk2", func(r cluster.NameRecord) bool { return len(r.Streams) == 1 })
 	b := dialNamed(t, edgeB.URL("ws"), "desk2", nil)
 	select {
 	case <-a.done:
@@ -127,4 +134,32 @@ func TestClusterNameBelongsToItsToken(t *testing.T) {
 		t.Fatalf("its own token on edge B: %v", err)
 	}
 	b.Close()
+}
+
+// awaitName waits until the names bucket's record of name satisfies ok.
+func awaitName(t *testing.T, url, name string, ok func(cluster.NameRecord) bool) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the bucket's record of "+name, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		kv, err := js.KeyValue(ctx, "fanoutd_names")
+		if err != nil {
+			return false
+		}
+		e, err := kv.Get(ctx, name)
+		if err != nil {
+			return false
+		}
+		var r cluster.NameRecord
+		return json.Unmarshal(e.Value(), &r) == nil && ok(r)
+	})
 }

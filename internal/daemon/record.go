@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +19,8 @@ import (
 // fails leaves no writer goroutine behind.
 type recordTap struct{ d *Daemon }
 
+var _ venue.ConnRecorder = recordTap{}
+
 func (t recordTap) Frame(venueName string, at time.Time, frame []byte) {
 	if r := t.d.rec; r != nil {
 		r.Frame(venueName, at, frame)
@@ -26,6 +29,42 @@ func (t recordTap) Frame(venueName string, at time.Time, frame []byte) {
 
 func (t recordTap) Disconnect(venueName string, at time.Time) {
 	if r := t.d.rec; r != nil {
+		r.Disconnect(venueName, at)
+	}
+}
+
+// ForConn keeps the connections of a pooled venue apart
+// (venue.ConnRecorder): each records its own segments.
+func (t recordTap) ForConn(conn int, keys func() []string) venue.Recorder {
+	return &connTap{d: t.d, conn: conn, keys: keys}
+}
+
+// connTap is one connection's recordTap: it takes its Recorder from the
+// daemon's once that is running.
+type connTap struct {
+	d    *Daemon
+	conn int
+	keys func() []string
+	once sync.Once
+	rec  venue.Recorder
+}
+
+func (t *connTap) get() venue.Recorder {
+	if t.d.rec == nil {
+		return nil
+	}
+	t.once.Do(func() { t.rec = t.d.rec.ForConn(t.conn, t.keys) })
+	return t.rec
+}
+
+func (t *connTap) Frame(venueName string, at time.Time, frame []byte) {
+	if r := t.get(); r != nil {
+		r.Frame(venueName, at, frame)
+	}
+}
+
+func (t *connTap) Disconnect(venueName string, at time.Time) {
+	if r := t.get(); r != nil {
 		r.Disconnect(venueName, at)
 	}
 }

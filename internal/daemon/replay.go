@@ -126,7 +126,7 @@ func Replay(ctx context.Context, cfg *config.Config, o ReplayOptions, ln net.Lis
 			}
 		}
 	}
-	d, err := New(Options{Config: cfg, Logger: log, Venues: regs, OnSubscribe: onSubscribe})
+	d, err := New(Options{Config: cfg, Logger: log, Venues: regs, OnSubscribe: onSubscribe, Speed: o.Speed})
 	if err != nil {
 		ln.Close()
 		return err

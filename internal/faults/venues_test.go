@@ -133,6 +133,17 @@ func exactAfterSteps(t *testing.T, rd *daemontest.Running, v venuetest.Venue, su
 		got, want = daemonBook(t, rd, v), v.Book()
 		return got != nil && got.Equal(want)
 	})
+	// The daemon's book is the venue's; its events reach the subscriber
+	// a moment later.
+	waitFor(t, 10*time.Second, "the subscriber to receive the events after the fault", func() bool {
+		n := 0
+		for _, l := range sub.snapshot() {
+			if l.Stream == stream && l.Type != "notice" {
+				n++
+			}
+		}
+		return n >= 2
+	})
 	if n := sub.gapless(t, stream); n < 2 {
 		t.Errorf("%d events of %s received", n, stream)
 	}

@@ -870,6 +870,12 @@ func (s *session) allow() bool {
 
 // check answers whether the connection may subscribe to st.
 func (s *session) check(id string, st venue.Stream) bool {
+	// Scopes first: a stream outside them must not reach Check, which on
+	// an edge asks the ingest to subscribe its symbol.
+	if !s.tok.Allows(st) {
+		s.refuse(id, api.CodeUnauthorized, string(st)+": outside this token's scopes")
+		return false
+	}
 	o := &s.srv.o
 	var err error
 	if o.Check != nil {
@@ -883,10 +889,6 @@ func (s *session) check(id string, st venue.Stream) bool {
 			code = r.Code
 		}
 		s.refuse(id, code, string(st)+": "+err.Error())
-		return false
-	}
-	if !s.tok.Allows(st) {
-		s.refuse(id, api.CodeUnauthorized, string(st)+": outside this token's scopes")
 		return false
 	}
 	return true

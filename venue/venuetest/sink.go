@@ -91,8 +91,11 @@ func (s *Sink) Notice(n notice.Notice) {
 	}
 	switch n.Kind {
 	case notice.LinkDown:
+		// One connection of several names its streams; else every
+		// stream of the venue stops.
+		only, partial := n.Details["streams"].([]string)
 		for st := range s.books {
-			if st.Venue() == n.Venue {
+			if st.Venue() == n.Venue && (!partial || slices.Contains(only, string(st))) {
 				s.invalid[st] = true
 			}
 		}

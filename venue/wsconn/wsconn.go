@@ -17,6 +17,7 @@ import (
 func Dialer(readLimit int64) venue.DialFunc {
 	return func(ctx context.Context, url string, alive func()) (venue.Conn, error) {
 		ws, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{
+			HTTPClient:     client,
 			OnPingReceived: func(context.Context, []byte) bool { alive(); return true },
 			OnPongReceived: func(context.Context, []byte) { alive() },
 		})

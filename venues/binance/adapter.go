@@ -45,37 +45,44 @@ const (
 	// maxRequestBytes bounds one SUBSCRIBE message; streams beyond go in the
 	// next (Binance documents no byte limit; 4 KiB is conservative).
 	maxRequestBytes = 4096
-	// maxStreams is Binance's limit of streams per connection.
+	// maxStreams is Binance's limit of streams per connection: symbols are
+	// spread over connections of at most this many (venue.Pool), each
+	// with its own 5 messages a second.
 	maxStreams = 1024
+	// maxConns bounds the connections (some 21,000 symbols on all three
+	// channels); past it a symbol is refused up front.
+	maxConns = 64
 	// Connection attempts: Binance allows 300 per 5 minutes per IP; we spend
 	// at most a fifth of that, whatever the backoff says.
 	connWindow    = 5 * time.Minute
 	connPerWindow = 60
 )
 
-// Adapter is the Binance spot adapter: one websocket to the combined-stream
-// endpoint, live SUBSCRIBE/UNSUBSCRIBE with ids, and REST depth snapshots
-// bridged to the diff-depth stream by the official procedure. Build one with
-// New; the zero Adapter is not usable.
+// Adapter is the Binance spot adapter: websockets to the combined-stream
+// endpoint (as many as its streams need, maxStreams each), live
+// SUBSCRIBE/UNSUBSCRIBE with ids, and REST depth snapshots bridged to the
+// diff-depth stream by the official procedure. Build one with New; the
+// zero Adapter is not usable.
 type Adapter struct {
 	cfg   venue.Config
 	depth int
 	log   *slog.Logger
 	rest  *rest
-	link  *venue.Link
-	dec   *Decoder // under the link's decode lock
+	pool  *venue.Pool
 	life  venue.Lifecycle
+
+	decs []*Decoder // each connection's, under the decode lock
 
 	smu      sync.Mutex        // protects the fields below; taken after the decode lock
 	want     map[string]bool   // symbols wanted, as given
 	known    map[string]bool   // symbols exchangeInfo confirmed
 	listed   map[string]string // every symbol of exchangeInfo and its status; nil until fetched
 	listedAt time.Time
-	over     map[string]bool // wanted symbols told they do not fit in maxStreams
-	conn     *conn           // the newest connection's subscription state
+	over     map[string]bool // wanted symbols told there is no connection left for them
+	conns    []*conn         // each connection's newest subscription state (nil between connections)
 	epoch    uint64          // connection counter
-	fetchQ   map[string]uint64
-	attempts []time.Time // recent connection attempts, oldest first
+	fetchQ   []fetchReq      // snapshots to fetch, oldest first (paced by the weight bucket)
+	attempts []time.Time     // recent connection attempts, oldest first
 
 	kick      chan struct{} // subscriptions changed
 	fetchKick chan struct{} // fetchQ grew
@@ -107,12 +114,21 @@ func (a *Adapter) KnownSymbol(sym string) (known, listed bool) {
 
 // conn is one connection's subscription state, guarded by Adapter.smu.
 type conn struct {
+	i      int // the pool's connection
 	epoch  uint64
 	nextID int64
 	nextAt time.Time        // when the link may write the next request
 	subs   map[string]int64 // stream → id of its pending request, 0 once acknowledged
 	reqs   map[int64]request
 	up     bool
+}
+
+// fetchReq is a depth snapshot to fetch for a lower-case symbol, for
+// connection i while its epoch lasts.
+type fetchReq struct {
+	i     int
+	lower string
+	epoch uint64
 }
 
 type request struct {
@@ -163,36 +179,47 @@ func New(cfg venue.Config) (*Adapter, error) {
 		want:      map[string]bool{},
 		known:     map[string]bool{},
 		over:      map[string]bool{},
-		fetchQ:    map[string]uint64{},
 		kick:      make(chan struct{}, 1),
 		fetchKick: make(chan struct{}, 1),
 	}
 	for _, s := range cfg.Symbols {
 		a.want[s] = true
 	}
-	dcfg := cfg
-	dcfg.Logger = a.log
-	a.dec = NewDecoder(dcfg)
-	a.dec.hooks = hooks{
-		fetch:    a.requestSnapshot,
-		response: a.onResponse,
-		shutdown: a.onServerShutdown,
-	}
 	u := strings.TrimRight(cfg.WSURL, "/")
 	if !strings.HasSuffix(u, "/stream") {
 		u += "/stream"
 	}
 	var err error
-	a.link, err = venue.NewLink(venue.LinkConfig{
-		Venue: Name, URL: u, Dial: a.dial,
-		ReadTimeout: cfg.ReadTimeout, PingInterval: cfg.PingInterval, MaxSendsPerSecond: msgsPerSec,
-		Decoder: a.dec, Sink: cfg.Sink, Recorder: cfg.Recorder, Coverage: a.dec.Coverage(), Logger: a.log,
-		Connected: a.connected, Tick: a.tick,
+	a.pool, err = venue.NewPool(venue.PoolConfig{
+		Link: venue.LinkConfig{
+			Venue: Name, URL: u, Dial: a.dial,
+			ReadTimeout: cfg.ReadTimeout, PingInterval: cfg.PingInterval, MaxSendsPerSecond: msgsPerSec,
+			Sink: cfg.Sink, Recorder: cfg.Recorder, Logger: a.log,
+		},
+		Capacity: maxStreams,
+		MaxConns: maxConns,
+		Conn:     a.newConn,
 	})
 	if err != nil {
 		return nil, err
 	}
 	return a, nil
+}
+
+// newConn makes connection i's decoder and hooks (venue.PoolConfig.Conn).
+func (a *Adapter) newConn(i int, lc *venue.LinkConfig) {
+	dcfg := a.cfg
+	dcfg.Logger = a.log
+	dec := NewDecoder(dcfg)
+	dec.hooks = hooks{
+		fetch:    func(lower string) { a.requestSnapshot(i, lower) },
+		response: func(id, code int64, msg string) { a.onResponse(i, id, code, msg) },
+		shutdown: func() { a.pool.Link(i).Drop("serverShutdown") },
+	}
+	a.decs = append(a.decs, dec)
+	lc.Decoder, lc.Coverage = dec, dec.Coverage()
+	lc.Connected = func(time.Time) bool { return a.connected(i) }
+	lc.Tick = func(t time.Time) string { return a.tick(i, t) }
 }
 
 func checkSymbol(s string) error {
@@ -205,13 +232,13 @@ func checkSymbol(s string) error {
 // Venue implements venue.Adapter.
 func (a *Adapter) Venue() string { return Name }
 
-// Coverage implements venue.Adapter.
-func (a *Adapter) Coverage() venue.Coverage { return a.dec.Coverage().Snapshot() }
+// Coverage implements venue.Adapter: over every connection.
+func (a *Adapter) Coverage() venue.Coverage { return a.pool.Coverage() }
 
 // Start launches the adapter's goroutines and returns at once; they run
 // until ctx is done or Stop is called (venue.Lifecycle).
 func (a *Adapter) Start(ctx context.Context) error {
-	return a.life.Start(ctx, Name, a.link.Run, a.control, a.fetcher)
+	return a.life.Start(ctx, Name, a.pool.Run, a.control, a.fetcher)
 }
 
 // Stop closes the link and waits for the adapter's goroutines, or until
@@ -243,11 +270,15 @@ func (a *Adapter) Unsubscribe(symbols ...string) error {
 		delete(a.want, s)
 	}
 	a.smu.Unlock()
-	a.link.Do(func() {
+	a.pool.Do(func() {
 		now := time.Now()
 		for _, s := range symbols {
-			a.dec.Forget(s)
-			a.dec.sink.Forget(now, venue.NewStream(Name, venue.Level2, s), venue.NewStream(Name, venue.Trades, s),
+			i, ok := a.pool.Where(s)
+			if !ok {
+				continue
+			}
+			a.decs[i].Forget(s)
+			a.decs[i].sink.Forget(now, venue.NewStream(Name, venue.Level2, s), venue.NewStream(Name, venue.Trades, s),
 				venue.NewStream(Name, venue.Ticker, s))
 		}
 	})
@@ -262,9 +293,9 @@ func poke(c chan struct{}) {
 	}
 }
 
-// notice sends a notice to the sink, in order with the decoder's.
+// notice sends a notice to the sink, in order with the decoders'.
 func (a *Adapter) notice(kind notice.Kind, stream, msg string, details map[string]any) {
-	a.link.Do(func() {
+	a.pool.Do(func() {
 		a.cfg.Sink.Notice(notice.Must(kind, Name, stream, time.Now(), msg, details))
 	})
 }
@@ -289,27 +320,31 @@ func (a *Adapter) dial(ctx context.Context, url string, alive func()) (venue.Con
 	return wsconn.Dialer(readLimit)(ctx, url, alive)
 }
 
-// connected starts a connection's subscription state; the control
-// goroutine subscribes, and the link is up at the first answer.
-func (a *Adapter) connected(time.Time) bool {
+// connected starts connection i's subscription state; the control
+// goroutine subscribes, and the connection is up at the first answer.
+func (a *Adapter) connected(i int) bool {
 	a.smu.Lock()
 	a.epoch++
-	a.conn = &conn{epoch: a.epoch, subs: map[string]int64{}, reqs: map[int64]request{}}
-	clear(a.fetchQ)
+	for len(a.conns) <= i {
+		a.conns = append(a.conns, nil)
+	}
+	a.conns[i] = &conn{i: i, epoch: a.epoch, subs: map[string]int64{}, reqs: map[int64]request{}}
+	a.fetchQ = slices.DeleteFunc(a.fetchQ, func(f fetchReq) bool { return f.i == i })
 	a.smu.Unlock()
 	poke(a.kick)
 	return false
 }
 
-// tick drops a connection whose request went unanswered for the read
+// tick drops connection i when a request went unanswered for the read
 // timeout.
-func (a *Adapter) tick(now time.Time) string {
+func (a *Adapter) tick(i int, now time.Time) string {
 	a.smu.Lock()
 	defer a.smu.Unlock()
-	if a.conn == nil {
+	c := a.connAt(i)
+	if c == nil {
 		return ""
 	}
-	for id, r := range a.conn.reqs {
+	for id, r := range c.reqs {
 		if now.Sub(r.at) > a.cfg.ReadTimeout {
 			return fmt.Sprintf("no reply to %s id %d within %v", r.method, id, a.cfg.ReadTimeout)
 		}
@@ -402,94 +437,104 @@ func (a *Adapter) reconcile(ctx context.Context) error {
 		}
 	}
 
-	// 2. Diff the wanted streams against the connection's.
-	if !a.link.Connected() {
-		return nil // the next connection kicks again
-	}
-	a.smu.Lock()
-	l := a.conn
-	desired := map[string]bool{}
-	// Symbols already subscribed keep their place; others follow in name
-	// order while they fit in maxStreams. The rest are refused, once.
+	// 2. Place the wanted symbols on connections (those placed keep their
+	// place; new ones go in name order where maxStreams leaves room) and
+	// diff each open connection's streams against its symbols'.
 	chans := a.cfg.ChannelsOrAll()
-	var syms []string
-	for s := range a.want {
-		if a.known[s] {
-			syms = append(syms, s)
-		}
-	}
-	slices.SortFunc(syms, func(x, y string) int {
-		_, xin := l.subs[streamName(x, chans[0])]
-		_, yin := l.subs[streamName(y, chans[0])]
-		switch {
-		case xin && !yin:
-			return -1
-		case yin && !xin:
-			return 1
-		}
-		return strings.Compare(x, y)
-	})
 	var over []string
-	for _, s := range syms {
-		if len(desired)+len(chans) > maxStreams {
-			if !a.over[s] {
+	a.pool.Do(func() {
+		var ups []int
+		defer func() {
+			for _, i := range ups {
+				a.pool.Link(i).Up(time.Now())
+			}
+		}()
+		a.smu.Lock()
+		defer a.smu.Unlock()
+		var syms []string
+		for s := range a.want {
+			if a.known[s] {
+				syms = append(syms, s)
+			}
+		}
+		slices.Sort(syms)
+		for i := range a.pool.Len() {
+			for _, s := range a.pool.Keys(i) {
+				if !a.want[s] {
+					a.pool.Remove(s)
+				}
+			}
+		}
+		for _, s := range syms {
+			if _, _, ok := a.pool.Place(s, len(chans)); ok {
+				delete(a.over, s)
+			} else if !a.over[s] {
 				a.over[s] = true
 				over = append(over, s)
 			}
-			continue
 		}
-		delete(a.over, s)
-		for _, ch := range chans {
-			desired[streamName(s, ch)] = true
-		}
-	}
-	for s := range a.over {
-		if !a.want[s] {
-			delete(a.over, s)
-		}
-	}
-	var sub, unsub []string
-	for st := range desired {
-		if _, ok := l.subs[st]; !ok {
-			sub = append(sub, st)
-		}
-	}
-	for st := range l.subs {
-		if !desired[st] {
-			unsub = append(unsub, st)
-		}
-	}
-	upNow := len(desired) == 0 && len(l.subs) == 0 && !l.up // nothing to subscribe: connected is up
-	l.up = l.up || upNow
-	slices.Sort(sub)
-	slices.Sort(unsub)
-	a.send(l, "UNSUBSCRIBE", unsub)
-	a.send(l, "SUBSCRIBE", sub)
-	a.smu.Unlock()
-	for _, s := range over {
-		a.notice(notice.Refusal, "", fmt.Sprintf("binance: %s not subscribed: over Binance's %d streams per connection", s, maxStreams),
-			map[string]any{"symbol": s, "message": fmt.Sprintf("over Binance's %d streams per connection", maxStreams)})
-	}
-	if upNow {
-		a.link.Do(func() {
-			if a.current(l) {
-				a.link.Up(time.Now())
+		for s := range a.over {
+			if !a.want[s] {
+				delete(a.over, s)
 			}
-		})
+		}
+		for i, l := range a.conns {
+			if l == nil || !a.pool.Link(i).Connected() {
+				continue
+			}
+			desired := map[string]bool{}
+			for _, s := range a.pool.Keys(i) {
+				for _, ch := range chans {
+					desired[streamName(s, ch)] = true
+				}
+			}
+			var sub, unsub []string
+			for st := range desired {
+				if _, ok := l.subs[st]; !ok {
+					sub = append(sub, st)
+				}
+			}
+			for st := range l.subs {
+				if !desired[st] {
+					unsub = append(unsub, st)
+				}
+			}
+			slices.Sort(sub)
+			slices.Sort(unsub)
+			a.send(l, "UNSUBSCRIBE", unsub)
+			a.send(l, "SUBSCRIBE", sub)
+			if len(desired) == 0 && len(l.subs) == 0 && !l.up {
+				l.up = true // nothing to subscribe: connected is up
+				ups = append(ups, i)
+			}
+		}
+	})
+	for _, s := range over {
+		a.notice(notice.Refusal, "", fmt.Sprintf("binance: %s not subscribed: over Binance's %d streams per connection on each of %d connections", s, maxStreams, maxConns),
+			map[string]any{"symbol": s, "message": fmt.Sprintf("over Binance's %d streams per connection on each of %d connections", maxStreams, maxConns)})
 	}
 	return nil
 }
 
-// current reports whether l is the open connection's state. The decode
-// lock must be held.
+// current reports whether l is the open state of its connection. The
+// decode lock must be held.
 func (a *Adapter) current(l *conn) bool {
 	a.smu.Lock()
 	defer a.smu.Unlock()
-	return a.conn == l && a.link.Connected()
+	return a.connAt(l.i) == l && a.pool.Link(l.i).Connected()
 }
 
-// send queues method requests for streams, in chunks of at most
-// maxRequestBytes. a.smu must be held.
+// connAt returns connection i's state, nil if it has none. a.smu must be
+// held.
+func (a *Adapter) connAt(i int) *conn {
+	if i < len(a.conns) {
+		return a.conns[i]
+	}
+	return nil
+}
+
+// send queues method requests for streams on l's connection, in chunks of
+// at most maxRequestBytes. a.smu must be held.
 func (a *Adapter) send(l *conn, method string, streams []string) {
 	for len(streams) > 0 {
 		n, size := 0, 64
@@ -521,7 +566,7 @@ func (a *Adapter) send(l *conn, method string, streams []string) {
 			Params []string `json:"params"`
 			ID     int64    `json:"id"`
 		}{method, chunk, id})
-		a.link.Send(msg)
+		a.pool.Link(l.i).Send(msg)
 	}
 }
 
@@ -537,11 +582,11 @@ func streamName(symbol string, ch venue.Channel) string {
 	return lower + "@bookTicker"
 }
 
-// onResponse handles a reply to SUBSCRIBE/UNSUBSCRIBE (decoder hook, under
-// the decode lock).
-func (a *Adapter) onResponse(id int64, code int64, msg string) {
+// onResponse handles a reply to SUBSCRIBE/UNSUBSCRIBE on connection i
+// (decoder hook, under the decode lock).
+func (a *Adapter) onResponse(i int, id int64, code int64, msg string) {
 	a.smu.Lock()
-	l := a.conn
+	l := a.connAt(i)
 	if l == nil {
 		a.smu.Unlock()
 		return
@@ -581,33 +626,46 @@ func (a *Adapter) onResponse(id int64, code int64, msg string) {
 	l.up = true
 	a.smu.Unlock()
 	now := time.Now()
-	a.link.Up(now)
+	a.pool.Link(i).Up(now)
 	for _, s := range refused {
 		a.cfg.Sink.Notice(notice.Must(notice.Refusal, Name, "", now, "binance: subscription refused: "+msg,
 			map[string]any{"symbol": s, "code": strconv.FormatInt(code, 10), "message": msg}))
 	}
 	for _, sym := range depth {
-		a.dec.Want(sym)
+		a.decs[i].Want(sym)
 	}
 }
 
-// onServerShutdown closes the link at once (decoder hook): the venue is
-// going away, and the link reconnects.
-func (a *Adapter) onServerShutdown() { a.link.Drop("serverShutdown") }
-
 // requestSnapshot queues a REST snapshot for a lower-case symbol (decoder
-// hook, under the decode lock; must not block).
-func (a *Adapter) requestSnapshot(lower string) {
+// hook, under the decode lock; must not block). The queue is first come
+// first served; the weight bucket paces it, so after a reconnect the
+// books come back a few at a time and the rest wait (announced by the
+// link_down or their book_resync until their snapshot:true).
+func (a *Adapter) requestSnapshot(i int, lower string) {
 	a.smu.Lock()
-	if a.conn != nil {
-		a.fetchQ[lower] = a.conn.epoch
+	if c := a.connAt(i); c != nil {
+		a.queueFetch(fetchReq{i, lower, c.epoch}, false)
 	}
 	a.smu.Unlock()
 	poke(a.fetchKick)
 }
 
-// fetcher fetches the REST snapshots the decoder asks for and feeds them to
-// it as generated frames, recorded like any other.
+// queueFetch queues f unless it is queued; front puts it first (a fetch
+// the venue rate-limited keeps its turn). a.smu must be held.
+func (a *Adapter) queueFetch(f fetchReq, front bool) {
+	if slices.Contains(a.fetchQ, f) {
+		return
+	}
+	if front {
+		a.fetchQ = slices.Insert(a.fetchQ, 0, f)
+	} else {
+		a.fetchQ = append(a.fetchQ, f)
+	}
+}
+
+// fetcher fetches the REST snapshots the decoder asks for, one at a time
+// in order, and feeds them to it as generated frames, recorded like any
+// other.
 func (a *Adapter) fetcher(ctx context.Context) {
 	for {
 		select {
@@ -615,22 +673,18 @@ func (a *Adapter) fetcher(ctx context.Context) {
 			return
 		case <-a.fetchKick:
 		}
-		for {
+		for ctx.Err() == nil {
 			a.smu.Lock()
-			var lower string
-			var epoch uint64
-			for s, e := range a.fetchQ {
-				lower, epoch = s, e
-				break
-			}
-			if lower != "" {
-				delete(a.fetchQ, lower)
+			var f fetchReq
+			if len(a.fetchQ) > 0 {
+				f = a.fetchQ[0]
+				a.fetchQ = a.fetchQ[1:]
 			}
 			a.smu.Unlock()
-			if lower == "" || ctx.Err() != nil {
+			if f.lower == "" {
 				break
 			}
-			a.fetch(ctx, lower, epoch)
+			a.fetch(ctx, f)
 		}
 	}
 }
@@ -646,7 +700,8 @@ func (a *Adapter) symbolOf(lower string) string {
 	return ""
 }
 
-func (a *Adapter) fetch(ctx context.Context, lower string, epoch uint64) {
+func (a *Adapter) fetch(ctx context.Context, f fetchReq) {
+	lower := f.lower
 	sym := a.symbolOf(lower)
 	if sym == "" {
 		return // unsubscribed meanwhile
@@ -668,13 +723,18 @@ func (a *Adapter) fetch(ctx context.Context, lower string, epoch uint64) {
 				map[string]any{"symbol": sym, "code": strconv.FormatInt(ae.Code, 10), "message": ae.Msg})
 			return
 		case errors.As(err, &ae) && ae.RateLimited():
-			wait := max(ae.RetryAfter, time.Second)
+			// Every REST request waits out the Retry-After (rest.observe);
+			// this one keeps its turn.
 			a.notice(notice.RateLimited, string(venue.NewStream(Name, venue.Level2, sym)), "binance: depth snapshot rate limited",
-				map[string]any{"message": "depth snapshot rate limited", "status": ae.Status, "retry_after_s": int(wait / time.Second)})
-			a.retryFetch(ctx, lower, epoch, wait)
+				map[string]any{"message": "depth snapshot rate limited", "status": ae.Status, "retry_after_s": int(ae.RetryAfter / time.Second)})
+			a.smu.Lock()
+			if c := a.connAt(f.i); c != nil && c.epoch == f.epoch {
+				a.queueFetch(f, true)
+			}
+			a.smu.Unlock()
 		default:
 			a.log.Warn("binance: depth snapshot", "symbol", sym, "err", err)
-			a.retryFetch(ctx, lower, epoch, 2*time.Second)
+			a.retryFetch(ctx, f, 2*time.Second)
 		}
 		return
 	}
@@ -684,19 +744,19 @@ func (a *Adapter) fetch(ctx context.Context, lower string, epoch uint64) {
 	frame = append(frame, `@depthSnapshot","generated":true,"data":`...)
 	frame = append(frame, body...)
 	frame = append(frame, '}')
-	a.link.Do(func() {
+	a.pool.Do(func() {
 		a.smu.Lock()
-		l := a.conn
+		l := a.connAt(f.i)
 		a.smu.Unlock()
-		if l == nil || l.epoch != epoch || !a.current(l) {
-			return // the link dropped meanwhile: the new one asks again
+		if l == nil || l.epoch != f.epoch || !a.current(l) {
+			return // the connection dropped meanwhile: the new one asks again
 		}
-		a.link.Frame(recv, frame)
+		a.pool.Link(f.i).Frame(recv, frame)
 	})
 }
 
-// retryFetch waits and queues lower again, unless ctx ends first.
-func (a *Adapter) retryFetch(ctx context.Context, lower string, epoch uint64, wait time.Duration) {
+// retryFetch waits and queues f again, unless ctx ends first.
+func (a *Adapter) retryFetch(ctx context.Context, f fetchReq, wait time.Duration) {
 	t := time.NewTimer(wait)
 	select {
 	case <-ctx.Done():
@@ -705,10 +765,8 @@ func (a *Adapter) retryFetch(ctx context.Context, lower string, epoch uint64, wa
 	case <-t.C:
 	}
 	a.smu.Lock()
-	if a.conn != nil && a.conn.epoch == epoch {
-		if _, ok := a.fetchQ[lower]; !ok {
-			a.fetchQ[lower] = epoch
-		}
+	if c := a.connAt(f.i); c != nil && c.epoch == f.epoch {
+		a.queueFetch(f, false)
 	}
 	a.smu.Unlock()
 	poke(a.fetchKick)

@@ -39,13 +39,15 @@
 //     incoming messages a second, pings and pongs included; a request's
 //     answer is due ReadTimeout after its turn to be sent, not after it was
 //     queued), requests of at most 4 KiB, at most 1024 streams a connection
-//     (symbols past it, in name order after those already subscribed, are
-//     refused up front with a Refusal notice each and subscribed when
-//     places free; spreading over connections is not done), and at most 60
-//     connection attempts in 5 minutes (Binance allows 300 per IP). REST
-//     calls spend from a bucket of 3000 weight a minute, half of the IP's
-//     6000 (a 5000-level snapshot weighs 250); 429 and 418 answers are
-//     RateLimited notices and are retried after Retry-After.
+//     (symbols are spread over connections, venue.Pool: each has its own
+//     decoder, requests and 5 messages a second; past 64 connections a
+//     symbol is refused up front), and at most 60 connection attempts in 5
+//     minutes over all connections (Binance allows 300 per IP). REST calls
+//     spend from a bucket of 3000 weight a minute, half of the IP's 6000 (a
+//     5000-level snapshot weighs 250), and never take the address past
+//     6000 in a minute by X-MBX-USED-WEIGHT-1M (other clients count);
+//     snapshots wait their turn first come first served. A 429 or 418 is a
+//     RateLimited notice and stops every REST request until Retry-After.
 //   - Forced disconnects: a connection lives at most 24 h, and a
 //     serverShutdown event ({"stream":"!serverShutdown",…} or raw) announces
 //     one. On serverShutdown the adapter closes the link at once; either way

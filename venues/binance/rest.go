@@ -20,10 +20,15 @@ const restMaxBody = 32 << 20
 
 // Request weights (Binance REST docs, /api/v3/depth and /api/v3/exchangeInfo)
 // and the budget fanoutd spends of the IP's REQUEST_WEIGHT of 6000 per
-// minute: half, leaving room for other clients on the same address.
+// minute: half, leaving room for other clients on the same address (whose
+// spend each answer's X-MBX-USED-WEIGHT-1M shows).
 const (
-	weightBudget       = 3000.0 // per minute, and the bucket's size
+	weightBudget       = 3000.0 // per weightWindow, and the bucket's size
+	weightWindow       = time.Minute
 	weightExchangeInfo = 20
+	// banWait is how long a 418 without Retry-After stops every request
+	// (Binance bans for 2 minutes to 3 days).
+	banWait = 2 * time.Minute
 )
 
 // depthWeight returns the weight of /api/v3/depth for a limit.
@@ -64,39 +69,70 @@ func (e *APIError) RateLimited() bool {
 const codeInvalidSymbol = -1121
 
 // rest is the REST half of the adapter: the depth snapshot and
-// exchangeInfo, under a weight bucket. Safe for concurrent use.
+// exchangeInfo, under a weight bucket (budget per window, refilled
+// evenly), drained further by the IP's own count (X-MBX-USED-WEIGHT-1M:
+// other clients on the address spend from the same limit) and stopped
+// whole while a 429 or 418's Retry-After runs. Safe for concurrent use.
 type rest struct {
 	base   string
 	client *http.Client
+	budget float64       // weight per window
+	window time.Duration // the budget's window
 
-	mu     sync.Mutex // protects tokens and filled
+	mu     sync.Mutex // protects the fields below
 	tokens float64
 	filled time.Time
+	until  time.Time // no request before (Retry-After)
+	// The address's current window as the last answer reported it: the
+	// weight left of the address's limit (twice the budget) until winEnd.
+	winEnd  time.Time
+	winLeft float64
 }
 
 func newREST(base string) *rest {
 	return &rest{
 		base:   strings.TrimRight(base, "/"),
 		client: &http.Client{Timeout: 30 * time.Second},
+		budget: weightBudget,
+		window: weightWindow,
 		tokens: weightBudget,
 		filled: time.Now(),
 	}
 }
 
-// spend takes weight from the bucket, waiting for it to refill if needed.
-// It returns ctx.Err() if ctx ends first, leaving the bucket unchanged.
+// setBudget changes the bucket: budget weight per window, full now.
+func (r *rest) setBudget(budget float64, window time.Duration) {
+	r.mu.Lock()
+	r.budget, r.window, r.tokens, r.filled = budget, window, budget, time.Now()
+	r.mu.Unlock()
+}
+
+// spend takes weight from the bucket, waiting for it to refill (and for
+// a Retry-After to pass) if needed. It returns ctx.Err() if ctx ends
+// first, leaving the bucket unchanged.
 func (r *rest) spend(ctx context.Context, weight float64) error {
 	for {
 		r.mu.Lock()
 		now := time.Now()
-		r.tokens = min(weightBudget, r.tokens+now.Sub(r.filled).Minutes()*weightBudget)
+		r.tokens = min(r.budget, r.tokens+float64(now.Sub(r.filled))/float64(r.window)*r.budget)
 		r.filled = now
-		if r.tokens >= weight {
+		var wait time.Duration
+		inWin := now.Before(r.winEnd)
+		switch {
+		case now.Before(r.until):
+			wait = r.until.Sub(now)
+		case inWin && r.winLeft < weight:
+			wait = r.winEnd.Sub(now)
+		case r.tokens >= weight:
 			r.tokens -= weight
+			if inWin {
+				r.winLeft -= weight
+			}
 			r.mu.Unlock()
 			return nil
+		default:
+			wait = time.Duration((weight - r.tokens) / r.budget * float64(r.window))
 		}
-		wait := time.Duration((weight - r.tokens) / weightBudget * float64(time.Minute))
 		r.mu.Unlock()
 		t := time.NewTimer(wait)
 		select {
@@ -105,6 +141,35 @@ func (r *rest) spend(ctx context.Context, weight float64) error {
 			return ctx.Err()
 		case <-t.C:
 		}
+	}
+}
+
+// observe takes what a response says of the address's limit: the weight
+// every client of the address used in the current window (the window
+// ends on the minute; what is left of the limit, twice the budget, bounds
+// the requests until then), and a 429 or 418's Retry-After, which stops
+// every request until it passes.
+func (r *rest) observe(resp *http.Response, ae *APIError) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if used, err := strconv.ParseFloat(resp.Header.Get("X-MBX-USED-WEIGHT-1M"), 64); err == nil && used >= 0 {
+		now := time.Now()
+		r.winEnd = now.Truncate(r.window).Add(r.window)
+		r.winLeft = 2*r.budget - used
+	}
+	if ae == nil || !ae.RateLimited() {
+		return
+	}
+	wait := ae.RetryAfter
+	if wait <= 0 {
+		wait = time.Second
+		if ae.Status == http.StatusTeapot {
+			wait = banWait
+		}
+		ae.RetryAfter = wait
+	}
+	if until := time.Now().Add(wait); until.After(r.until) {
+		r.until = until
 	}
 }
 
@@ -130,6 +195,7 @@ func (r *rest) get(ctx context.Context, weight float64, path string, q url.Value
 		return nil, fmt.Errorf("binance: REST %s: body over %d bytes", path, restMaxBody)
 	}
 	if resp.StatusCode == http.StatusOK {
+		r.observe(resp, nil)
 		return body, nil
 	}
 	ae := &APIError{Status: resp.StatusCode}
@@ -145,6 +211,7 @@ func (r *rest) get(ctx context.Context, weight float64, path string, q url.Value
 	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
 		ae.RetryAfter = time.Duration(s) * time.Second
 	}
+	r.observe(resp, ae)
 	return nil, ae
 }
 

@@ -38,8 +38,12 @@ const (
 	maxArgs = 10
 	// maxArgsChars is Bybit's limit on the characters of args one
 	// connection may subscribe (21,000); a topic counts its length plus 3
-	// (quotes and comma). Symbols past it are refused up front.
+	// (quotes and comma). Symbols are spread over connections of at most
+	// this many (venue.Pool).
 	maxArgsChars = 21000
+	// maxConns bounds the connections (Bybit allows 1,000 per IP; 64 hold
+	// some 25,000 symbols); past it a symbol is refused up front.
+	maxConns = 64
 	// sendQueue holds a connection's first subscriptions: at most one
 	// request per symbol, and maxArgsChars admits at most ~1,400 symbols.
 	sendQueue = 2048
@@ -53,27 +57,37 @@ var ErrStarted = venue.ErrStarted
 // spotDepths are the orderbook depths Bybit serves for spot.
 var spotDepths = []int{1, 50, 200, 1000}
 
-// Adapter is a link to Bybit's v5 public spot websocket. Build one with
-// New; it does nothing until Start.
+// Adapter is a link to Bybit's v5 public spot websocket, over as many
+// connections as its symbols' args need. Build one with New; it does
+// nothing until Start.
 type Adapter struct {
 	cfg  venue.Config
 	log  *slog.Logger
-	link *venue.Link
-	dec  *Decoder // under the link's decode lock
+	pool *venue.Pool
 	life venue.Lifecycle
 	ping atomic.Uint64 // keepalives sent
 
-	mu      sync.Mutex         // protects the fields below; taken after the decode lock
-	symbols []string           // wanted, in the order asked
-	pending map[string]request // requests sent, by req_id, awaiting their answer
+	mu      sync.Mutex // protects the fields below; taken after the decode lock
+	symbols []string   // wanted, in the order asked
 	nextReq uint64
-	initial int // initial subscribe requests of this connection not yet answered
 
 	// Under the decode lock.
-	chars   int             // args characters subscribed on this connection
-	over    map[string]bool // wanted symbols told they do not fit in maxArgsChars
-	resyncs venue.Retry     // per topic: when its book may be resubscribed again
-	resyncQ []string        // topics waiting for their backoff
+	conns []*conn         // one per connection of the pool
+	over  map[string]bool // wanted symbols told there is no connection left for them
+}
+
+// conn is what the adapter keeps for one connection, with its own decoder.
+type conn struct {
+	i   int
+	dec *Decoder
+
+	// Guarded by Adapter.mu.
+	pending map[string]request // requests sent, by req_id, awaiting their answer
+	initial int                // initial subscribe requests not yet answered
+
+	// Under the decode lock.
+	resyncs venue.Retry // per topic: when its book may be resubscribed again
+	resyncQ []string    // topics waiting for their backoff
 }
 
 var _ venue.Adapter = (*Adapter)(nil)
@@ -118,57 +132,74 @@ func New(cfg venue.Config) (*Adapter, error) {
 		// least two pings must fit in the read timeout.
 		cfg.PingInterval = cfg.ReadTimeout / 3
 	}
-	a := &Adapter{cfg: cfg, log: cfg.Logger.With("venue", Name), pending: make(map[string]request), over: map[string]bool{}}
-	for _, s := range cfg.Symbols {
-		if !slices.Contains(a.symbols, s) {
-			a.symbols = append(a.symbols, s)
-		}
-	}
-	a.dec = NewDecoder(cfg)
-	a.dec.resync = a.resync
-	a.dec.whole = a.whole
-	a.dec.control = a.answer
+	a := &Adapter{cfg: cfg, log: cfg.Logger.With("venue", Name), over: map[string]bool{}}
 	var err error
-	a.link, err = venue.NewLink(venue.LinkConfig{
-		Venue: Name, URL: cfg.WSURL, Dial: wsconn.Dialer(readLimit),
-		ReadTimeout: cfg.ReadTimeout, PingInterval: cfg.PingInterval, Ping: a.pingFrame,
-		StableAfter: stableAfter, SendQueue: sendQueue, Tick: a.tick, TickInterval: tickInterval,
-		Decoder: a.dec, Sink: cfg.Sink, Recorder: cfg.Recorder, Coverage: a.dec.Coverage(), Logger: a.log,
-		Connected: a.connected,
+	a.pool, err = venue.NewPool(venue.PoolConfig{
+		Link: venue.LinkConfig{
+			Venue: Name, URL: cfg.WSURL, Dial: wsconn.Dialer(readLimit),
+			ReadTimeout: cfg.ReadTimeout, PingInterval: cfg.PingInterval, Ping: a.pingFrame,
+			StableAfter: stableAfter, SendQueue: sendQueue, TickInterval: tickInterval,
+			Sink: cfg.Sink, Recorder: cfg.Recorder, Logger: a.log,
+		},
+		Capacity: maxArgsChars,
+		MaxConns: maxConns,
+		Conn:     a.newConn,
 	})
 	if err != nil {
 		return nil, err
 	}
+	a.pool.Do(func() {
+		now := time.Now()
+		for _, s := range cfg.Symbols {
+			if !slices.Contains(a.symbols, s) {
+				a.symbols = append(a.symbols, s)
+				a.place(now, s)
+			}
+		}
+	})
 	return a, nil
+}
+
+// newConn makes connection i's decoder and hooks (venue.PoolConfig.Conn).
+func (a *Adapter) newConn(i int, lc *venue.LinkConfig) {
+	c := &conn{i: i, dec: NewDecoder(a.cfg), pending: map[string]request{}}
+	c.dec.resync = func(topic string) { a.resync(c, topic) }
+	c.dec.whole = func(topic string) { c.resyncs.Done(topic) }
+	c.dec.control = func(m *controlMsg) { a.answer(c, m) }
+	a.conns = append(a.conns, c)
+	lc.Decoder, lc.Coverage = c.dec, c.dec.Coverage()
+	lc.Connected = func(t time.Time) bool { return a.connected(c, t) }
+	lc.Tick = func(t time.Time) string { return a.tick(c, t) }
 }
 
 // Venue returns "bybit".
 func (a *Adapter) Venue() string { return Name }
 
-// Coverage reports the streams observed arriving on the current link.
-func (a *Adapter) Coverage() venue.Coverage { return a.dec.Coverage().Snapshot() }
+// Coverage reports the streams observed arriving, over every connection.
+func (a *Adapter) Coverage() venue.Coverage { return a.pool.Coverage() }
 
 // Start launches the adapter's goroutines and returns at once; they run
 // until ctx is done or Stop is called (venue.Lifecycle).
 func (a *Adapter) Start(ctx context.Context) error {
-	return a.life.Start(ctx, Name, a.link.Run)
+	return a.life.Start(ctx, Name, a.pool.Run)
 }
 
 // Stop closes the link and waits for the adapter's goroutines, or until
 // ctx is done (then it returns ctx.Err() and they finish on their own).
 func (a *Adapter) Stop(ctx context.Context) error { return a.life.Stop(ctx) }
 
-// Subscribe adds symbols on the configured channels. On a live link the
-// subscribe requests are queued at once; otherwise they go out when the
-// link comes up. A symbol Bybit refuses is reported as a Refusal notice
-// and dropped. Subscribe returns an error only for a malformed symbol.
+// Subscribe adds symbols on the configured channels. On a live connection
+// the subscribe requests are queued at once; otherwise they go out when
+// the connection comes up. A symbol Bybit refuses is reported as a
+// Refusal notice and dropped. Subscribe returns an error only for a
+// malformed symbol.
 func (a *Adapter) Subscribe(symbols ...string) error {
 	for _, s := range symbols {
 		if !venue.ValidSymbol(s) {
 			return fmt.Errorf("bybit: bad symbol %q", s)
 		}
 	}
-	a.link.Do(func() {
+	a.pool.Do(func() {
 		for _, s := range symbols {
 			a.mu.Lock()
 			known := slices.Contains(a.symbols, s)
@@ -176,8 +207,11 @@ func (a *Adapter) Subscribe(symbols ...string) error {
 				a.symbols = append(a.symbols, s)
 			}
 			a.mu.Unlock()
-			if !known && a.fits(time.Now(), s) {
-				a.send(request{op: "subscribe", symbol: s, args: a.topics(s)})
+			if known {
+				continue
+			}
+			if i, opened, ok := a.place(time.Now(), s); ok && !opened {
+				a.send(a.conns[i], request{op: "subscribe", symbol: s, args: a.topics(s)})
 			}
 		}
 	})
@@ -187,17 +221,14 @@ func (a *Adapter) Subscribe(symbols ...string) error {
 // Unsubscribe removes symbols. Their streams leave coverage when Bybit
 // confirms.
 func (a *Adapter) Unsubscribe(symbols ...string) error {
-	a.link.Do(func() {
+	a.pool.Do(func() {
 		for _, s := range symbols {
 			a.mu.Lock()
-			i := slices.Index(a.symbols, s)
-			if i >= 0 {
-				a.symbols = slices.Delete(a.symbols, i, i+1)
-			}
+			a.symbols = slices.DeleteFunc(a.symbols, func(x string) bool { return x == s })
 			a.mu.Unlock()
-			if i >= 0 && !a.over[s] {
-				a.chars -= argsChars(a.topics(s))
-				a.send(request{op: "unsubscribe", symbol: s, args: a.topics(s)})
+			if i, ok := a.pool.Where(s); ok {
+				a.send(a.conns[i], request{op: "unsubscribe", symbol: s, args: a.topics(s)})
+				a.pool.Remove(s)
 			}
 			delete(a.over, s)
 		}
@@ -226,27 +257,24 @@ func (a *Adapter) topics(symbol string) []string {
 	return out
 }
 
-// connected sends a new connection's first subscriptions; the link is up
-// once Bybit has answered each of them.
-func (a *Adapter) connected(time.Time) bool {
-	a.chars = 0
-	a.resyncs.Reset()
-	a.resyncQ = a.resyncQ[:0]
-	a.mu.Lock()
-	clear(a.pending)
-	syms := slices.Clone(a.symbols)
-	a.mu.Unlock()
+// connected sends a new connection's first subscriptions: the symbols
+// placed on it. The connection is up once Bybit has answered each.
+func (a *Adapter) connected(c *conn, _ time.Time) bool {
+	c.resyncs.Reset()
+	c.resyncQ = c.resyncQ[:0]
 	var first []request
-	for _, s := range syms {
-		if a.fits(time.Now(), s) {
-			first = append(first, request{op: "subscribe", symbol: s, args: a.topics(s), initial: true})
-		}
+	for _, s := range a.pool.Keys(c.i) {
+		first = append(first, request{op: "subscribe", symbol: s, args: a.topics(s), initial: true})
 	}
 	a.mu.Lock()
-	a.initial = len(first)
+	clear(c.pending)
+	c.initial = 0
+	for _, r := range first {
+		c.initial += (len(r.args) + maxArgs - 1) / maxArgs
+	}
 	a.mu.Unlock()
 	for _, r := range first {
-		a.send(r)
+		a.send(c, r)
 	}
 	return len(first) == 0
 }
@@ -255,16 +283,17 @@ func (a *Adapter) pingFrame() []byte {
 	return []byte(`{"req_id":"ping-` + strconv.FormatUint(a.ping.Add(1), 10) + `","op":"ping"}`)
 }
 
-// send queues r in requests of at most maxArgs args, each under its own
-// req_id so its answer can be matched.
-func (a *Adapter) send(r request) {
+// send queues r on c's connection in requests of at most maxArgs args,
+// each under its own req_id so its answer can be matched.
+func (a *Adapter) send(c *conn, r request) {
+	l := a.pool.Link(c.i)
 	for args := range slices.Chunk(r.args, maxArgs) {
 		part := r
 		part.args, part.sent = args, time.Now()
 		a.mu.Lock()
 		a.nextReq++
 		id := strconv.FormatUint(a.nextReq, 10)
-		a.pending[id] = part
+		c.pending[id] = part
 		a.mu.Unlock()
 		msg := make([]byte, 0, 64+32*len(args))
 		msg = append(msg, `{"req_id":"`...)
@@ -279,44 +308,40 @@ func (a *Adapter) send(r request) {
 			msg = strconv.AppendQuote(msg, t)
 		}
 		msg = append(msg, "]}"...)
-		a.link.Send(msg)
+		l.Send(msg)
 	}
 }
 
-// resync is the decoder's hook: unsubscribe and subscribe topic again, and
-// Bybit sends a fresh snapshot.
-func (a *Adapter) resync(topic string) {
+// resync is c's decoder's hook: unsubscribe and subscribe topic again on
+// c, and Bybit sends a fresh snapshot.
+func (a *Adapter) resync(c *conn, topic string) {
 	now := time.Now()
-	if a.resyncs.Waiting(topic, now) {
+	if c.resyncs.Waiting(topic, now) {
 		// Its last resync did not make it whole yet (a crossed snapshot
 		// again): wait the backoff, not a resubscribe loop.
-		if !slices.Contains(a.resyncQ, topic) {
-			a.resyncQ = append(a.resyncQ, topic)
+		if !slices.Contains(c.resyncQ, topic) {
+			c.resyncQ = append(c.resyncQ, topic)
 		}
 		return
 	}
-	a.resyncs.Fail(topic, now)
+	c.resyncs.Fail(topic, now)
 	sym := topic[strings.LastIndexByte(topic, '.')+1:]
-	a.send(request{op: "unsubscribe", symbol: sym, args: []string{topic}, resync: true})
-	a.send(request{op: "subscribe", symbol: sym, args: []string{topic}, resync: true})
+	a.send(c, request{op: "unsubscribe", symbol: sym, args: []string{topic}, resync: true})
+	a.send(c, request{op: "subscribe", symbol: sym, args: []string{topic}, resync: true})
 }
 
-// whole is the decoder's callback for a snapshot that made topic's book
-// whole: its resync backoff starts over.
-func (a *Adapter) whole(topic string) { a.resyncs.Done(topic) }
-
-// tick resubscribes the books whose backoff is over, and asks again what
+// tick resubscribes c's books whose backoff is over, and asks again what
 // Bybit left unanswered for unansweredAfter.
-func (a *Adapter) tick(now time.Time) string {
-	a.link.Do(func() {
-		q := a.resyncQ
-		a.resyncQ = nil
+func (a *Adapter) tick(c *conn, now time.Time) string {
+	a.pool.Do(func() {
+		q := c.resyncQ
+		c.resyncQ = nil
 		for _, t := range q {
-			a.resync(t)
+			a.resync(c, t)
 		}
 		a.mu.Lock()
 		var stale []string
-		for id, r := range a.pending {
+		for id, r := range c.pending {
 			if now.Sub(r.sent) >= unansweredAfter {
 				stale = append(stale, id)
 			}
@@ -329,13 +354,13 @@ func (a *Adapter) tick(now time.Time) string {
 		})
 		var again []request
 		for _, id := range stale {
-			again = append(again, a.pending[id])
-			delete(a.pending, id)
+			again = append(again, c.pending[id])
+			delete(c.pending, id)
 		}
 		a.mu.Unlock()
 		for _, r := range again {
-			a.log.Warn("request unanswered; asking again", "op", r.op, "args", r.args)
-			a.send(r)
+			a.log.Warn("request unanswered; asking again", "connection", c.i, "op", r.op, "args", r.args)
+			a.send(c, r)
 		}
 	})
 	return ""
@@ -350,82 +375,81 @@ func argsChars(topics []string) int {
 	return n
 }
 
-// fits reports whether symbol's topics fit in what the connection may
-// still subscribe, and counts them if so; a symbol that does not is told
-// so once, with a refusal. The decode lock must be held.
-func (a *Adapter) fits(now time.Time, symbol string) bool {
-	n := argsChars(a.topics(symbol))
-	if a.chars+n <= maxArgsChars {
-		a.chars += n
+// place puts symbol on a connection whose args have room for its topics,
+// opening one if none has; past maxConns the symbol is told so once, with
+// a refusal. The decode lock must be held.
+func (a *Adapter) place(now time.Time, symbol string) (i int, opened, ok bool) {
+	i, opened, ok = a.pool.Place(symbol, argsChars(a.topics(symbol)))
+	if ok {
 		delete(a.over, symbol)
-		return true
+		return i, opened, ok
 	}
 	if !a.over[symbol] {
 		a.over[symbol] = true
-		msg := fmt.Sprintf("over Bybit's %d characters of args per connection; not subscribed", maxArgsChars)
-		a.dec.sink.Notice(notice.Must(notice.Refusal, Name, "", now, "bybit: "+symbol+" "+msg,
+		msg := fmt.Sprintf("over Bybit's %d characters of args per connection on each of %d connections; not subscribed", maxArgsChars, maxConns)
+		a.conns[0].dec.sink.Notice(notice.Must(notice.Refusal, Name, "", now, "bybit: "+symbol+" "+msg,
 			map[string]any{"symbol": symbol, "message": msg}))
 	}
-	return false
+	return i, opened, ok
 }
 
-// answer is the decoder's hook for control frames: pongs, and the acks of
+// answer is c's decoder's hook for control frames: pongs, and the acks of
 // subscribe and unsubscribe requests.
-func (a *Adapter) answer(c *controlMsg) {
-	op := string(c.Op)
-	if op == "pong" || op == "ping" || string(c.RetMsg) == "pong" {
+func (a *Adapter) answer(c *conn, m *controlMsg) {
+	op := string(m.Op)
+	if op == "pong" || op == "ping" || string(m.RetMsg) == "pong" {
 		return // any frame already counts as life
 	}
-	id := string(c.ReqID)
+	id := string(m.ReqID)
 	a.mu.Lock()
-	r, ok := a.pending[id]
+	r, ok := c.pending[id]
 	if ok {
-		delete(a.pending, id)
+		delete(c.pending, id)
 	}
 	a.mu.Unlock()
-	if !ok && c.HasSuccess && !c.Success {
+	if !ok && m.HasSuccess && !m.Success {
 		// Bybit may answer a failure with an empty req_id; the ret_msg
 		// names the topics ("Invalid symbol :[tickers.NOPEUSDT]").
-		r, ok = a.matchFailure(string(c.RetMsg))
+		r, ok = a.matchFailure(c, string(m.RetMsg))
 	}
 	if !ok {
-		a.log.Info("answer to no request of ours", "op", op, "success", c.Success, "ret_msg", string(c.RetMsg))
+		a.log.Info("answer to no request of ours", "op", op, "success", m.Success, "ret_msg", string(m.RetMsg))
 		return
 	}
 	now := time.Now()
-	if c.HasSuccess && !c.Success && r.resync {
+	if m.HasSuccess && !m.Success && r.resync {
 		// The symbol was fine a moment ago; a new link is the sure way to
 		// fresh snapshots.
-		a.log.Warn("resync request refused; reconnecting", "op", r.op, "args", r.args, "ret_msg", string(c.RetMsg))
-		a.link.Drop("resync refused: " + string(c.RetMsg))
-	} else if c.HasSuccess && !c.Success {
-		a.refused(now, r, string(c.RetMsg))
+		a.log.Warn("resync request refused; reconnecting", "op", r.op, "args", r.args, "ret_msg", string(m.RetMsg))
+		a.pool.Link(c.i).Drop("resync refused: " + string(m.RetMsg))
+	} else if m.HasSuccess && !m.Success {
+		a.refused(c, now, r, string(m.RetMsg))
 	} else {
 		a.log.Debug("request confirmed", "op", r.op, "args", r.args)
 		if r.op == "unsubscribe" && !r.resync {
-			a.dec.forget(r.symbol, now)
+			c.dec.forget(r.symbol, now)
 		}
 	}
 	if r.initial {
 		a.mu.Lock()
-		a.initial--
-		done := a.initial == 0
+		c.initial--
+		done := c.initial == 0
 		a.mu.Unlock()
 		if done {
-			a.link.Up(now)
+			a.pool.Link(c.i).Up(now)
 		}
 	}
 }
 
-// matchFailure finds the pending request whose topics a failure message
+// matchFailure finds c's pending request whose topics a failure message
 // names, and removes it.
-func (a *Adapter) matchFailure(msg string) (request, bool) {
+func (a *Adapter) matchFailure(c *conn, msg string) (request, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for id, r := range a.pending {
+	for id, r := range c.pending {
 		for _, t := range r.args {
 			if strings.Contains(msg, t) {
-				delete(a.pending, id)
+				delete(c.pending, id)
 				return r, true
 			}
 		}
@@ -435,18 +459,18 @@ func (a *Adapter) matchFailure(msg string) (request, bool) {
 
 // refused reports a request Bybit refused. A refused subscribe drops the
 // symbol: it is not retried, on this link or the next.
-func (a *Adapter) refused(now time.Time, r request, msg string) {
+func (a *Adapter) refused(c *conn, now time.Time, r request, msg string) {
 	if r.op == "subscribe" {
-		a.chars -= argsChars(r.args)
 		a.mu.Lock()
-		if i := slices.Index(a.symbols, r.symbol); i >= 0 {
-			a.symbols = slices.Delete(a.symbols, i, i+1)
-		}
+		a.symbols = slices.DeleteFunc(a.symbols, func(x string) bool { return x == r.symbol })
 		a.mu.Unlock()
-		a.dec.forget(r.symbol, now)
+		if i, ok := a.pool.Where(r.symbol); ok && i == c.i {
+			a.pool.Remove(r.symbol)
+		}
+		c.dec.forget(r.symbol, now)
 	}
 	a.log.Warn("request refused", "op", r.op, "symbol", r.symbol, "ret_msg", msg)
-	a.dec.sink.Notice(notice.Must(notice.Refusal, Name, "", now,
+	c.dec.sink.Notice(notice.Must(notice.Refusal, Name, "", now,
 		"bybit refused "+r.op+" of "+r.symbol+": "+msg,
 		map[string]any{"symbol": r.symbol, "message": msg}))
 }

@@ -25,8 +25,9 @@
 // with at most 10 args per request (Bybit spot's limit; one symbol needs
 // three). A connection subscribes at most 21,000 characters of args
 // (Bybit's limit; a topic counts its length plus 3 for quotes and comma):
-// symbols past it are refused up front with a Refusal notice each, not
-// sent; spreading them over connections is not done. The answer {"success":true|false,"ret_msg":…,"req_id":…,
+// symbols are spread over connections (venue.Pool), each with its own
+// decoder, requests and resync backoff; past 64 connections a symbol is
+// refused up front with a Refusal notice. The answer {"success":true|false,"ret_msg":…,"req_id":…,
 // "op":"subscribe"} is matched by req_id. A failure is a Refusal notice
 // naming the symbol and Bybit's ret_msg, and the symbol is dropped: it is
 // not retried on this link or the next. Bybit has been seen answering a

@@ -42,10 +42,10 @@ func TestCrossedSnapshotBacksOff(t *testing.T) {
 	sink.Check(t)
 }
 
-// Past Bybit's 21,000 characters of args per connection, the symbols over
-// it are refused up front and the connection stays within the limit (it
-// used to send them and lose them).
-func TestArgsCharsLimit(t *testing.T) {
+// Past Bybit's 21,000 characters of args per connection (which the mock
+// enforces with an error), symbols are spread over more connections: 901
+// symbols on two, each within the limit, nothing refused, books exact.
+func TestArgsCharsSpreadOverConnections(t *testing.T) {
 	m := bybittest.New()
 	syms := []string{bybittest.Symbol}
 	for i := range 900 {
@@ -53,26 +53,23 @@ func TestArgsCharsLimit(t *testing.T) {
 		m.Extra = append(m.Extra, s)
 		syms = append(syms, s)
 	}
-	_, sink := venuetest.Start(t, m, venue.Config{Symbols: syms, Channels: []venue.Channel{venue.Level2}, Logger: quiet})
-	sink.WaitNotice(t, venuetest.Wait, 0, notice.Refusal)
-	sink.WaitNotice(t, venuetest.Wait, 0, notice.LinkUp)
-	var refused []string
-	for _, n := range sink.Notices() {
-		switch n.Kind {
-		case notice.Refusal:
-			refused = append(refused, n.Details["symbol"].(string))
-		case notice.LinkDown:
-			t.Errorf("link dropped: %s", n.Message)
-		}
-	}
+	ad, sink := venuetest.Start(t, m, venue.Config{Symbols: syms, Channels: []venue.Channel{venue.Level2}, Logger: quiet})
 	// orderbook.50.S0000USDT is 22 characters, 25 with quotes and comma;
-	// BTCUSDT's topic 23: BTCUSDT and 839 others fit in 21,000.
-	if len(refused) != 901-840 || refused[0] != "S0839USDT" {
-		t.Errorf("%d refused, first %v; want %d from S0839USDT", len(refused), refused[:min(1, len(refused))], 901-840)
-	}
-	for _, n := range m.ArgsChars() {
-		if n > 21000 {
-			t.Errorf("a connection subscribed %d characters of args", n)
+	// BTCUSDT's 23 with them: BTCUSDT and 839 others fit in 21,000, the other
+	// 61 go on a second connection.
+	want := []int{61 * 25, 23 + 839*25}
+	sink.WaitFor(t, 2*venuetest.Wait, "every symbol subscribed on two connections, the link up", func() bool {
+		chars := m.ArgsChars()
+		slices.Sort(chars)
+		return ad.Coverage().Link == venue.LinkUp.String() && slices.Equal(chars, want)
+	})
+	l2 := venue.NewStream("bybit", venue.Level2, bybittest.Symbol)
+	m.Step(5)
+	sink.WaitBook(t, venuetest.Wait, l2, m.Book)
+	for _, n := range sink.Notices() {
+		if n.Kind == notice.Refusal || n.Kind == notice.LinkDown {
+			t.Errorf("%s: %s", n.Kind, n.Message)
 		}
 	}
+	sink.Check(t)
 }

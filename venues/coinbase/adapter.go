@@ -33,9 +33,12 @@ const (
 	// maxL2Products is how many products get level2 in one session:
 	// Coinbase refuses more ("too many L2 streams requested in a single
 	// session", naming none); another client saw 16 work and 32 fail.
-	// Past it a product gets a refusal for level2 up front, and its trades
-	// and ticker as usual.
+	// Products are spread over connections of at most this many each
+	// (venue.Pool); a lower limit the venue shows lowers that connection's.
 	maxL2Products = 16
+	// maxConns bounds the connections (1,024 level2 products); past it a
+	// product gets a refusal for level2 and its trades and ticker as usual.
+	maxConns = 64
 	// tickInterval is how often due book resyncs are looked at.
 	tickInterval = 250 * time.Millisecond
 )
@@ -44,18 +47,23 @@ const (
 // with New; see the package doc for the protocol it speaks.
 type Adapter struct {
 	cfg  venue.Config
-	link *venue.Link
-	dec  *Decoder // under the link's decode lock
+	pool *venue.Pool
 	life venue.Lifecycle
 
 	mu      sync.Mutex // protects symbols and unknown
 	symbols []string   // wanted symbols, in the order first asked for
 	unknown map[string]bool
 
-	// Under the link's decode lock.
-	l2Cap    int             // level2 products a session may have (maxL2Products, lower if the venue said so)
-	l2       []string        // wanted symbols given level2, in order
-	l2Told   map[string]bool // symbols told (refusal notice) they get no level2
+	// Under the decode lock.
+	conns []*conn         // one per connection of the pool
+	l2off map[string]bool // products placed without level2 (no connection left for it)
+}
+
+// conn is what the adapter keeps for one connection; each has its own
+// decoder (sequence_num counts per connection). Under the decode lock.
+type conn struct {
+	i        int
+	dec      *Decoder
 	resyncQ  []string        // products whose book waits for its resync's backoff
 	resyncs  venue.Retry     // per product: when its book may be resubscribed again
 	resynced map[string]bool // products resubscribed and not yet whole
@@ -83,54 +91,74 @@ func New(cfg venue.Config) (*Adapter, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	a := &Adapter{cfg: cfg, dec: NewDecoder(cfg), unknown: map[string]bool{}, l2Cap: maxL2Products,
-		l2Told: map[string]bool{}, resynced: map[string]bool{}}
-	a.dec.onRefuse = a.refused
-	a.dec.onBook = a.resyncBook
-	a.dec.onWhole = a.whole
-	a.dec.onL2Full = a.l2Full
-	a.addSymbols(cfg.Symbols)
+	a := &Adapter{cfg: cfg, unknown: map[string]bool{}, l2off: map[string]bool{}}
+	capacity := 0
+	if a.l2Wanted() {
+		capacity = maxL2Products
+	}
 	var err error
-	a.link, err = venue.NewLink(venue.LinkConfig{
-		Venue: Name, URL: cfg.WSURL, Dial: wsconn.Dialer(ReadLimit),
-		ReadTimeout: cfg.ReadTimeout, PingInterval: cfg.PingInterval,
-		DialSpacing: minDialGap, MaxSendsPerSecond: msgsPerSec,
-		Decoder: a.dec, Sink: cfg.Sink, Recorder: cfg.Recorder, Coverage: a.dec.Coverage(),
-		Logger: cfg.Logger.With("venue", Name), Connected: a.connected,
-		Tick: a.tick, TickInterval: tickInterval,
+	a.pool, err = venue.NewPool(venue.PoolConfig{
+		Link: venue.LinkConfig{
+			Venue: Name, URL: cfg.WSURL, Dial: wsconn.Dialer(ReadLimit),
+			ReadTimeout: cfg.ReadTimeout, PingInterval: cfg.PingInterval,
+			DialSpacing: minDialGap, MaxSendsPerSecond: msgsPerSec,
+			Sink: cfg.Sink, Recorder: cfg.Recorder,
+			Logger: cfg.Logger.With("venue", Name), TickInterval: tickInterval,
+		},
+		PerAddress: true, // 8 connections and 8 messages a second per IP
+		Capacity:   capacity,
+		MaxConns:   maxConns,
+		Conn:       a.newConn,
 	})
 	if err != nil {
 		return nil, err
 	}
-	a.dec.onResync = func(reason string) { a.link.Drop("resync: " + reason) }
+	a.pool.Do(func() {
+		var syms []string
+		for _, s := range cfg.Symbols {
+			if !slices.Contains(syms, s) {
+				syms = append(syms, s)
+			}
+		}
+		a.symbols = syms
+		now := time.Now()
+		for _, s := range syms {
+			a.place(now, s)
+		}
+	})
 	return a, nil
+}
+
+// newConn makes connection i's decoder and hooks (venue.PoolConfig.Conn).
+func (a *Adapter) newConn(i int, lc *venue.LinkConfig) {
+	c := &conn{i: i, dec: NewDecoder(a.cfg), resynced: map[string]bool{}}
+	c.dec.onRefuse = func(s string) { a.refused(s) }
+	c.dec.onBook = func(id string) { a.resyncBook(c, id) }
+	c.dec.onWhole = func(id string) { a.whole(c, id) }
+	c.dec.onL2Full = func(recv time.Time, ids []string, text string) { a.l2Full(c, recv, ids, text) }
+	c.dec.onResync = func(reason string) { a.pool.Link(i).Drop("resync: " + reason) }
+	a.conns = append(a.conns, c)
+	lc.Decoder, lc.Coverage = c.dec, c.dec.Coverage()
+	lc.Connected = func(t time.Time) bool { return a.connected(c, t) }
+	lc.Tick = func(t time.Time) string { return a.tick(c, t) }
 }
 
 // Venue returns "coinbase".
 func (a *Adapter) Venue() string { return Name }
 
-// Coverage reports the link state and the streams observed arriving.
-func (a *Adapter) Coverage() venue.Coverage { return a.dec.Coverage().Snapshot() }
+// Coverage reports the link state and the streams observed arriving, over
+// every connection.
+func (a *Adapter) Coverage() venue.Coverage { return a.pool.Coverage() }
 
 // Start launches the adapter's goroutines and returns at once; they run
 // until ctx is done or Stop is called (venue.Lifecycle).
 func (a *Adapter) Start(ctx context.Context) error {
-	return a.life.Start(ctx, Name, a.link.Run)
+	return a.life.Start(ctx, Name, a.pool.Run)
 }
 
 // Stop closes the link and waits for the adapter's goroutines, or until
 // ctx is done (then it returns ctx.Err() and they finish on their own).
 func (a *Adapter) Stop(ctx context.Context) error { return a.life.Stop(ctx) }
-
-func (a *Adapter) addSymbols(syms []string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, s := range syms {
-		if !slices.Contains(a.symbols, s) {
-			a.symbols = append(a.symbols, s)
-		}
-	}
-}
 
 // Subscribe adds symbols on the configured channels. A symbol Coinbase
 // does not know comes back as a refusal notice.
@@ -142,7 +170,7 @@ func (a *Adapter) Subscribe(symbols ...string) error {
 	}
 	// Under the decode lock, so a connection opening meanwhile subscribes
 	// each symbol once: here or in connected.
-	a.link.Do(func() {
+	a.pool.Do(func() {
 		a.mu.Lock()
 		var add []string
 		for _, s := range symbols {
@@ -151,50 +179,82 @@ func (a *Adapter) Subscribe(symbols ...string) error {
 				add = append(add, s)
 			}
 		}
+		a.symbols = append(a.symbols, add...)
 		a.mu.Unlock()
-		a.addSymbols(add)
-		if len(add) > 0 {
-			a.send(a.requests(add, a.admit(time.Now(), add), false)...)
-		}
+		a.subscribe(time.Now(), add)
 	})
 	return nil
 }
 
+// subscribe places syms on connections and asks for them on those already
+// open (a new connection asks in connected). The decode lock must be held.
+func (a *Adapter) subscribe(now time.Time, syms []string) {
+	by := map[int][]string{}
+	for _, s := range syms {
+		if i, opened, ok := a.place(now, s); ok && !opened {
+			by[i] = append(by[i], s)
+		}
+	}
+	for i, c := range a.conns {
+		if ps := by[i]; len(ps) > 0 {
+			a.send(c, a.requests(ps, a.withL2(ps), false)...)
+		}
+	}
+}
+
+// place puts s on a connection with a level2 place for it; past maxConns
+// it gets a refusal for level2 and goes where its trades and ticker fit.
+// The decode lock must be held.
+func (a *Adapter) place(now time.Time, s string) (i int, opened, ok bool) {
+	if !a.l2Wanted() {
+		return a.pool.Place(s, 0)
+	}
+	if i, opened, ok = a.pool.Place(s, 1); ok {
+		return i, opened, ok
+	}
+	if i, opened, ok = a.pool.Place(s, 0); ok && !a.l2off[s] {
+		a.l2off[s] = true
+		a.conns[i].dec.refuseL2(now, s, fmt.Sprintf("coinbase serves at most %d level2 products per session and fanoutd opens at most %d sessions; not subscribed", maxL2Products, maxConns))
+	}
+	return i, opened, ok
+}
+
+// withL2 returns those of ps that have level2.
+func (a *Adapter) withL2(ps []string) []string {
+	if !a.l2Wanted() {
+		return nil
+	}
+	var out []string
+	for _, s := range ps {
+		if !a.l2off[s] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // Unsubscribe removes symbols; their books are dropped.
 func (a *Adapter) Unsubscribe(symbols ...string) error {
-	a.link.Do(func() {
+	a.pool.Do(func() {
 		a.mu.Lock()
 		a.symbols = slices.DeleteFunc(a.symbols, func(s string) bool { return slices.Contains(symbols, s) })
 		a.mu.Unlock()
 		now := time.Now()
-		var l2 []string
+		by := map[int][]string{}
 		for _, s := range symbols {
-			a.dec.forget(s, now)
-			if slices.Contains(a.l2, s) {
-				l2 = append(l2, s)
-			}
-			delete(a.l2Told, s)
-		}
-		a.l2 = slices.DeleteFunc(a.l2, func(s string) bool { return slices.Contains(symbols, s) })
-		if len(symbols) > 0 {
-			a.send(a.requests(symbols, l2, true)...)
-		}
-		// Freed level2 places go to wanted symbols that had none.
-		a.mu.Lock()
-		var waiting []string
-		for _, s := range a.symbols {
-			if !slices.Contains(a.l2, s) {
-				waiting = append(waiting, s)
+			if i, ok := a.pool.Where(s); ok && !slices.Contains(by[i], s) {
+				a.conns[i].dec.forget(s, now)
+				by[i] = append(by[i], s)
 			}
 		}
-		a.mu.Unlock()
-		if n := min(len(waiting), a.l2Cap-len(a.l2)); n > 0 && a.l2Wanted() {
-			waiting = waiting[:n]
-			a.l2 = append(a.l2, waiting...)
-			for _, s := range waiting {
-				delete(a.l2Told, s)
+		for i, c := range a.conns {
+			if ps := by[i]; len(ps) > 0 {
+				a.send(c, a.requests(ps, a.withL2(ps), true)...)
 			}
-			a.send(request{channel: "level2", products: waiting})
+		}
+		for _, s := range symbols {
+			a.pool.Remove(s)
+			delete(a.l2off, s)
 		}
 	})
 	return nil
@@ -203,73 +263,72 @@ func (a *Adapter) Unsubscribe(symbols ...string) error {
 // l2Wanted reports whether level2 is among the configured channels.
 func (a *Adapter) l2Wanted() bool { return slices.Contains(a.cfg.ChannelsOrAll(), venue.Level2) }
 
-// admit gives level2 to as many of syms as the session's limit allows and
-// returns them; the others get a refusal notice for level2, once. The
-// decode lock must be held.
-func (a *Adapter) admit(now time.Time, syms []string) []string {
-	if !a.l2Wanted() {
-		return nil
-	}
-	var in []string
-	for _, s := range syms {
-		switch {
-		case slices.Contains(a.l2, s):
-			in = append(in, s)
-		case len(a.l2) < a.l2Cap:
-			a.l2 = append(a.l2, s)
-			in = append(in, s)
-		case !a.l2Told[s]:
-			a.l2Told[s] = true
-			a.dec.refuseL2(now, s, fmt.Sprintf("coinbase serves at most %d level2 products per session; not subscribed", a.l2Cap))
+// l2Full is c's decoder's callback for the venue's "too many L2 streams":
+// the session's limit is lower than thought. c keeps what it was serving,
+// its limit becomes that, and ids move to another connection (trades and
+// ticker with them). A connection serving none refuses them. Under the
+// decode lock.
+func (a *Adapter) l2Full(c *conn, recv time.Time, ids []string, text string) {
+	served := 0
+	for _, s := range a.pool.Keys(c.i) {
+		if !a.l2off[s] && !slices.Contains(ids, s) {
+			served++
 		}
 	}
-	return in
-}
-
-// l2Full is the decoder's callback for the venue's "too many L2 streams":
-// the session's limit is lower than thought; ids lose level2 (already
-// told) and the limit is what was served.
-func (a *Adapter) l2Full(ids []string) {
-	a.l2 = slices.DeleteFunc(a.l2, func(s string) bool { return slices.Contains(ids, s) })
-	a.l2Cap = max(len(a.l2), 1)
-	for _, s := range ids {
-		a.l2Told[s] = true
-	}
-}
-
-// resyncBook resubscribes id's level2 for a new snapshot, on the same
-// link; a book that was resubscribed and is not whole yet waits its
-// backoff first. Under the decode lock (a decoder callback).
-func (a *Adapter) resyncBook(id string) {
-	if !slices.Contains(a.l2, id) {
+	if served == 0 && len(ids) == 1 {
+		a.l2off[ids[0]] = true
+		c.dec.refuseL2(recv, ids[0], text)
 		return
 	}
-	if a.resyncs.Waiting(id, time.Now()) {
-		if !slices.Contains(a.resyncQ, id) {
-			a.resyncQ = append(a.resyncQ, id)
+	if served == 0 {
+		// Not one of the request was served: keep one, ask again.
+		served = 1
+		a.send(c, request{channel: "level2", products: ids[:1]})
+		ids = ids[1:]
+	}
+	a.pool.Limit(c.i, served)
+	for _, id := range ids {
+		c.dec.forget(id, recv)
+		a.pool.Remove(id)
+	}
+	a.send(c, a.requests(ids, nil, true)...)
+	a.cfg.Logger.Warn("coinbase: the venue serves fewer level2 products a session; moving them", "connection", c.i, "served", served, "moved", ids)
+	a.subscribe(recv, ids)
+}
+
+// resyncBook resubscribes id's level2 for a new snapshot, on c; a book
+// that was resubscribed and is not whole yet waits its backoff first.
+// Under the decode lock (a decoder callback).
+func (a *Adapter) resyncBook(c *conn, id string) {
+	if i, ok := a.pool.Where(id); !ok || i != c.i || a.l2off[id] || !a.l2Wanted() {
+		return
+	}
+	if c.resyncs.Waiting(id, time.Now()) {
+		if !slices.Contains(c.resyncQ, id) {
+			c.resyncQ = append(c.resyncQ, id)
 		}
 		return
 	}
-	a.resyncs.Fail(id, time.Now())
-	a.resynced[id] = true
-	a.send(request{unsubscribe: true, channel: "level2", products: []string{id}},
+	c.resyncs.Fail(id, time.Now())
+	c.resynced[id] = true
+	a.send(c, request{unsubscribe: true, channel: "level2", products: []string{id}},
 		request{channel: "level2", products: []string{id}})
 }
 
-func (a *Adapter) whole(id string) {
-	if a.resynced[id] {
-		delete(a.resynced, id)
-		a.resyncs.Done(id)
+func (a *Adapter) whole(c *conn, id string) {
+	if c.resynced[id] {
+		delete(c.resynced, id)
+		c.resyncs.Done(id)
 	}
 }
 
-// tick resubscribes the books whose backoff is over.
-func (a *Adapter) tick(now time.Time) string {
-	a.link.Do(func() {
-		q := a.resyncQ
-		a.resyncQ = nil
+// tick resubscribes c's books whose backoff is over.
+func (a *Adapter) tick(c *conn, now time.Time) string {
+	a.pool.Do(func() {
+		q := c.resyncQ
+		c.resyncQ = nil
 		for _, id := range q {
-			a.resyncBook(id)
+			a.resyncBook(c, id)
 		}
 	})
 	return ""
@@ -287,29 +346,27 @@ func (a *Adapter) KnownSymbol(sym string) (known, listed bool) {
 	return false, false
 }
 
-// refused is the decoder's callback for a refused symbol: it is not
-// asked for again (no retry loop) until Subscribe names it again.
+// refused is a decoder's callback for a refused symbol: it is not asked
+// for again (no retry loop) until Subscribe names it again.
 func (a *Adapter) refused(symbol string) {
 	a.mu.Lock()
 	a.symbols = slices.DeleteFunc(a.symbols, func(s string) bool { return s == symbol })
 	a.unknown[symbol] = true
 	a.mu.Unlock()
-	a.l2 = slices.DeleteFunc(a.l2, func(s string) bool { return s == symbol })
+	a.pool.Remove(symbol)
+	delete(a.l2off, symbol)
 }
 
-// connected subscribes a new connection at once: heartbeats keep the link
-// alive, and Coinbase drops a connection that subscribes to nothing.
-func (a *Adapter) connected(time.Time) bool {
-	a.mu.Lock()
-	syms := slices.Clone(a.symbols)
-	a.mu.Unlock()
-	a.l2 = a.l2[:0]
-	a.resyncQ = a.resyncQ[:0]
-	clear(a.resynced)
-	a.resyncs.Reset()
-	a.send(request{channel: "heartbeats"})
-	if len(syms) > 0 {
-		a.send(a.requests(syms, a.admit(time.Now(), syms), false)...)
+// connected subscribes a new connection at once to the products placed
+// on it: heartbeats keep the link alive, and Coinbase drops a connection
+// that subscribes to nothing.
+func (a *Adapter) connected(c *conn, _ time.Time) bool {
+	c.resyncQ = c.resyncQ[:0]
+	clear(c.resynced)
+	c.resyncs.Reset()
+	a.send(c, request{channel: "heartbeats"})
+	if ps := a.pool.Keys(c.i); len(ps) > 0 {
+		a.send(c, a.requests(ps, a.withL2(ps), false)...)
 	}
 	return true
 }
@@ -320,11 +377,12 @@ type wireRequest struct {
 	Channel    string   `json:"channel"`
 }
 
-// send queues requests on the link, telling the decoder to expect their
+// send queues requests on c's link, telling its decoder to expect their
 // answers. The decode lock must be held.
-func (a *Adapter) send(rs ...request) {
+func (a *Adapter) send(c *conn, rs ...request) {
+	l := a.pool.Link(c.i)
 	for _, r := range rs {
-		if !a.link.Connected() {
+		if !l.Connected() {
 			return // the next connection subscribes everything
 		}
 		typ := "subscribe"
@@ -332,8 +390,8 @@ func (a *Adapter) send(rs ...request) {
 			typ = "unsubscribe"
 		}
 		msg, _ := json.Marshal(wireRequest{Type: typ, ProductIDs: r.products, Channel: r.channel})
-		a.dec.expect(r)
-		a.link.Send(msg)
+		c.dec.expect(r)
+		l.Send(msg)
 	}
 }
 

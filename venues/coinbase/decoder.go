@@ -86,10 +86,10 @@ type Decoder struct {
 	pending    []request // the adapter's requests awaiting an ack, oldest first
 	skipAck    bool      // an error frame answered the oldest request; its ack may follow
 	onRefuse   func(symbol string)
-	onResync   func(reason string) // the live link drops and reconnects
-	onBook     func(id string)     // one book needs a new snapshot: resubscribe its level2
-	onWhole    func(id string)     // a snapshot made id's book whole
-	onL2Full   func(ids []string)  // the venue refused level2 for ids: too many in the session
+	onResync   func(reason string)                             // the live link drops and reconnects
+	onBook     func(id string)                                 // one book needs a new snapshot: resubscribe its level2
+	onWhole    func(id string)                                 // a snapshot made id's book whole
+	onL2Full   func(recv time.Time, ids []string, text string) // the venue refused level2 for ids: too many in the session
 	scratch    []update
 	bidScratch []venue.Level
 	askScratch []venue.Level
@@ -904,10 +904,14 @@ func (d *Decoder) l2Full(recv time.Time, message, reason []byte) {
 		}
 		p.l2Pending = false
 		ids = append(ids, id)
-		d.refuseL2(recv, id, refusalText(string(message), string(reason)))
 	}
-	if d.onL2Full != nil && len(ids) > 0 {
-		d.onL2Full(ids)
+	text := refusalText(string(message), string(reason))
+	if d.onL2Full != nil {
+		d.onL2Full(recv, ids, text) // the live adapter moves them to another connection
+		return
+	}
+	for _, id := range ids {
+		d.refuseL2(recv, id, text)
 	}
 }
 

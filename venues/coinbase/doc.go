@@ -33,11 +33,13 @@
 // and they stay wanted).
 //
 // Level2 per session: Coinbase serves about 16 level2 products a session
-// (another client saw 16 work and 32 fail). The adapter gives level2 to
-// the first 16 wanted products and refuses level2 to the others up front,
-// with one refusal notice each on their level2 stream; an Unsubscribe
-// frees a place for the next. Spreading products over several connections
-// is not done.
+// (another client saw 16 work and 32 fail). The adapter spreads products
+// over connections of 16 (venue.Pool; a product's trades and ticker go
+// with its level2), each with its own decoder (sequence_num counts per
+// connection); dials and requests are paced per address over all of them.
+// The venue's "too many L2 streams" lowers that connection's limit to what
+// it serves and moves the others. Past 64 connections a product gets a
+// refusal for level2 up front.
 //
 // Known symbols: the product list is not fetched; a product refused as
 // "not a valid product" is reported unknown (venue.SymbolChecker) until

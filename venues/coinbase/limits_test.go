@@ -2,7 +2,7 @@ package coinbase_test
 
 import (
 	"fmt"
-	"strings"
+	"slices"
 	"testing"
 
 	"github.com/fanoutd/fanoutd/notice"
@@ -23,72 +23,137 @@ func noNotice(t *testing.T, sink *venuetest.Sink, from int, kinds ...notice.Kind
 	}
 }
 
-// Past Coinbase's level2 limit per session, the products over it are
-// refused level2 up front (a refusal on that stream alone) and keep
-// their trades and ticker; the products within it get their books.
-func TestTooManyL2RefusedUpFront(t *testing.T) {
-	m := &coinbasetest.Mock{MaxL2: 16}
+// products starts a mock serving n products (Symbol first) and an
+// adapter subscribed to them all.
+func products(t *testing.T, m *coinbasetest.Mock, n int) (venue.Adapter, *venuetest.Sink, []string) {
+	t.Helper()
 	syms := []string{coinbasetest.Symbol}
-	for i := range 19 {
+	for i := range n - 1 {
 		p := fmt.Sprintf("P%02d-USD", i)
 		m.Products = append(m.Products, p)
 		syms = append(syms, p)
 	}
 	ad, sink := venuetest.Start(t, m, venue.Config{Symbols: syms})
-	l2 := venue.NewStream(coinbase.Name, venue.Level2, coinbasetest.Symbol)
-	sink.WaitBook(t, venuetest.Wait, l2, m.Book)
+	return ad, sink, syms
+}
+
+// booksExact changes every product's true book and waits until each
+// consumer book equals it.
+func booksExact(t *testing.T, m *coinbasetest.Mock, sink *venuetest.Sink, syms []string) {
+	t.Helper()
 	m.Step(5)
-	sink.WaitBook(t, venuetest.Wait, l2, m.Book)
-	var refused []string
-	for _, n := range sink.Notices() {
-		if n.Kind == notice.Refusal {
-			refused = append(refused, n.Stream)
+	m.StepProducts(3, syms[1:]...)
+	sink.WaitBook(t, venuetest.Wait, venue.NewStream(coinbase.Name, venue.Level2, coinbasetest.Symbol), m.Book)
+	for _, s := range syms[1:] {
+		sink.WaitBook(t, venuetest.Wait, venue.NewStream(coinbase.Name, venue.Level2, s), func() *venue.Book { return m.ProductBook(s) })
+	}
+}
+
+// Past Coinbase's level2 limit per session (16, which the mock enforces
+// with the venue's "too many L2 streams" error), products are spread over
+// more connections: 40 products on 3, every book exact, nothing refused.
+func TestL2SpreadOverConnections(t *testing.T) {
+	m := &coinbasetest.Mock{}
+	ad, sink, syms := products(t, m, 40)
+	booksExact(t, m, sink, syms)
+	perConn := m.Level2()
+	var all []string
+	for _, ps := range perConn {
+		if len(ps) > coinbasetest.DefaultMaxL2 {
+			t.Errorf("a connection has %d level2 products", len(ps))
 		}
+		all = append(all, ps...)
 	}
-	if want := "coinbase:level2:P15-USD coinbase:level2:P16-USD coinbase:level2:P17-USD coinbase:level2:P18-USD"; strings.Join(refused, " ") != want {
-		t.Errorf("refusals on %v, want %s", refused, want)
+	slices.Sort(all)
+	want := slices.Clone(syms)
+	slices.Sort(want)
+	if len(perConn) != 3 || !slices.Equal(all, want) {
+		t.Errorf("level2 on %d connections: %v; want 3 with %v", len(perConn), perConn, want)
 	}
-	sink.WaitEvent(t, venuetest.Wait, 0, "P18-USD's ticker", func(e *venue.Event) bool {
-		return e.Stream == venue.NewStream(coinbase.Name, venue.Ticker, "P18-USD")
+	noNotice(t, sink, 0, notice.Refusal, notice.LinkDown, notice.BookResync)
+	sink.WaitFor(t, venuetest.Wait, "coverage of every level2 stream, link up", func() bool {
+		c := ad.Coverage()
+		n := 0
+		for _, sc := range c.Streams {
+			if sc.Stream.Channel() == venue.Level2 {
+				n++
+			}
+		}
+		return c.Link == venue.LinkUp.String() && n == len(syms)
 	})
-	noNotice(t, sink, 0, notice.LinkDown)
-	if _, listed := ad.(venue.SymbolChecker).KnownSymbol("P18-USD"); listed {
-		t.Error("P18-USD reported unknown")
-	}
-	// A freed place goes to a product that had none.
-	from := sink.NumEvents()
-	if err := ad.Unsubscribe("P00-USD"); err != nil {
+	// Unsubscribed products leave their connection; new ones fill it.
+	if err := ad.Unsubscribe("P00-USD", "P01-USD"); err != nil {
 		t.Fatal(err)
 	}
-	sink.WaitEvent(t, venuetest.Wait, from, "P15-USD's book", func(e *venue.Event) bool {
-		return e.Stream == venue.NewStream(coinbase.Name, venue.Level2, "P15-USD") && e.Snapshot
-	})
+	m.Products = append(m.Products, "NEW1-USD", "NEW2-USD")
+	if err := ad.Subscribe("NEW1-USD", "NEW2-USD"); err != nil {
+		t.Fatal(err)
+	}
+	syms = append(slices.DeleteFunc(syms, func(s string) bool { return s == "P00-USD" || s == "P01-USD" }), "NEW1-USD", "NEW2-USD")
+	booksExact(t, m, sink, syms)
+	sink.WaitFor(t, venuetest.Wait, "3 connections", func() bool { return len(m.Level2()) == 3 })
+	noNotice(t, sink, 0, notice.Refusal, notice.LinkDown)
+	sink.Check(t)
+}
+
+// A dropped connection costs only its own books: its link_down names its
+// streams, those books alone get a new snapshot, and every book is exact
+// after.
+func TestConnectionDropResyncsOnlyItsBooks(t *testing.T) {
+	m := &coinbasetest.Mock{}
+	_, sink, syms := products(t, m, 40)
+	booksExact(t, m, sink, syms)
+	from, ev := sink.NumNotices(), sink.NumEvents()
+	had := m.CloseConnOf("P30-USD")
+	if len(had) == 0 || len(had) > coinbasetest.DefaultMaxL2 {
+		t.Fatalf("the connection had %v", had)
+	}
+	n, _ := sink.WaitNotice(t, venuetest.Wait, from, notice.LinkDown)
+	streams, _ := n.Details["streams"].([]string)
+	var l2 []string
+	for _, st := range streams {
+		if s, err := venue.ParseStream(st); err == nil && s.Channel() == venue.Level2 {
+			l2 = append(l2, s.Symbol())
+		}
+	}
+	slices.Sort(l2)
+	slices.Sort(had)
+	if !slices.Equal(l2, had) {
+		t.Errorf("link_down names level2 of %v; the connection had %v", l2, had)
+	}
+	if _, ok := n.Details["connection"]; !ok {
+		t.Errorf("link_down names no connection: %v", n.Details)
+	}
+	sink.WaitNotice(t, venuetest.Wait, from, notice.LinkUp)
+	booksExact(t, m, sink, syms)
+	for _, e := range sink.Events()[ev:] {
+		if e.Snapshot && !slices.Contains(had, e.Stream.Symbol()) {
+			t.Errorf("%s got a new snapshot; its connection stayed up", e.Stream)
+		}
+	}
+	noNotice(t, sink, from, notice.BookResync, notice.Refusal)
 	sink.Check(t)
 }
 
 // When the venue's limit is lower than the adapter's, its "too many L2
-// streams" error (naming no product) refuses level2 alone: the products'
-// trades and ticker go on, and nothing else is refused.
-func TestTooManyL2ErrorRefusesOnlyLevel2(t *testing.T) {
+// streams" error (naming no product) lowers that connection's limit and
+// moves the products over it to another connection: every book arrives,
+// nothing is refused.
+func TestLowerL2LimitMovesProducts(t *testing.T) {
 	m := &coinbasetest.Mock{MaxL2: 1}
-	m.Start(t)
-	sink := venuetest.NewSink()
-	venuetest.StartAdapter(t, m.NewAdapter, venue.Config{Symbols: []string{coinbasetest.Symbol, coinbasetest.Other}, Sink: sink})
-	sink.WaitNotice(t, venuetest.Wait, 0, notice.Refusal)
-	sink.WaitEvent(t, venuetest.Wait, 0, "a ticker", func(e *venue.Event) bool { return e.Kind == venue.KindTicker })
+	_, sink := venuetest.Start(t, m, venue.Config{Symbols: []string{coinbasetest.Symbol, coinbasetest.Other}})
+	m.Step(3)
+	m.StepProducts(3, coinbasetest.Other)
+	sink.WaitBook(t, venuetest.Wait, venue.NewStream(coinbase.Name, venue.Level2, coinbasetest.Symbol), m.Book)
+	sink.WaitBook(t, venuetest.Wait, venue.NewStream(coinbase.Name, venue.Level2, coinbasetest.Other),
+		func() *venue.Book { return m.ProductBook(coinbasetest.Other) })
 	m.Trade("50000.02", "0.25", "SELL")
 	sink.WaitEvent(t, venuetest.Wait, 0, "the trade", func(e *venue.Event) bool { return e.Kind == venue.KindTrade })
-	for _, n := range sink.Notices() {
-		if n.Kind == notice.Refusal && n.Details["channel"] != "level2" {
-			t.Errorf("refusal beyond level2: %+v", n)
-		}
+	if got := m.Level2(); len(got) != 2 {
+		t.Errorf("level2 per connection %v, want one product on each of 2", got)
 	}
-	noNotice(t, sink, 0, notice.LinkDown)
-	// The products are still wanted: a new connection asks for them again.
-	from, ev := sink.NumNotices(), sink.NumEvents()
-	m.Server().CloseAll()
-	sink.WaitNotice(t, venuetest.Wait, from, notice.LinkUp)
-	sink.WaitEvent(t, venuetest.Wait, ev, "a ticker after the reconnect", func(e *venue.Event) bool { return e.Kind == venue.KindTicker })
+	noNotice(t, sink, 0, notice.Refusal, notice.LinkDown)
+	sink.Check(t)
 }
 
 // A bad ticker frame costs no book and no reconnect.

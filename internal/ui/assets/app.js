@@ -52,6 +52,25 @@
     if (!r.ok) throw new Error(path + ': HTTP ' + r.status);
     return r.json();
   }
+  // patch makes tbody's rows those of rows (keyed by the data attribute
+  // key), keeping each row and cell that did not change: a link or button
+  // the keyboard focused survives the once-a-second refresh.
+  function patch(tbody, rows, key) {
+    const old = new Map([...tbody.rows].map((r) => [r.dataset[key], r]));
+    rows.forEach((nr, i) => {
+      let r = old.get(nr.dataset[key]);
+      if (!r) r = nr;
+      else {
+        old.delete(nr.dataset[key]);
+        for (const a of [...r.attributes]) if (!nr.hasAttribute(a.name)) r.removeAttribute(a.name);
+        for (const a of [...nr.attributes]) if (r.getAttribute(a.name) !== a.value) r.setAttribute(a.name, a.value);
+        if (r.cells.length !== nr.cells.length) r.replaceChildren(...nr.childNodes);
+        else [...nr.cells].forEach((c, j) => { if (r.cells[j].outerHTML !== c.outerHTML) r.replaceChild(c, r.cells[j]); });
+      }
+      if (tbody.rows[i] !== r) tbody.insertBefore(r, tbody.rows[i] || null);
+    });
+    for (const r of old.values()) r.remove();
+  }
   function poll(fn, every) {
     let busy = false;
     const run = async () => {
@@ -90,13 +109,13 @@
     const st = $('#stream-table tbody');
     const hasLeader = list.some((c) => c.leader !== undefined);
     document.querySelectorAll('.leader').forEach((c) => { c.hidden = !hasLeader; });
-    vt.replaceChildren(...list.map((c) => el('tr', { 'data-venue': c.venue, 'data-link': c.link },
+    patch(vt, list.map((c) => el('tr', { 'data-venue': c.venue, 'data-link': c.link },
       el('th', { scope: 'row', text: c.venue }),
       el('td', {}, el('span', { class: 'badge link-' + c.link, text: c.link })),
       el('td', { title: c.since, text: c.since && !c.since.startsWith('0001') ? fmtAge(now - Date.parse(c.since)) + ' ago' : '–' }),
       el('td', { class: 'num', text: c.resyncs }),
       el('td', { class: 'num', text: c.streams.length }),
-      hasLeader ? el('td', { class: 'leader', text: c.leader || '–' }) : null)));
+      hasLeader ? el('td', { class: 'leader', text: c.leader || '–' }) : null)), 'venue');
     const rows = [];
     const names = [];
     for (const c of list) {
@@ -117,7 +136,7 @@
           el('td', { class: 'num', text: s.events })));
       }
     }
-    st.replaceChildren(...rows);
+    patch(st, rows, 'stream');
     const dl = $('#stream-list');
     if (dl.children.length !== names.length) dl.replaceChildren(...names.map((n) => el('option', { value: n })));
     if (!$('#status').classList.contains('error') || $('#status').textContent.includes('HTTP')) setStatus('');
@@ -151,7 +170,7 @@
       if (th.dataset.key === key) th.setAttribute('aria-sort', dir > 0 ? 'ascending' : 'descending'); else th.removeAttribute('aria-sort');
     });
     $('#sub-count').textContent = '(' + subs.length + ')';
-    $('#sub-table tbody').replaceChildren(...list.map((s) => {
+    patch($('#sub-table tbody'), list.map((s) => {
       const b = bound(s);
       const pct = b ? Math.min(100, 100 * s.queue_len / b) : 0;
       const bar = el('span', { class: 'fill' + (pct >= 100 ? ' full' : ''), role: 'meter', 'aria-valuemin': 0, 'aria-valuemax': b, 'aria-valuenow': s.queue_len, 'aria-label': 'queue ' + s.queue_len + ' of ' + b });
@@ -167,7 +186,7 @@
         el('td', {}, s.dropping ? el('span', { class: 'badge dropping', text: 'dropping' }) : 'no'),
         el('td', { class: 'num', text: s.dropped_total }),
         el('td', { class: 'num', text: s.replaced_total || 0 }));
-    }));
+    }), 'id');
   }
   document.querySelectorAll('#sub-table th[data-key] button').forEach((b) => b.addEventListener('click', () => {
     const key = b.parentElement.dataset.key;

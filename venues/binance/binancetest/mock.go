@@ -26,6 +26,10 @@ import (
 	"github.com/fanoutd/fanoutd/venues/binance"
 )
 
+// MaxStreams is how many streams Binance serves one connection; past it
+// the mock refuses a SUBSCRIBE whole.
+const MaxStreams = 1024
+
 // Mock is a Binance spot mock. The zero Mock serves BTCUSDT and refuses
 // NOPEUSDT; set Symbols before Start to serve others (the true book is kept
 // for the first). It implements venuetest.Venue.
@@ -36,6 +40,20 @@ type Mock struct {
 	// MaxMessagesPerSecond is the incoming message limit per connection past
 	// which the mock disconnects, as Binance does. Defaults to 5.
 	MaxMessagesPerSecond int
+	// WeightLimit is the REQUEST_WEIGHT the address may spend per
+	// WeightWindow over every REST request, counted with Binance's
+	// weights (depth by limit: 5, 25, 50, 250; exchangeInfo 20) in fixed
+	// windows, and reported on every answer as X-MBX-USED-WEIGHT-1M. Past
+	// it a request is answered 429 {"code":-1003,…} with a Retry-After to
+	// the window's end; a request while that runs is answered 418 (the
+	// ban Binance gives a client that does not back off), with a
+	// Retry-After. 0 is Binance's 6000; negative is no limit.
+	WeightLimit int
+	// WeightWindow is the window of WeightLimit. Defaults to a minute.
+	WeightWindow time.Duration
+	// OtherWeight is what another client on the address spends at the
+	// start of every window.
+	OtherWeight int
 
 	srv *venuetest.Server
 
@@ -49,6 +67,98 @@ type Mock struct {
 	depth    map[string][]byte // symbol → canned REST depth body (SetDepth)
 	failures []failure         // answers for the next depth requests (FailDepth)
 	requests []string          // REST paths served, for tests
+	reqAt    []time.Time       // when each was served
+
+	// The weight limit.
+	winStart   time.Time // the current window's start
+	used       int       // weight spent in it
+	limitUntil time.Time // the Retry-After of the last 429
+	spendNext  int       // SpendWeight, for the next request's window
+	answers    map[int]int
+}
+
+// weightOf is Binance's request weight of a REST request.
+func weightOf(r *http.Request) int {
+	if r.URL.Path != "/api/v3/depth" {
+		return 20 // exchangeInfo
+	}
+	n, err := strconv.Atoi(r.URL.Query().Get("limit"))
+	switch {
+	case err != nil || n <= 100:
+		return 5
+	case n <= 500:
+		return 25
+	case n <= 1000:
+		return 50
+	}
+	return 250
+}
+
+// limit counts r's weight and answers it 429 or 418 past the limit
+// (true: answered). m.mu must be held.
+func (m *Mock) limit(w http.ResponseWriter, r *http.Request) bool {
+	m.requests = append(m.requests, r.URL.RequestURI())
+	now := time.Now()
+	m.reqAt = append(m.reqAt, now)
+	lim, win := m.WeightLimit, m.WeightWindow
+	if lim == 0 {
+		lim = 6000
+	}
+	if win <= 0 {
+		win = time.Minute
+	}
+	if m.winStart.IsZero() || now.Sub(m.winStart) >= win {
+		m.winStart = now.Truncate(win)
+		m.used = m.OtherWeight
+	}
+	m.used += m.spendNext
+	m.spendNext = 0
+	retry := func(until time.Time) {
+		w.Header().Set("Retry-After", strconv.Itoa(int((until.Sub(now)+time.Second-1)/time.Second)))
+	}
+	switch {
+	case lim < 0:
+	case now.Before(m.limitUntil):
+		m.answers[http.StatusTeapot]++
+		m.limitUntil = now.Add(2 * win)
+		retry(m.limitUntil)
+		apiError(w, http.StatusTeapot, -1003, "Way too much request weight used; IP banned until later.")
+		return true
+	case m.used+weightOf(r) > lim:
+		m.answers[http.StatusTooManyRequests]++
+		m.limitUntil = m.winStart.Add(win)
+		retry(m.limitUntil)
+		w.Header().Set("X-MBX-USED-WEIGHT-1M", strconv.Itoa(m.used))
+		apiError(w, http.StatusTooManyRequests, -1003, fmt.Sprintf("Too many requests; current limit of IP is %d request weight per 1 MINUTE.", lim))
+		return true
+	}
+	m.used += weightOf(r)
+	w.Header().Set("X-MBX-USED-WEIGHT-1M", strconv.Itoa(m.used))
+	return false
+}
+
+// SpendWeight spends n of the address's weight in the window of the next
+// REST request, as another client on the same address would just before
+// it.
+func (m *Mock) SpendWeight(n int) {
+	m.mu.Lock()
+	m.spendNext += n
+	m.mu.Unlock()
+}
+
+// Answers returns how many REST requests the weight limit answered with
+// status (429, 418).
+func (m *Mock) Answers(status int) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.answers[status]
+}
+
+// RequestTimes returns when each REST request (Requests) was served.
+func (m *Mock) RequestTimes() []time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.reqAt)
 }
 
 type failure struct {
@@ -95,8 +205,10 @@ func (m *Mock) StartTB(t testing.TB) {
 	m.dropNext = false
 	m.conns = map[*venuetest.Conn]*connState{}
 	m.depth = map[string][]byte{}
-	m.requests = nil
+	m.requests, m.reqAt = nil, nil
 	m.failures = nil
+	m.winStart, m.used, m.limitUntil, m.spendNext = time.Time{}, 0, time.Time{}, 0
+	m.answers = map[int]int{}
 	for i := 1; i <= 20; i++ {
 		m.book.Set(venue.Bid, price(10000-i), size(i))
 		m.book.Set(venue.Ask, price(10000+i), size(i))
@@ -274,6 +386,26 @@ func (m *Mock) ServerShutdown() {
 	}
 }
 
+// CloseConnOf closes, with a close frame, the connection subscribed to
+// stream, and returns how many streams it had.
+func (m *Mock) CloseConnOf(stream string) int {
+	m.mu.Lock()
+	var conn *venuetest.Conn
+	n := 0
+	for c, st := range m.conns {
+		if st.streams[stream] {
+			conn, n = c, len(st.streams)
+			delete(m.conns, c)
+			break
+		}
+	}
+	m.mu.Unlock()
+	if conn != nil {
+		conn.Close(websocket.StatusGoingAway, "test")
+	}
+	return n
+}
+
 // Streams returns how many streams the mock's connections are subscribed
 // to, in all.
 func (m *Mock) Streams() int {
@@ -385,6 +517,21 @@ func (m *Mock) Message(c *venuetest.Conn, msg []byte) {
 			}
 		}
 		m.mu.Lock()
+		if req.Method == "SUBSCRIBE" {
+			n := len(st.streams)
+			for _, p := range req.Params {
+				if !st.streams[p] {
+					n++
+				}
+			}
+			if n > MaxStreams {
+				m.mu.Unlock()
+				// Binance allows 1,024 streams a connection; the wording
+				// of its refusal is unverified.
+				fail(2, "Invalid request: too many streams")
+				return
+			}
+		}
 		for _, p := range req.Params {
 			if req.Method == "SUBSCRIBE" {
 				st.streams[p] = true // a well-formed unknown symbol is accepted silently, as Binance does
@@ -437,8 +584,11 @@ func apiError(w http.ResponseWriter, status int, code int, msg string) {
 // serveDepth is GET /api/v3/depth?symbol=X&limit=N.
 func (m *Mock) serveDepth(w http.ResponseWriter, r *http.Request) {
 	m.mu.Lock()
-	m.requests = append(m.requests, r.URL.RequestURI())
+	limited := m.limit(w, r)
 	m.mu.Unlock()
+	if limited {
+		return
+	}
 	sym := r.URL.Query().Get("symbol")
 	if sym == "" {
 		apiError(w, http.StatusBadRequest, -1102, "Mandatory parameter 'symbol' was not sent, was empty/null, or malformed.")
@@ -460,6 +610,10 @@ func (m *Mock) serveDepth(w http.ResponseWriter, r *http.Request) {
 		m.failures = m.failures[1:]
 		if f.retryAfter > 0 {
 			w.Header().Set("Retry-After", strconv.Itoa(f.retryAfter))
+			if f.status == http.StatusTooManyRequests || f.status == http.StatusTeapot {
+				// A request before it passes is banned (418), as at Binance.
+				m.limitUntil = time.Now().Add(time.Duration(f.retryAfter) * time.Second)
+			}
 		}
 		w.Header().Set("Content-Type", "application/json;charset=UTF-8")
 		w.WriteHeader(f.status)
@@ -504,8 +658,11 @@ func writeLevels(b *strings.Builder, levels []venue.Level) {
 // any unknown symbol fails the whole request with -1121, as Binance does.
 func (m *Mock) serveExchangeInfo(w http.ResponseWriter, r *http.Request) {
 	m.mu.Lock()
-	m.requests = append(m.requests, r.URL.RequestURI())
+	limited := m.limit(w, r)
 	m.mu.Unlock()
+	if limited {
+		return
+	}
 	q := r.URL.Query()
 	var syms []string
 	switch {

@@ -44,7 +44,8 @@ type Mock struct {
 	// MaxL2 is how many products one connection may have on level2; past
 	// it a level2 subscribe is answered, as Coinbase does, with
 	// {"type":"error","message":"too many L2 streams requested in a single session"}
-	// and subscribes nothing. 0 is no limit.
+	// and subscribes nothing. 0 is the venue's own, DefaultMaxL2; negative
+	// is no limit.
 	MaxL2 int
 
 	srv  *venuetest.Server
@@ -59,6 +60,7 @@ type Mock struct {
 	dropNext bool
 	trades   int
 	conns    map[*venuetest.Conn]*conn
+	books    map[string]*venue.Book // the true books of Other and Products
 }
 
 type conn struct {
@@ -69,6 +71,10 @@ type conn struct {
 }
 
 var _ venuetest.Venue = (*Mock)(nil)
+
+// DefaultMaxL2 is the level2 products Coinbase serves one session (16
+// worked and 32 failed for another client in 2026).
+const DefaultMaxL2 = 16
 
 // The symbols the mock serves and refuses.
 const (
@@ -100,6 +106,7 @@ func (m *Mock) Start(t *testing.T) {
 	}
 	m.dropNext = false
 	m.conns = map[*venuetest.Conn]*conn{}
+	m.books = map[string]*venue.Book{}
 	m.stop = make(chan struct{})
 	m.mu.Unlock()
 	m.srv = venuetest.NewServer(t, m)
@@ -143,6 +150,94 @@ func (m *Mock) Book() *venue.Book {
 	b := &venue.Book{}
 	b.Apply(m.book.Snapshot(""))
 	return b
+}
+
+// productBook returns the true book of a product other than Symbol: two
+// levels until StepProducts changes it. m.mu must be held.
+func (m *Mock) productBook(id string) *venue.Book {
+	b := m.books[id]
+	if b == nil {
+		b = &venue.Book{}
+		b.Set(venue.Bid, decimal.RequireFromString("3000.1"), decimal.RequireFromString("1"))
+		b.Set(venue.Ask, decimal.RequireFromString("3000.2"), decimal.RequireFromString("2"))
+		m.books[id] = b
+	}
+	return b
+}
+
+// ProductBook returns a copy of the true book of product id (Other or
+// one of Products).
+func (m *Mock) ProductBook(id string) *venue.Book {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b := &venue.Book{}
+	b.Apply(m.productBook(id).Snapshot(""))
+	return b
+}
+
+// StepProducts changes the true book of each of ids once per round, n
+// rounds, with one l2_data update frame per change to every connection
+// subscribed to that product's level2.
+func (m *Mock) StepProducts(n int, ids ...string) {
+	for range n {
+		for _, id := range ids {
+			m.sendMu.Lock()
+			m.mu.Lock()
+			b := m.productBook(id)
+			side, sideName := venue.Bid, "bid"
+			p := decimal.New(300000-int64(1+m.rng.IntN(20)), -2)
+			if m.rng.IntN(2) == 0 {
+				side, sideName = venue.Ask, "offer"
+				p = decimal.New(300020+int64(1+m.rng.IntN(20)), -2)
+			}
+			sz := size(m.rng)
+			if _, ok := b.Get(side, p); ok && m.rng.IntN(3) == 0 {
+				sz = decimal.Decimal{}
+			}
+			b.Set(side, p, sz)
+			conns := m.subscribed("level2", id)
+			m.mu.Unlock()
+			upd := fmt.Sprintf(`[{"type":"update","product_id":%q,"updates":[{"side":%q,"event_time":%q,"price_level":%q,"new_quantity":%q}]}]`,
+				id, sideName, now(), p.String(), sz.String())
+			for _, c := range conns {
+				c.send("l2_data", upd, false)
+			}
+			m.sendMu.Unlock()
+		}
+	}
+}
+
+// Level2 returns, for each open connection, the products it has on
+// level2.
+func (m *Mock) Level2() [][]string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out [][]string
+	for _, vc := range m.srv.Conns() {
+		if c := m.conns[vc]; c != nil {
+			c.mu.Lock()
+			out = append(out, slices.Clone(c.sub["level2"]))
+			c.mu.Unlock()
+		}
+	}
+	return out
+}
+
+// CloseConnOf closes, with a close frame, the connection that has
+// product id on level2, and returns the products it had there.
+func (m *Mock) CloseConnOf(id string) []string {
+	m.mu.Lock()
+	conns := m.subscribed("level2", id)
+	m.mu.Unlock()
+	if len(conns) == 0 {
+		return nil
+	}
+	c := conns[0]
+	c.mu.Lock()
+	had := slices.Clone(c.sub["level2"])
+	c.mu.Unlock()
+	c.c.Close(websocket.StatusGoingAway, "test")
+	return had
 }
 
 // DropNextUpdate makes the next update frame go unsent; its sequence_num
@@ -263,7 +358,11 @@ func (m *Mock) Message(vc *venuetest.Conn, msg []byte) {
 	}
 	m.sendMu.Lock()
 	defer m.sendMu.Unlock()
-	if req.Type == "subscribe" && req.Channel == "level2" && m.MaxL2 > 0 {
+	maxL2 := m.MaxL2
+	if maxL2 == 0 {
+		maxL2 = DefaultMaxL2
+	}
+	if req.Type == "subscribe" && req.Channel == "level2" && maxL2 > 0 {
 		c.mu.Lock()
 		n := len(c.sub["level2"])
 		for _, id := range req.ProductIDs {
@@ -272,7 +371,7 @@ func (m *Mock) Message(vc *venuetest.Conn, msg []byte) {
 			}
 		}
 		c.mu.Unlock()
-		if n > m.MaxL2 {
+		if n > maxL2 {
 			vc.Send([]byte(`{"type":"error","message":"too many L2 streams requested in a single session"}`))
 			return
 		}
@@ -319,9 +418,7 @@ func (m *Mock) snapshot(c *conn, channel, id string) {
 		m.mu.Lock()
 		book := &m.book
 		if id != Symbol {
-			book = &venue.Book{}
-			book.Set(venue.Bid, decimal.RequireFromString("3000.1"), decimal.RequireFromString("1"))
-			book.Set(venue.Ask, decimal.RequireFromString("3000.2"), decimal.RequireFromString("2"))
+			book = m.productBook(id)
 		}
 		// Interleave the sides, as the live venue does.
 		bids, asks := book.Top(nil, venue.Bid, 0), book.Top(nil, venue.Ask, 0)
