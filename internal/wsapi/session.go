@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"sync"
@@ -40,12 +41,13 @@ const (
 	ShutdownTimeout                        // the daemon shut down before the flush finished
 	Removed                                // the daemon removed the subscriber
 	UnreadReplies                          // replies past limits.max_reply_bytes queued unread (closed with 4002)
+	InternalError                          // serving the connection panicked (logged with the stack); the daemon goes on
 
 	numCloseReasons = iota + 1
 )
 
 var closeReasonNames = [numCloseReasons]string{"", "client_closed", "write_timeout", "write_failed", "read_timeout",
-	"message_too_large", "taken_over", "shutdown", "shutdown_timeout", "removed", "unread_replies"}
+	"message_too_large", "taken_over", "shutdown", "shutdown_timeout", "removed", "unread_replies", "internal_error"}
 
 // String returns the reason's metric label.
 func (r CloseReason) String() string {
@@ -183,7 +185,7 @@ func (s *session) run() CloseReason {
 	if start {
 		go s.writer()
 	}
-	s.readLoop()
+	s.readLoopRecovered()
 	close(s.readerDone)
 	s.end(ClientClosed)
 	if CloseReason(s.reason.Load()) == UnreadReplies {
@@ -203,6 +205,19 @@ func (s *session) run() CloseReason {
 	}
 	s.closeSocket()
 	return CloseReason(s.reason.Load())
+}
+
+// readLoopRecovered runs readLoop. A panic while serving the client's
+// messages ends this connection, logged with its stack, not the daemon
+// (the reader runs outside net/http's handler, which used to recover it).
+func (s *session) readLoopRecovered() {
+	defer func() {
+		if r := recover(); r != nil {
+			s.srv.log.Error("wsapi: panic serving a connection; closing it", "panic", r, "stack", string(debug.Stack()))
+			s.end(InternalError)
+		}
+	}()
+	s.readLoop()
 }
 
 // closeSocket closes the connection's socket, once no io_uring send that
@@ -808,12 +823,14 @@ func (s *session) readMessage(rd io.Reader, buf []byte) error {
 		// Answered on a goroutine of its own, which ends with it: parsing
 		// and subscribing need a deep stack, and the reader's would stay
 		// that deep for the connection's life once grown.
-		done := make(chan struct{})
+		done := make(chan any, 1)
 		go func() {
-			defer close(done)
+			defer func() { done <- recover() }()
 			s.handle(buf[:n])
 		}()
-		<-done
+		if p := <-done; p != nil {
+			panic(p) // to the reader's recovery
+		}
 	case err != nil:
 		return err
 	default: // lim+1 bytes: too large
