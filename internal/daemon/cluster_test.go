@@ -318,23 +318,27 @@ func (s *source) step() {
 	}
 }
 
-// run publishes one step every 2 ms until stop closes.
-func (s *source) run(stop <-chan struct{}) <-chan struct{} {
-	done := make(chan struct{})
+// run publishes one step every 2 ms until the returned stop is called, or
+// the test ends; stop waits for the last step and may be called again.
+func (s *source) run(t *testing.T) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(2 * time.Millisecond)
-		defer t.Stop()
+		tk := time.NewTicker(2 * time.Millisecond)
+		defer tk.Stop()
 		for {
 			select {
-			case <-stop:
+			case <-quit:
 				return
-			case <-t.C:
+			case <-tk.C:
 				s.step()
 			}
 		}
 	}()
-	return done
+	var once sync.Once
+	stop = func() { once.Do(func() { close(quit) }); <-done }
+	t.Cleanup(stop)
+	return stop
 }
 
 const (
@@ -412,11 +416,9 @@ func TestClusterTwoEdgesIdenticalBytes(t *testing.T) {
 	src.step() // the snapshot
 	a := dialSub(t, edgeA.URL("ws"), l2BTC, trBTC)
 	b := dialSub(t, edgeB.URL("ws"), l2BTC, trBTC)
-	stop := make(chan struct{})
-	done := src.run(stop)
+	stop := src.run(t)
 	waitFor(t, 20*time.Second, "events on both edges", func() bool { return lastOf(a.all(), l2BTC) > 200 && lastOf(b.all(), l2BTC) > 200 })
-	close(stop)
-	<-done
+	stop()
 	settle(t, a, ingest, "edge A")
 	settle(t, b, ingest, "edge B")
 	bySeq := map[string]map[uint64][]byte{}
@@ -457,8 +459,7 @@ func TestClusterBusGapResyncs(t *testing.T) {
 	_, src, ingest, _, edgeB, proxy := startCluster(t)
 	src.step()
 	b := dialSub(t, edgeB.URL("ws"), l2BTC, trBTC)
-	stop := make(chan struct{})
-	done := src.run(stop)
+	stop := src.run(t)
 	waitFor(t, 10*time.Second, "events on edge B", func() bool { return lastOf(b.all(), trBTC) > 0 && lastOf(b.all(), l2BTC) > 5 })
 	proxy.drop.Store(true)
 	dropFrom := ingestSeq(t, ingest)
@@ -466,8 +467,7 @@ func TestClusterBusGapResyncs(t *testing.T) {
 	proxy.drop.Store(false)
 	resumeFrom := ingestSeq(t, ingest)
 	waitFor(t, 10*time.Second, "events after the drop", func() bool { return lastOf(b.all(), l2BTC) > resumeFrom+5 })
-	close(stop)
-	<-done
+	stop()
 	settle(t, b, ingest, "edge B")
 	ms := b.all()
 	rs := kindsOf(ms, "book_resync")
@@ -505,16 +505,7 @@ func TestClusterNATSRestart(t *testing.T) {
 	ns, src, ingest, edgeA, _, _ := startCluster(t)
 	src.step()
 	a := dialSub(t, edgeA.URL("ws"), l2BTC, trBTC)
-	stop := make(chan struct{})
-	done := src.run(stop)
-	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		<-done
-	}()
+	stop := src.run(t)
 	waitFor(t, 10*time.Second, "events on edge A", func() bool { return lastOf(a.all(), l2BTC) > 5 })
 	port := ns.Addr().(*net.TCPAddr).Port
 	dir := ns.JetStreamConfig().StoreDir
@@ -533,8 +524,7 @@ func TestClusterNATSRestart(t *testing.T) {
 	waitFor(t, 15*time.Second, "link_up", func() bool { return len(kindsOf(a.all(), "link_up")) > 0 })
 	back := ingestSeq(t, ingest)
 	waitFor(t, 10*time.Second, "events after link_up", func() bool { return lastOf(a.all(), l2BTC) > back+5 })
-	close(stop)
-	<-done
+	stop()
 	settle(t, a, ingest, "edge A")
 	ms := a.all()
 	up := -1

@@ -79,16 +79,7 @@ func TestClusterIngestFailover(t *testing.T) {
 	}
 	src.step()
 	c := dialSub(t, edge.URL("ws"), l2BTC, trBTC)
-	stop := make(chan struct{})
-	done := src.run(stop)
-	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		<-done
-	}()
+	stop := src.run(t)
 	waitFor(t, 10*time.Second, "trades through in-1", func() bool { return lastOf(c.all(), trBTC) > 30 })
 	killed := time.Now()
 	in1.Abort()
@@ -101,8 +92,7 @@ func TestClusterIngestFailover(t *testing.T) {
 	}
 	t.Logf("standby leads %v after the leader was killed", took)
 	time.Sleep(500 * time.Millisecond)
-	close(stop)
-	<-done
+	stop()
 	settle(t, c, in2, "the edge's subscriber")
 
 	ms := c.all()

@@ -73,16 +73,7 @@ func TestClusterIngestSilent(t *testing.T) {
 	waitReady(t, edge)
 	src.step()
 	c := dialSub(t, edge.URL("ws"), l2BTC, trBTC)
-	stop := make(chan struct{})
-	done := src.run(stop)
-	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		<-done
-	}()
+	stop := src.run(t)
 	waitFor(t, 10*time.Second, "trades", func() bool { return lastOf(c.all(), trBTC) > 10 })
 
 	muted := time.Now()
@@ -114,8 +105,7 @@ func TestClusterIngestSilent(t *testing.T) {
 	})
 	// Trades after the loss, then the books settle.
 	waitFor(t, 15*time.Second, "trades after the loss", func() bool { return len(kindsOf(c.all(), "stream_gap")) > 0 })
-	close(stop)
-	<-done
+	stop()
 	settle(t, c, ingest, "the edge's subscriber")
 
 	ms := c.all()
@@ -188,16 +178,7 @@ func TestClusterIngestRestartEpochChange(t *testing.T) {
 	waitReady(t, edge)
 	src.step()
 	c := dialSub(t, edge.URL("ws"), l2BTC, trBTC)
-	stop := make(chan struct{})
-	done := src.run(stop)
-	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		<-done
-	}()
+	stop := src.run(t)
 	waitFor(t, 10*time.Second, "trades", func() bool { return lastOf(c.all(), trBTC) > 10 })
 	// A symbol only an edge's subscriber asked for: the new ingest gets it
 	// from the edge's renewals.
@@ -211,8 +192,7 @@ func TestClusterIngestRestartEpochChange(t *testing.T) {
 	}
 
 	in1.Abort()
-	close(stop)
-	<-done
+	stop()
 	src.drop(0)
 	// The new ingest's venue publishes once the daemon runs (its HTTP
 	// serves after the bus and the venues started), starting with a
@@ -227,12 +207,10 @@ func TestClusterIngestRestartEpochChange(t *testing.T) {
 	})
 	waitFor(t, 10*time.Second, "the new ingest to subscribe ETH-USD (renewed by the edge)", func() bool { return slices.Contains(symbolsOf(1), "ETH-USD") })
 	src.restart()
-	stop = make(chan struct{})
-	done = src.run(stop)
+	stop = src.run(t)
 	waitFor(t, 15*time.Second, "the epoch_change book_resync", func() bool { return len(kindsOf(c.all(), "book_resync")) > 0 })
 	waitFor(t, 15*time.Second, "the trades gap", func() bool { return len(kindsOf(c.all(), "stream_gap")) > 0 })
-	close(stop)
-	<-done
+	stop()
 	settle(t, c, in2, "the edge's subscriber")
 
 	es := heardEpochs()

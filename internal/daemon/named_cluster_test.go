@@ -31,16 +31,7 @@ func TestClusterNamedSurvivesEdgeLoss(t *testing.T) {
 	ns, src, ingest, edgeA, edgeB, _ := startCluster(t)
 	src.step()
 	a := dialNamed(t, edgeA.URL("ws"), "desk1", nil, l2BTC, trBTC)
-	stop := make(chan struct{})
-	done := src.run(stop)
-	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		<-done
-	}()
+	stop := src.run(t)
 	waitFor(t, 10*time.Second, "trades on edge A", func() bool { return lastOf(a.all(), trBTC) > 30 })
 	awaitName(t, ns.ClientURL(), "desk1", func(r cluster.NameRecord) bool { return len(r.Streams) == 2 && r.Last[trBTC] > 0 })
 	edgeA.Abort()
@@ -53,8 +44,7 @@ func TestClusterNamedSurvivesEdgeLoss(t *testing.T) {
 	if len(gaps) != 2 {
 		t.Fatalf("gaps %v, want both streams", gaps)
 	}
-	close(stop)
-	<-done
+	stop()
 	settle(t, b, ingest, "edge B")
 
 	// Without a statement, the gaps start after the last seq the bucket

@@ -94,9 +94,7 @@ func TestReattachStatedLastSeq(t *testing.T) {
 	d := daemontest.Start(t, "venues:\n  coinbase:\n    symbols: [BTC-USD]\n", daemon.Options{Venues: []venues.Venue{src.adapter()}})
 	src.step()
 	a := dialNamed(t, d.URL("ws"), "desk1", nil, l2BTC, trBTC)
-	stop := make(chan struct{})
-	done := src.run(stop)
-	defer func() { close(stop); <-done }()
+	src.run(t)
 	waitFor(t, 10*time.Second, "trades", func() bool { return lastOf(a.all(), trBTC) > 20 })
 	a.ws.Close()
 	<-a.done

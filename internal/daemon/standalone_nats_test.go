@@ -84,16 +84,7 @@ func TestClusterStandaloneNATSServer(t *testing.T) {
 
 	src.step()
 	a := dialNamed(t, edgeA.URL("ws"), "desk-sa", nil, l2BTC, trBTC)
-	stop := make(chan struct{})
-	done := src.run(stop)
-	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		<-done
-	}()
+	stop := src.run(t)
 	waitFor(t, 10*time.Second, "trades on edge A", func() bool { return lastOf(a.all(), trBTC) > 30 })
 	waitFor(t, 10*time.Second, "desk-sa's record in the names bucket", func() bool {
 		var rec cluster.NameRecord
@@ -122,7 +113,6 @@ func TestClusterStandaloneNATSServer(t *testing.T) {
 		t.Fatalf("the lease bucket's coinbase key: %+v, want in-2's", lease)
 	}
 	waitFor(t, 10*time.Second, "the failover book_resync on edge B", func() bool { return len(kindsOf(b.all(), "book_resync")) > 0 })
-	close(stop)
-	<-done
+	stop()
 	settle(t, b, in2, "edge B")
 }
