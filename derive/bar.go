@@ -68,7 +68,7 @@ func (b *Bar) AppendJSON(dst []byte) []byte {
 
 func appendTime(dst []byte, key string, t time.Time) []byte {
 	dst = append(dst, key...)
-	dst = t.UTC().AppendFormat(dst, time.RFC3339Nano)
+	dst = jsonw.AppendTime(dst, t)
 	return append(dst, '"')
 }
 

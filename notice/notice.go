@@ -222,7 +222,7 @@ func (n *Notice) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `,"stream":`...)
 	dst = jsonw.AppendString(dst, n.Stream)
 	dst = append(dst, `,"at":"`...)
-	dst = n.At.UTC().AppendFormat(dst, time.RFC3339Nano)
+	dst = jsonw.AppendTime(dst, n.At)
 	dst = append(dst, `","message":`...)
 	dst = jsonw.AppendString(dst, n.Message)
 	dst = append(dst, `,"details":`...)

@@ -363,3 +363,17 @@ func TestReadFrame(t *testing.T) {
 		t.Fatalf("a failing reader: %v, want boom", err)
 	}
 }
+
+// BenchmarkAppendJSON measures the wire encoder on a trade: a venue time in
+// milliseconds and a receive time in nanoseconds, as replay --export writes.
+func BenchmarkAppendJSON(b *testing.B) {
+	recv := time.Date(2026, 11, 30, 5, 42, 48, 123456789, time.UTC)
+	ev := Event{Kind: KindTrade, Stream: "bybit:trades:BTCUSDT", Seq: 12345, TradeID: "a1b2c3d4-0001",
+		Price: d("50123.45"), Size: d("0.012"), Side: SideBuy,
+		VenueTime: recv.Truncate(time.Millisecond).Add(-3 * time.Millisecond), RecvTime: recv}
+	buf := make([]byte, 0, 512)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = ev.AppendJSON(buf[:0])
+	}
+}

@@ -90,11 +90,11 @@ func (e *Event) AppendJSON(dst []byte) []byte {
 func appendTimes(dst []byte, e *Event) []byte {
 	if !e.VenueTime.IsZero() {
 		dst = append(dst, `,"venue_time":"`...)
-		dst = e.VenueTime.UTC().AppendFormat(dst, time.RFC3339Nano)
+		dst = jsonw.AppendTime(dst, e.VenueTime)
 		dst = append(dst, '"')
 	}
 	dst = append(dst, `,"recv_time":"`...)
-	dst = e.RecvTime.UTC().AppendFormat(dst, time.RFC3339Nano)
+	dst = jsonw.AppendTime(dst, e.RecvTime)
 	return append(dst, '"')
 }
 

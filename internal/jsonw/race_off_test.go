@@ -1,0 +1,5 @@
+//go:build !race
+
+package jsonw
+
+const raceEnabled = false
