@@ -128,6 +128,9 @@ func (in *Ingest) leaseStep(kv jetstream.KeyValue, name string, p *publisher, st
 			st.rev, st.lastRenew = rev, now
 			return
 		}
+		if isWrongRevision(err) && in.wroteLast(ctx, kv, name, st) {
+			return // a renewal that timed out had been written: still ours
+		}
 		if isWrongRevision(err) || now.Sub(st.lastRenew) >= LeaseLapse {
 			in.demote(p, err)
 		}
@@ -159,6 +162,22 @@ func (in *Ingest) leaseStep(kv jetstream.KeyValue, name string, p *publisher, st
 		in.log.Warn("ingest: lease lapsed; taking the venue over", "venue", name, "from", l.Node)
 		in.takeover(p)
 	}
+}
+
+// wroteLast reports whether the lease's newest record is this process's
+// own (a renewal whose answer timed out was written after all), and if so
+// takes its revision as the one to renew from.
+func (in *Ingest) wroteLast(ctx context.Context, kv jetstream.KeyValue, name string, st *leaseState) bool {
+	e, err := kv.Get(ctx, name)
+	if err != nil {
+		return false
+	}
+	var l Lease
+	if json.Unmarshal(e.Value(), &l) != nil || l.Instance != in.instance {
+		return false
+	}
+	st.rev = e.Revision()
+	return true
 }
 
 func isWrongRevision(err error) bool {
