@@ -197,6 +197,7 @@ func (in *Ingest) takeover(p *publisher) {
 	if f == nil {
 		return
 	}
+	p.drainFollow()
 	p.mu.Lock()
 	seqs := maps.Clone(p.seen)
 	seenAt := maps.Clone(p.seenAt)
@@ -266,6 +267,29 @@ func (p *publisher) follow() {
 	p.mu.Lock()
 	p.followSubs = []*nats.Subscription{ev, hb}
 	p.mu.Unlock()
+}
+
+// drainFollow waits (at most a second) until the leader's events this
+// standby already received have been counted: a takeover continues after
+// them, and one still queued would otherwise have its seq used again.
+func (p *publisher) drainFollow() {
+	p.mu.Lock()
+	var ev *nats.Subscription
+	if len(p.followSubs) > 0 {
+		ev = p.followSubs[0]
+	}
+	p.mu.Unlock()
+	if ev == nil {
+		return
+	}
+	closed := ev.StatusChanged(nats.SubscriptionClosed)
+	if ev.Drain() != nil {
+		return
+	}
+	select {
+	case <-closed:
+	case <-time.After(time.Second):
+	}
 }
 
 func (p *publisher) unfollow() {
