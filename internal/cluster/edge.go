@@ -170,7 +170,7 @@ func (e *Edge) Stop() {
 	}
 	e.mu.Unlock()
 	for _, es := range streams {
-		es.mu.Lock() // its subscription's callback may still run
+		es.mu.Lock() // a book fetch may still hold it
 		es.close()
 		es.mu.Unlock()
 	}
