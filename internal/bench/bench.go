@@ -140,14 +140,8 @@ type result struct {
 // run runs the load of o once.
 func run(o options, stderr io.Writer) (*result, error) {
 	r := &result{o: o}
-	// Pad the trade id so the encoded event is about size bytes.
-	mk := func(i int, pad string) *venue.Event {
-		now := time.Now()
-		return &venue.Event{Kind: venue.KindTrade, Stream: benchStream, TradeID: pad, Price: decimal.New(int64(5000000+i%1000), -2),
-			Size: decimal.New(12345, -4), Side: venue.SideBuy, RecvTime: now, VenueTime: now, Seq: uint64(i)}
-	}
-	probe := mk(1000000, "")
-	pad := strings.Repeat("x", max(1, o.size-len(probe.AppendJSON(nil))))
+	mk := benchEvent
+	pad := benchPad(o.size)
 	r.eventBytes = len(mk(0, pad).AppendJSON(nil)) + 8
 
 	var srv benchServer
@@ -222,38 +216,13 @@ func run(o options, stderr io.Writer) (*result, error) {
 			prof.Close()
 		}
 	}
-	if vc != nil {
-		// The venue paces the events; this process only serves them.
-		if err := vc.begin(); err != nil {
-			return fail(err)
+	if r.venueSent, err = pace(vc, o.rate, start, measureAt, endAt, begin, end, func(i int) error {
+		if err := srv.publish(mk(i, pad)); err != nil {
+			return fmt.Errorf("publish: %w", err)
 		}
-		time.Sleep(time.Until(measureAt))
-		begin()
-		time.Sleep(time.Until(endAt))
-		end()
-		if r.venueSent, err = vc.sent(10 * time.Second); err != nil {
-			return fail(err)
-		}
-	} else {
-		interval := time.Second / time.Duration(o.rate)
-		measuring := false
-		for i := 0; ; i++ {
-			at := start.Add(time.Duration(i) * interval)
-			if !measuring && !at.Before(measureAt) {
-				begin()
-				measuring = true
-			}
-			if !at.Before(endAt) {
-				end()
-				break
-			}
-			if w := time.Until(at); w > 0 {
-				time.Sleep(w)
-			}
-			if err := srv.publish(mk(i, pad)); err != nil {
-				return fail(fmt.Errorf("publish: %w", err))
-			}
-		}
+		return nil
+	}); err != nil {
+		return fail(err)
 	}
 	res, _ := io.ReadAll(rd)
 	child.Wait()
@@ -616,4 +585,53 @@ func histCount(d *daemon.Daemon, name string) uint64 {
 		}
 	}
 	return 0
+}
+
+// pace runs the load from start: the venue child vc paces its own frames
+// (pace returns how many it sent), or without one, publish(i) is called
+// rate times a second. begin and end bracket the measured window
+// [measureAt, endAt).
+func pace(vc *venueChild, rate int, start, measureAt, endAt time.Time, begin, end func(), publish func(i int) error) (venueSent int, err error) {
+	if vc != nil {
+		if err := vc.begin(); err != nil {
+			return 0, err
+		}
+		time.Sleep(time.Until(measureAt))
+		begin()
+		time.Sleep(time.Until(endAt))
+		end()
+		return vc.sent(10 * time.Second)
+	}
+	interval := time.Second / time.Duration(rate)
+	measuring := false
+	for i := 0; ; i++ {
+		at := start.Add(time.Duration(i) * interval)
+		if !measuring && !at.Before(measureAt) {
+			begin()
+			measuring = true
+		}
+		if !at.Before(endAt) {
+			end()
+			return 0, nil
+		}
+		if w := time.Until(at); w > 0 {
+			time.Sleep(w)
+		}
+		if err := publish(i); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// benchEvent is the i-th event of the load: a trade whose id is pad.
+func benchEvent(i int, pad string) *venue.Event {
+	now := time.Now()
+	return &venue.Event{Kind: venue.KindTrade, Stream: benchStream, TradeID: pad, Price: decimal.New(int64(5000000+i%1000), -2),
+		Size: decimal.New(12345, -4), Side: venue.SideBuy, RecvTime: now, VenueTime: now, Seq: uint64(i)}
+}
+
+// benchPad is the trade id that makes an encoded benchEvent about size
+// bytes.
+func benchPad(size int) string {
+	return strings.Repeat("x", max(1, size-len(benchEvent(1000000, "").AppendJSON(nil))))
 }

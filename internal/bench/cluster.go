@@ -18,8 +18,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shopspring/decimal"
-
 	"github.com/fanoutd/fanoutd/internal/config"
 	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/internal/testsource"
@@ -113,12 +111,8 @@ func drive(feed feeder, cpus []func() time.Duration, urls []string, subs []int, 
 		}
 		outs = append(outs, rd)
 	}
-	mk := func(i int, pad string) *venue.Event {
-		now := time.Now()
-		return &venue.Event{Kind: venue.KindTrade, Stream: benchStream, TradeID: pad, Price: decimal.New(int64(5000000+i%1000), -2),
-			Size: decimal.New(12345, -4), Side: venue.SideBuy, RecvTime: now, VenueTime: now, Seq: uint64(i)}
-	}
-	pad := strings.Repeat("x", max(1, o.size-len(mk(1000000, "").AppendJSON(nil))))
+	mk := benchEvent
+	pad := benchPad(o.size)
 	// The clients' windows start when they printed ready; the last started
 	// last, so the feed's clock starts now.
 	start := time.Now()
@@ -135,38 +129,12 @@ func drive(feed feeder, cpus []func() time.Duration, urls []string, subs []int, 
 			res.cpu[j] = f() - cpu0[j]
 		}
 	}
-	if feed.venue != nil {
-		if err := feed.venue.begin(); err != nil {
-			kill()
-			return res, err
-		}
-		time.Sleep(time.Until(measureAt))
-		begin()
-		time.Sleep(time.Until(endAt))
-		end()
-		var err error
-		if res.venueSent, err = feed.venue.sent(10 * time.Second); err != nil {
-			kill()
-			return res, err
-		}
-	} else {
-		interval := time.Second / time.Duration(o.rate)
-		measuring := false
-		for i := 0; ; i++ {
-			at := start.Add(time.Duration(i) * interval)
-			if !measuring && !at.Before(measureAt) {
-				begin()
-				measuring = true
-			}
-			if !at.Before(endAt) {
-				end()
-				break
-			}
-			if w := time.Until(at); w > 0 {
-				time.Sleep(w)
-			}
-			feed.publish(mk(i, pad))
-		}
+	if res.venueSent, err = pace(feed.venue, o.rate, start, measureAt, endAt, begin, end, func(i int) error {
+		feed.publish(mk(i, pad))
+		return nil
+	}); err != nil {
+		kill()
+		return res, err
 	}
 	for i, rd := range outs {
 		b, _ := io.ReadAll(rd)
