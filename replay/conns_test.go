@@ -109,14 +109,7 @@ func TestRecordConnectionsReplayExactly(t *testing.T) {
 		}
 	}
 	noNotice(check, notice.BookResync, notice.Refusal)
-	sctx, scancel := context.WithTimeout(context.Background(), venuetest.Wait)
-	defer scancel()
-	if err := ad.Stop(sctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := rec.Close(sctx); err != nil {
-		t.Fatal(err)
-	}
+	stopRecording(t, ad, rec)
 	export.Flush()
 	check.Check(t)
 

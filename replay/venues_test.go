@@ -137,14 +137,7 @@ func recordLive(t *testing.T, vc venueCase, steps int) recording {
 		}
 	}
 	check.WaitBook(t, venuetest.Wait, l2, m.Book)
-	sctx, scancel := context.WithTimeout(context.Background(), venuetest.Wait)
-	defer scancel()
-	if err := ad.Stop(sctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := rec.Close(sctx); err != nil {
-		t.Fatal(err)
-	}
+	stopRecording(t, ad, rec)
 	export.Flush()
 	check.Check(t)
 	mu.Lock()
@@ -331,4 +324,18 @@ func coverageOnly(t *testing.T, b []byte) []string {
 		out = append(out, fmt.Sprint(n.Details["stream"], " ", n.Details["live"]))
 	}
 	return out
+}
+
+// stopRecording stops the adapter, then closes its recorder (the last
+// segments are written).
+func stopRecording(t *testing.T, ad venue.Adapter, rec *replay.Recorder) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), venuetest.Wait)
+	defer cancel()
+	if err := ad.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
