@@ -45,12 +45,7 @@ func byStream(t *testing.T, b []byte) map[string][]string {
 // connection's books, as it did live.
 func TestRecordConnectionsReplayExactly(t *testing.T) {
 	m := &coinbasetest.Mock{}
-	syms := []string{coinbasetest.Symbol}
-	for i := range 39 {
-		p := fmt.Sprintf("P%02d-USD", i)
-		m.Products = append(m.Products, p)
-		syms = append(syms, p)
-	}
+	syms := m.Serve(40)
 	m.Start(t)
 	dir := t.TempDir()
 	var mu sync.Mutex

@@ -24,12 +24,7 @@ import (
 // had it live, with no resync.
 func TestServeRecordsConnectionsApart(t *testing.T) {
 	m := &coinbasetest.Mock{}
-	syms := []string{coinbasetest.Symbol}
-	for i := range 19 {
-		p := fmt.Sprintf("P%02d-USD", i)
-		m.Products = append(m.Products, p)
-		syms = append(syms, p)
-	}
+	syms := m.Serve(20)
 	m.Start(t)
 	dir := t.TempDir()
 	cfgPath := writeConfig(t, fmt.Sprintf(`

@@ -1,7 +1,6 @@
 package coinbase_test
 
 import (
-	"fmt"
 	"slices"
 	"testing"
 
@@ -27,12 +26,7 @@ func noNotice(t *testing.T, sink *venuetest.Sink, from int, kinds ...notice.Kind
 // adapter subscribed to them all.
 func products(t *testing.T, m *coinbasetest.Mock, n int) (venue.Adapter, *venuetest.Sink, []string) {
 	t.Helper()
-	syms := []string{coinbasetest.Symbol}
-	for i := range n - 1 {
-		p := fmt.Sprintf("P%02d-USD", i)
-		m.Products = append(m.Products, p)
-		syms = append(syms, p)
-	}
+	syms := m.Serve(n)
 	ad, sink := venuetest.Start(t, m, venue.Config{Symbols: syms})
 	return ad, sink, syms
 }

@@ -89,6 +89,18 @@ func (m *Mock) Name() string { return coinbase.Name }
 // Symbol returns the symbol whose book the mock keeps.
 func (m *Mock) Symbol() string { return Symbol }
 
+// Serve makes the mock serve n products, Symbol and n-1 more named
+// P00-USD, P01-USD…, before Start, and returns them all.
+func (m *Mock) Serve(n int) []string {
+	syms := []string{Symbol}
+	for i := range n - 1 {
+		p := fmt.Sprintf("P%02d-USD", i)
+		m.Products = append(m.Products, p)
+		syms = append(syms, p)
+	}
+	return syms
+}
+
 // RefusedSymbol returns a product the mock does not know.
 func (m *Mock) RefusedSymbol() string { return RefusedSymbol }
 
