@@ -182,7 +182,7 @@ func TestRecordConnectionsReplayExactly(t *testing.T) {
 					continue
 				}
 				g, w := got.Snapshot(""), tb.Snapshot("")
-				if fmt.Sprint(levels(g.Bids), levels(g.Asks)) != fmt.Sprint(levels(w.Bids), levels(w.Asks)) {
+				if fmt.Sprint(venuetest.Strings(g.Bids), venuetest.Strings(g.Asks)) != fmt.Sprint(venuetest.Strings(w.Bids), venuetest.Strings(w.Asks)) {
 					t.Errorf("%s: replayed book differs from the true book", s)
 				}
 			}

@@ -232,7 +232,7 @@ func TestGenerateCaptures(t *testing.T) {
 				t.Fatal(err)
 			}
 			snap := r.book.Snapshot(venue.NewStream(vc.name, venue.Level2, "X"))
-			book := map[string]any{"bids": levels(snap.Bids), "asks": levels(snap.Asks)}
+			book := map[string]any{"bids": venuetest.Strings(snap.Bids), "asks": venuetest.Strings(snap.Asks)}
 			b, _ := json.MarshalIndent(book, "", " ")
 			if err := os.WriteFile(bookPath(vc.name), append(b, '\n'), 0o644); err != nil {
 				t.Fatal(err)
@@ -240,14 +240,6 @@ func TestGenerateCaptures(t *testing.T) {
 			t.Logf("%s: %d frames", vc.name, r.frames)
 		})
 	}
-}
-
-func levels(ls []venue.Level) [][2]string {
-	out := make([][2]string, len(ls))
-	for i, l := range ls {
-		out[i] = [2]string{l.Price.String(), l.Size.String()}
-	}
-	return out
 }
 
 // TestReplayCaptures replays each venue's testdata capture and compares the
@@ -278,8 +270,8 @@ func TestReplayCaptures(t *testing.T) {
 			json.Unmarshal(b, &want)
 			got := sink.Book(venue.NewStream(vc.name, venue.Level2, meta.Subscriptions[0]))
 			gotSnap := got.Snapshot("x:level2:y")
-			if fmt.Sprint(levels(gotSnap.Bids)) != fmt.Sprint(want.Bids) || fmt.Sprint(levels(gotSnap.Asks)) != fmt.Sprint(want.Asks) {
-				t.Fatalf("replayed book differs from %s:\n got bids %v\nwant bids %v", bookPath(vc.name), levels(gotSnap.Bids), want.Bids)
+			if fmt.Sprint(venuetest.Strings(gotSnap.Bids)) != fmt.Sprint(want.Bids) || fmt.Sprint(venuetest.Strings(gotSnap.Asks)) != fmt.Sprint(want.Asks) {
+				t.Fatalf("replayed book differs from %s:\n got bids %v\nwant bids %v", bookPath(vc.name), venuetest.Strings(gotSnap.Bids), want.Bids)
 			}
 		})
 	}

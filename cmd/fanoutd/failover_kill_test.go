@@ -17,6 +17,7 @@ import (
 
 	"github.com/fanoutd/fanoutd/internal/cluster/natstest"
 	"github.com/fanoutd/fanoutd/venue"
+	"github.com/fanoutd/fanoutd/venue/venuetest"
 )
 
 // startProcess runs this test binary as `fanoutd args…` in its own
@@ -217,21 +218,13 @@ func TestIngestKilledStandbyTakesOver(t *testing.T) {
 			book, reached := rebuild(want.Seq)
 			if reached {
 				ev := book.Snapshot(l2)
-				return fmt.Sprint(levelPairs(ev.Bids)) == fmt.Sprint(want.Bids) && fmt.Sprint(levelPairs(ev.Asks)) == fmt.Sprint(want.Asks)
+				return fmt.Sprint(venuetest.Strings(ev.Bids)) == fmt.Sprint(want.Bids) && fmt.Sprint(venuetest.Strings(ev.Asks)) == fmt.Sprint(want.Asks)
 			}
 			if time.Now().After(deadline) {
 				return false
 			}
 		}
 	})
-}
-
-func levelPairs(ls []venue.Level) [][2]string {
-	out := make([][2]string, len(ls))
-	for i, l := range ls {
-		out[i] = [2]string{l.Price.String(), l.Size.String()}
-	}
-	return out
 }
 
 // startEdgeProcess runs `fanoutd serve --role edge` for kraken in its own

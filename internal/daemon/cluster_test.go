@@ -24,6 +24,7 @@ import (
 	"github.com/fanoutd/fanoutd/internal/daemon/daemontest"
 	"github.com/fanoutd/fanoutd/internal/testsource"
 	"github.com/fanoutd/fanoutd/venue"
+	"github.com/fanoutd/fanoutd/venue/venuetest"
 	"github.com/fanoutd/fanoutd/venues"
 )
 
@@ -240,17 +241,9 @@ func getBook(t *testing.T, base, venueName, symbol string) (httpBook, bool) {
 	return b, true
 }
 
-func levelsOf(ls []venue.Level) [][2]string {
-	out := make([][2]string, len(ls))
-	for i, l := range ls {
-		out[i] = [2]string{l.Price.String(), l.Size.String()}
-	}
-	return out
-}
-
 func sameBook(b *venue.Book, h httpBook) bool {
 	ev := b.Snapshot("x:level2:y")
-	return fmt.Sprint(levelsOf(ev.Bids)) == fmt.Sprint(h.Bids) && fmt.Sprint(levelsOf(ev.Asks)) == fmt.Sprint(h.Asks)
+	return fmt.Sprint(venuetest.Strings(ev.Bids)) == fmt.Sprint(h.Bids) && fmt.Sprint(venuetest.Strings(ev.Asks)) == fmt.Sprint(h.Asks)
 }
 
 // source publishes a level2 snapshot and then updates and trades on a
@@ -389,7 +382,7 @@ func settle(t *testing.T, c *wsClient, ingest *daemontest.Running, who string) {
 	})
 	got, _ := bookOf(t, c.all(), l2BTC)
 	if !sameBook(got, want) {
-		t.Fatalf("%s's book differs from the ingest's at seq %d:\n got %v\nwant %v / %v", who, want.Seq, levelsOf(got.Snapshot("x:level2:y").Bids), want.Bids, want.Asks)
+		t.Fatalf("%s's book differs from the ingest's at seq %d:\n got %v\nwant %v / %v", who, want.Seq, venuetest.Strings(got.Snapshot("x:level2:y").Bids), want.Bids, want.Asks)
 	}
 }
 

@@ -176,3 +176,13 @@ func start(t *testing.T, v Venue) *harness {
 	ad, sink := Start(t, v, venue.Config{Symbols: []string{v.Symbol()}, Channels: []venue.Channel{venue.Level2}})
 	return &harness{sink: sink, ad: ad, l2: venue.NewStream(v.Name(), venue.Level2, v.Symbol())}
 }
+
+// Strings returns levels as [price, size] strings, as GET /v1/books and
+// the testdata books write them.
+func Strings(ls []venue.Level) [][2]string {
+	out := make([][2]string, len(ls))
+	for i, l := range ls {
+		out[i] = [2]string{l.Price.String(), l.Size.String()}
+	}
+	return out
+}
