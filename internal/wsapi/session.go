@@ -213,11 +213,22 @@ func (s *session) run() CloseReason {
 func (s *session) readLoopRecovered() {
 	defer func() {
 		if r := recover(); r != nil {
-			s.srv.log.Error("wsapi: panic serving a connection; closing it", "panic", r, "stack", string(debug.Stack()))
+			stack := debug.Stack()
+			if p, ok := r.(commandPanic); ok {
+				r, stack = p.value, p.stack
+			}
+			s.srv.log.Error("wsapi: panic serving a connection; closing it", "panic", r, "stack", string(stack))
 			s.end(InternalError)
 		}
 	}()
 	s.readLoop()
+}
+
+// commandPanic carries a panic of a command's goroutine, with its stack,
+// to the reader's recovery.
+type commandPanic struct {
+	value any
+	stack []byte
 }
 
 // closeSocket closes the connection's socket, once no io_uring send that
@@ -823,13 +834,19 @@ func (s *session) readMessage(rd io.Reader, buf []byte) error {
 		// Answered on a goroutine of its own, which ends with it: parsing
 		// and subscribing need a deep stack, and the reader's would stay
 		// that deep for the connection's life once grown.
-		done := make(chan any, 1)
+		done := make(chan *commandPanic, 1)
 		go func() {
-			defer func() { done <- recover() }()
+			defer func() {
+				var p *commandPanic
+				if r := recover(); r != nil {
+					p = &commandPanic{r, debug.Stack()}
+				}
+				done <- p
+			}()
 			s.handle(buf[:n])
 		}()
 		if p := <-done; p != nil {
-			panic(p) // to the reader's recovery
+			panic(*p) // to the reader's recovery
 		}
 	case err != nil:
 		return err
