@@ -336,30 +336,44 @@ func slowReader(t *testing.T, url string, pace time.Duration, pings *int) *webso
 	return ws
 }
 
-// publishAndRead publishes events (about 150 bytes each) at once and
-// reads them all from ws in seq order; it fails the test if ws is closed.
-func publishAndRead(t *testing.T, feed *fanout.Feed, ws *websocket.Conn, events int, pings *int) {
-	t.Helper()
-	for i := range events {
+// publishTrades publishes n trades (about 300 bytes each once encoded)
+// to coinbase:trades:BTC-USD, their prices from from+1 on.
+func publishTrades(feed *fanout.Feed, from, n int) {
+	for i := from + 1; i <= from+n; i++ {
 		feed.Publish(&venue.Event{Kind: venue.KindTrade, Stream: "coinbase:trades:BTC-USD", TradeID: strings.Repeat("x", 100),
 			Price: decimal.New(int64(i), -2), Size: decimal.New(1, 0), Side: venue.SideBuy, RecvTime: time.Now(), VenueTime: time.Now()})
 	}
-	var last uint64
-	for last < uint64(events) {
-		ws.SetReadDeadline(time.Now().Add(10 * time.Second))
-		_, m, err := ws.ReadMessage()
-		if err != nil {
-			t.Fatalf("closed after seq %d (%d pings): %v", last, *pings, err)
-		}
-		for _, line := range bytes.Split(m, []byte("\n")) {
-			var ev struct{ Seq uint64 }
-			if json.Unmarshal(line, &ev) == nil && ev.Seq > 0 {
-				if ev.Seq != last+1 {
-					t.Fatalf("seq %d after %d", ev.Seq, last)
-				}
-				last = ev.Seq
+}
+
+// readSeqs reads one message from ws and returns the seq of its last
+// event, failing the test if ws is closed or an event's seq does not
+// follow last.
+func readSeqs(t *testing.T, ws *websocket.Conn, last uint64, pings *int) uint64 {
+	t.Helper()
+	ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, m, err := ws.ReadMessage()
+	if err != nil {
+		t.Fatalf("closed after seq %d (%d pings): %v", last, *pings, err)
+	}
+	for _, line := range bytes.Split(m, []byte("\n")) {
+		var ev struct{ Seq uint64 }
+		if json.Unmarshal(line, &ev) == nil && ev.Seq > 0 {
+			if ev.Seq != last+1 {
+				t.Fatalf("seq %d after %d", ev.Seq, last)
 			}
+			last = ev.Seq
 		}
+	}
+	return last
+}
+
+// publishAndRead publishes events at once and reads them all from ws in
+// seq order; it fails the test if ws is closed.
+func publishAndRead(t *testing.T, feed *fanout.Feed, ws *websocket.Conn, events int, pings *int) {
+	t.Helper()
+	publishTrades(feed, 0, events)
+	for last := uint64(0); last < uint64(events); {
+		last = readSeqs(t, ws, last, pings)
 	}
 }
 
@@ -380,13 +394,32 @@ func TestSlowReaderNotCutMidBatch(t *testing.T) {
 // for silence after two ping intervals), not only once its queue is
 // empty.
 func TestPingsWhileQueueNeverEmpties(t *testing.T) {
+	// A pong comes back through what the socket buffers hold ahead of its
+	// ping (about 15 KB, read 1 KiB per wake-up), and must within one
+	// interval: 0.2 s here, but over 1 s on a loaded machine, which failed
+	// a 500 ms interval. How fast a pong returns is not what this is about.
+	const interval = 2 * time.Second
 	feed, url, _ := poolServer(t, Options{WriteDelay: time.Millisecond, SendBuffer: 4096, MaxBatchBytes: 4096,
-		PingInterval: 500 * time.Millisecond}, 0)
+		PingInterval: interval}, 0)
 	var pings int
-	ws := slowReader(t, url, 10*time.Millisecond, &pings) // about 100 KB/s: 150 KB take seconds
-	publishAndRead(t, feed, ws, 1000, &pings)
-	if pings < 2 {
-		t.Fatalf("%d pings while the queue drained for seconds, want one each 500ms", pings)
+	ws := slowReader(t, url, 10*time.Millisecond, &pings) // about 100 KB/s
+	// The reader is kept backlog events behind (about 90 KB, several
+	// times what the socket buffers hold, so its queue never empties)
+	// until it answered 2 pings: for however long that takes, not for a
+	// fixed amount that a fast reader could drain before.
+	const backlog, want = 300, 2
+	published := backlog
+	publishTrades(feed, 0, published)
+	deadline := time.Now().Add(20 * interval)
+	for last := uint64(0); last < uint64(published); {
+		if pings < want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d pings in %v while the queue never emptied, want one each %v", pings, 20*interval, interval)
+			}
+			publishTrades(feed, published, int(last)+backlog-published)
+			published = int(last) + backlog
+		}
+		last = readSeqs(t, ws, last, &pings)
 	}
 }
 
