@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -176,13 +177,18 @@ type dialOpts struct {
 func dialRaw(t *testing.T, url string, o dialOpts) (*websocket.Conn, *http.Response, error) {
 	d := websocket.Dialer{HandshakeTimeout: 5 * time.Second}
 	if o.readBuf > 0 {
-		d.NetDialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-			if err == nil {
-				c.(*net.TCPConn).SetReadBuffer(o.readBuf)
-			}
-			return c, err
-		}
+		// Set before connect, with an Ethernet-sized MSS: with loopback's
+		// 64 KiB MSS above the buffer the kernel does not advertise the
+		// window reopening, and a client reading again after a stall waits
+		// for the daemon's zero-window probe, backed off to more than the
+		// 10 s that next waits once the stall passed about 10 s.
+		nd := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+			return rc.Control(func(fd uintptr) {
+				syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, o.readBuf)
+				syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_MAXSEG, 1448)
+			})
+		}}
+		d.NetDialContext = nd.DialContext
 	}
 	return d.Dial(url, o.header)
 }

@@ -183,9 +183,16 @@ func firstTime(t *testing.T, path string) time.Time {
 // of the other venue beside it gets a whole pass with contiguous seq.
 func TestReplayStalledSubscriber(t *testing.T) {
 	want := exportedEvents(t, capture("kraken"))
+	// The stalled subscriber must outlast the reader's whole pass and the
+	// wait for its dropping: about 3 s here, but past the default 10 s
+	// write_timeout (which closes it, so it never shows as dropping) on a
+	// loaded machine. The write and silence bounds are not what this test
+	// is about: both are far longer than any load makes the test.
 	cfg := writeConfig(t, `
 websocket:
   send_buffer_bytes: 4096
+  write_timeout: 10m
+  ping_interval: 10m
 venues:
   kraken:
     max_queue_len: 1000000
