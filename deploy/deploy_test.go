@@ -273,8 +273,6 @@ func TestDashboardAndRulesAgainstPrometheus(t *testing.T) {
 		r := p.query(t, `up{job="fanoutd"} == 1`)
 		return len(r) == 1
 	})
-	time.Sleep(6 * time.Second) // a few scrapes, for rate()
-
 	sub := strings.NewReplacer("$__rate_interval", "5s", "$job", ".*", "$instance", ".*")
 	exprs := dashboardExprs(t)
 	keys := slices.Sorted(func(yield func(string) bool) {
@@ -284,11 +282,22 @@ func TestDashboardAndRulesAgainstPrometheus(t *testing.T) {
 			}
 		}
 	})
-	for _, k := range keys {
-		e := sub.Replace(exprs[k])
-		if r := p.query(t, e); len(r) == 0 {
-			t.Errorf("dashboard %q: no data for %s", k, e)
+	// rate() has data once two scrapes fall in its window: wait for every
+	// panel's data (a fixed 6 s was a few scrapes only on a quiet machine).
+	var empty []string
+	for start := time.Now(); ; time.Sleep(200 * time.Millisecond) {
+		empty = empty[:0]
+		for _, k := range keys {
+			if len(p.query(t, sub.Replace(exprs[k]))) == 0 {
+				empty = append(empty, k)
+			}
 		}
+		if len(empty) == 0 || time.Since(start) > 60*time.Second {
+			break
+		}
+	}
+	for _, k := range empty {
+		t.Errorf("dashboard %q: no data for %s in 60s", k, sub.Replace(exprs[k]))
 	}
 	for _, r := range alerts(t) {
 		p.query(t, r.Expr) // parses and runs
