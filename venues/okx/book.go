@@ -88,6 +88,21 @@ type book struct {
 	free       []int32   // unused slots of vals
 	nbig       int       // vals with a big size
 	cache      *decCache // the decoder's; nil makes every decimal anew
+
+	// The checksum's CRC state at the start of every csStride-th pair of
+	// levels, the last sum, and the first rank (on either side) that may
+	// have changed since: checksum recomputes only from there.
+	ckpt    [csChunks]uint32
+	csSum   uint32
+	csDirty int
+}
+
+// touch records that the level at rank (0 is the best) changed, appeared
+// or went, which moves every rank after it.
+func (b *book) touch(rank int) {
+	if rank < b.csDirty {
+		b.csDirty = rank
+	}
 }
 
 // newSlot stores sz and returns its slot.
@@ -132,6 +147,7 @@ func (b *book) reset(scale int32, keepText bool) {
 	b.text, b.dead = b.text[:0], 0
 	clear(b.vals)
 	b.vals, b.free, b.nbig = b.vals[:0], b.free[:0], 0
+	b.csDirty = 0
 }
 
 // maxKey is the largest price key in magnitude (keys are never negative).
@@ -169,6 +185,7 @@ func (b *book) rescale(to int32) {
 		}
 	}
 	b.scale = to
+	b.csDirty = 0 // formatted prices (no kept text) may change
 }
 
 // addText appends "px:sz" to the arena and returns its offset and length.
@@ -216,6 +233,7 @@ func (b *book) set(bid bool, key int64, sz vals, pxText, szText []byte) {
 	s := b.side(bid)
 	i, found := s.find(key)
 	if found {
+		b.touch(len(s.lv) - 1 - i)
 		l := &s.lv[i]
 		if l.tl != 0 {
 			b.dropText(l)
@@ -231,6 +249,7 @@ func (b *book) set(bid bool, key int64, sz vals, pxText, szText []byte) {
 		l.txt, l.tl = b.addText(pxText, szText)
 		return
 	}
+	b.touch(len(s.lv) - i)
 	off, n := b.addText(pxText, szText)
 	s.lv = slices.Insert(s.lv, i, level{key: key, slot: b.newSlot(sz), txt: off, tl: n})
 }
@@ -250,6 +269,7 @@ func (b *book) fill(bid bool, ls []rawLevel) bool {
 			return false
 		}
 	}
+	b.csDirty = 0
 	s.lv = slices.Grow(s.lv, len(ls))[:len(ls)]
 	for i := range ls {
 		l := &ls[i]
@@ -267,6 +287,7 @@ func (b *book) remove(bid bool, key int64) {
 	if !found {
 		return
 	}
+	b.touch(len(s.lv) - 1 - i)
 	l := &s.lv[i]
 	if l.tl != 0 {
 		b.dropText(l)
@@ -284,27 +305,69 @@ func (b *book) crossed() bool {
 // checksumDepth is how many levels per side OKX's checksum covers.
 const checksumDepth = 25
 
-// checksum appends OKX's checksum string to buf[:0] — bid:ask pairs
-// interleaved best first over the top 25 of each side, the longer side
-// continuing alone — and returns the buffer and the signed CRC32 of it.
-// Without kept text (the snapshot came with no checksum) it formats the
-// decimals, which matches OKX's own text whenever OKX writes no trailing
-// zeros.
+// csStride pairs of levels (about 170 bytes, enough for the CLMUL path of
+// hash/crc32) make one chunk of the checksum string; the CRC state at the
+// start of each chunk is kept, so an update that changes rank r rehashes
+// only from r's chunk on, and one below the top 25 rehashes nothing.
+const (
+	csStride = 4
+	csChunks = (checksumDepth + csStride - 1) / csStride
+)
+
+// checksum returns the signed CRC32 of OKX's checksum string — bid:ask
+// pairs interleaved best first over the top 25 of each side, the longer
+// side continuing alone — using buf as scratch. Without kept text (the
+// snapshot came with no checksum) it formats the decimals, which matches
+// OKX's own text whenever OKX writes no trailing zeros.
+//
+// The string is a function of the top 25 levels of each side, and every
+// change to them goes through set, remove, fill, reset or rescale, which
+// lower csDirty to the first rank they touch: chunks before it hash as
+// they did, so their CRC states still hold.
 func (b *book) checksum(buf []byte) ([]byte, int32) {
-	buf = buf[:0]
-	for i := 0; i < checksumDepth; i++ {
-		if i < len(b.bids.lv) {
-			buf = b.appendLevel(buf, b.bids.best(i))
-		}
-		if i < len(b.asks.lv) {
-			buf = b.appendLevel(buf, b.asks.best(i))
-		}
+	c := b.csDirty / csStride
+	if c >= csChunks {
+		return buf, int32(b.csSum)
 	}
-	return buf, int32(crc32.ChecksumIEEE(buf))
+	crc := b.ckpt[c] // ckpt[0] is always 0, the CRC of nothing
+	nb, na := len(b.bids.lv), len(b.asks.lv)
+	for ; c < csChunks; c++ {
+		b.ckpt[c] = crc
+		i0 := c * csStride
+		if i0 >= nb && i0 >= na {
+			continue // nothing left: the remaining states are crc too
+		}
+		buf = buf[:0]
+		for i := i0; i < min(i0+csStride, checksumDepth); i++ {
+			if i < nb {
+				buf = b.appendLevel(buf, b.bids.best(i), i > 0 || len(buf) > 0)
+			}
+			if i < na {
+				buf = b.appendLevel(buf, b.asks.best(i), i > 0 || len(buf) > 0)
+			}
+		}
+		crc = crc32.Update(crc, crc32.IEEETable, buf)
+	}
+	b.csSum, b.csDirty = crc, checksumDepth
+	return buf, int32(crc)
 }
 
-func (b *book) appendLevel(buf []byte, l *level) []byte {
-	if len(buf) > 0 {
+// checksumString appends the whole checksum string to buf, for tests.
+func (b *book) checksumString(buf []byte) []byte {
+	for i := 0; i < checksumDepth; i++ {
+		if i < len(b.bids.lv) {
+			buf = b.appendLevel(buf, b.bids.best(i), len(buf) > 0)
+		}
+		if i < len(b.asks.lv) {
+			buf = b.appendLevel(buf, b.asks.best(i), len(buf) > 0)
+		}
+	}
+	return buf
+}
+
+// appendLevel appends l's "px:sz", after a ':' if sep.
+func (b *book) appendLevel(buf []byte, l *level, sep bool) []byte {
+	if sep {
 		buf = append(buf, ':')
 	}
 	if l.tl != 0 {
