@@ -89,10 +89,13 @@ type book struct {
 	nbig       int       // vals with a big size
 	cache      *decCache // the decoder's; nil makes every decimal anew
 
-	// The checksum's CRC state at the start of every csStride-th pair of
-	// levels, the last sum, and the first rank (on either side) that may
-	// have changed since: checksum recomputes only from there.
-	ckpt    [csChunks]uint32
+	// The checksum string as of the last checksum, where each pair of
+	// levels starts in it, the CRC state at every csBlock bytes of it, its
+	// CRC, and the first rank (on either side) that may have changed
+	// since: checksum rebuilds and rehashes only from there.
+	cstr    []byte
+	coff    [checksumDepth]int32
+	cst     []uint32 // cst[j] is the CRC of cstr[:j*csBlock]
 	csSum   uint32
 	csDirty int
 }
@@ -147,7 +150,7 @@ func (b *book) reset(scale int32, keepText bool) {
 	b.text, b.dead = b.text[:0], 0
 	clear(b.vals)
 	b.vals, b.free, b.nbig = b.vals[:0], b.free[:0], 0
-	b.csDirty = 0
+	b.csDirty, b.cst = 0, b.cst[:0]
 }
 
 // maxKey is the largest price key in magnitude (keys are never negative).
@@ -305,51 +308,53 @@ func (b *book) crossed() bool {
 // checksumDepth is how many levels per side OKX's checksum covers.
 const checksumDepth = 25
 
-// csStride pairs of levels (about 170 bytes, enough for the CLMUL path of
-// hash/crc32) make one chunk of the checksum string; the CRC state at the
-// start of each chunk is kept, so an update that changes rank r rehashes
-// only from r's chunk on, and one below the top 25 rehashes nothing.
-const (
-	csStride = 4
-	csChunks = (checksumDepth + csStride - 1) / csStride
-)
+// csBlock is the stride of the kept CRC states: long enough for the CLMUL
+// path of hash/crc32 (64 bytes and more), short enough that little is
+// rehashed before the first change.
+const csBlock = 128
 
 // checksum returns the signed CRC32 of OKX's checksum string — bid:ask
 // pairs interleaved best first over the top 25 of each side, the longer
-// side continuing alone — using buf as scratch. Without kept text (the
-// snapshot came with no checksum) it formats the decimals, which matches
-// OKX's own text whenever OKX writes no trailing zeros.
+// side continuing alone. Without kept text (the snapshot came with no
+// checksum) it formats the decimals, which matches OKX's own text whenever
+// OKX writes no trailing zeros.
 //
 // The string is a function of the top 25 levels of each side, and every
 // change to them goes through set, remove, fill, reset or rescale, which
-// lower csDirty to the first rank they touch: chunks before it hash as
-// they did, so their CRC states still hold.
-func (b *book) checksum(buf []byte) ([]byte, int32) {
-	c := b.csDirty / csStride
-	if c >= csChunks {
-		return buf, int32(b.csSum)
+// lower csDirty to the first rank they touch: the string before that
+// rank's pair is as it was, and so are the CRC states of the blocks
+// before it. Only the rest is rebuilt and rehashed.
+func (b *book) checksum() int32 {
+	r := b.csDirty
+	if r >= checksumDepth {
+		return int32(b.csSum)
 	}
-	crc := b.ckpt[c] // ckpt[0] is always 0, the CRC of nothing
+	s := b.cstr[:b.coff[r]] // coff[0] is always 0
 	nb, na := len(b.bids.lv), len(b.asks.lv)
-	for ; c < csChunks; c++ {
-		b.ckpt[c] = crc
-		i0 := c * csStride
-		if i0 >= nb && i0 >= na {
-			continue // nothing left: the remaining states are crc too
+	for i := r; i < checksumDepth; i++ {
+		b.coff[i] = int32(len(s))
+		if i < nb {
+			s = b.appendLevel(s, b.bids.best(i), len(s) > 0)
 		}
-		buf = buf[:0]
-		for i := i0; i < min(i0+csStride, checksumDepth); i++ {
-			if i < nb {
-				buf = b.appendLevel(buf, b.bids.best(i), i > 0 || len(buf) > 0)
-			}
-			if i < na {
-				buf = b.appendLevel(buf, b.asks.best(i), i > 0 || len(buf) > 0)
-			}
+		if i < na {
+			s = b.appendLevel(s, b.asks.best(i), len(s) > 0)
 		}
-		crc = crc32.Update(crc, crc32.IEEETable, buf)
 	}
+	b.cstr = s
+	if len(b.cst) == 0 {
+		b.cst = append(b.cst, 0)
+	}
+	j := int(b.coff[r]) / csBlock // the block where the change starts
+	b.cst = b.cst[:j+1]
+	crc := b.cst[j]
+	p := j * csBlock
+	for ; p+csBlock <= len(s); p += csBlock {
+		crc = crc32.Update(crc, crc32.IEEETable, s[p:p+csBlock])
+		b.cst = append(b.cst, crc)
+	}
+	crc = crc32.Update(crc, crc32.IEEETable, s[p:])
 	b.csSum, b.csDirty = crc, checksumDepth
-	return buf, int32(crc)
+	return int32(crc)
 }
 
 // checksumString appends the whole checksum string to buf, for tests.
