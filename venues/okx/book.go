@@ -98,7 +98,10 @@ type book struct {
 	cst     []uint32 // cst[j] is the CRC of cstr[:j*csBlock]
 	csSum   uint32
 	csDirty int
+	csFrom  int // first byte of cstr patched since (noPatch when none)
 }
+
+const noPatch = 1 << 30
 
 // touch records that the level at rank (0 is the best) changed, appeared
 // or went, which moves every rank after it.
@@ -106,6 +109,42 @@ func (b *book) touch(rank int) {
 	if rank < b.csDirty {
 		b.csDirty = rank
 	}
+}
+
+// patch records a new size (and text) at an existing level of rank whose
+// text in cstr was oldLen bytes long: while cstr still holds that rank,
+// the new text replaces the old in place, and only the hash is redone
+// from there; otherwise it is a touch.
+func (b *book) patch(bid bool, rank, oldLen int) {
+	if rank >= b.csDirty {
+		return // not in the top 25, or rebuilt from an earlier rank anyway
+	}
+	if oldLen == 0 || !b.keepText {
+		b.touch(rank)
+		return
+	}
+	pos := int(b.coff[rank])
+	if rank > 0 {
+		pos++ // the ':' before the pair
+	}
+	if !bid && rank < len(b.bids.lv) {
+		pos += int(b.bids.best(rank).tl) + 1 // the bid at rank, and ':'
+	}
+	l := b.side(bid).best(rank)
+	txt := b.text[l.txt : l.txt+l.tl]
+	if d := len(txt) - oldLen; d != 0 {
+		end, n := pos+oldLen, len(b.cstr)
+		if d > 0 {
+			b.cstr = slices.Grow(b.cstr, d)[:n+d]
+		}
+		copy(b.cstr[end+d:], b.cstr[end:n]) // what follows, moved
+		b.cstr = b.cstr[:n+d]
+		for j := rank + 1; j < checksumDepth; j++ {
+			b.coff[j] += int32(d)
+		}
+	}
+	copy(b.cstr[pos:], txt)
+	b.csFrom = min(b.csFrom, pos)
 }
 
 // newSlot stores sz and returns its slot.
@@ -134,7 +173,7 @@ func (b *book) freeSlot(s int32) {
 // price returns the price of key in fixed point.
 func (b *book) price(key int64) venue.Fixed { return venue.Fixed{M: key, Scale: uint8(b.scale)} }
 
-func newBook(c *decCache) *book { return &book{bids: side{bid: true}, cache: c} }
+func newBook(c *decCache) *book { return &book{bids: side{bid: true}, cache: c, csFrom: noPatch} }
 
 func (b *book) side(bid bool) *side {
 	if bid {
@@ -150,7 +189,7 @@ func (b *book) reset(scale int32, keepText bool) {
 	b.text, b.dead = b.text[:0], 0
 	clear(b.vals)
 	b.vals, b.free, b.nbig = b.vals[:0], b.free[:0], 0
-	b.csDirty, b.cst = 0, b.cst[:0]
+	b.csDirty, b.csFrom, b.cst = 0, noPatch, b.cst[:0]
 }
 
 // maxKey is the largest price key in magnitude (keys are never negative).
@@ -236,11 +275,13 @@ func (b *book) set(bid bool, key int64, sz vals, pxText, szText []byte) {
 	s := b.side(bid)
 	i, found := s.find(key)
 	if found {
-		b.touch(len(s.lv) - 1 - i)
+		rank := len(s.lv) - 1 - i
 		l := &s.lv[i]
+		oldLen := l.tl
 		if l.tl != 0 {
 			b.dropText(l)
 		}
+
 		v := &b.vals[l.slot]
 		if v.big != nil {
 			b.nbig--
@@ -250,6 +291,7 @@ func (b *book) set(bid bool, key int64, sz vals, pxText, szText []byte) {
 		}
 		*v = sz
 		l.txt, l.tl = b.addText(pxText, szText)
+		b.patch(bid, rank, int(oldLen))
 		return
 	}
 	b.touch(len(s.lv) - i)
@@ -323,28 +365,33 @@ const csBlock = 256
 // change to them goes through set, remove, fill, reset or rescale, which
 // lower csDirty to the first rank they touch: the string before that
 // rank's pair is as it was, and so are the CRC states of the blocks
-// before it. Only the rest is rebuilt and rehashed.
+// before it. Only the rest is rebuilt, and rehashed from there or from
+// the first byte a size change patched in place (csFrom), if earlier.
 func (b *book) checksum() int32 {
-	r := b.csDirty
-	if r >= checksumDepth {
+	r, from := b.csDirty, b.csFrom
+	if r >= checksumDepth && from == noPatch {
 		return int32(b.csSum)
 	}
-	s := b.cstr[:b.coff[r]] // coff[0] is always 0
-	nb, na := len(b.bids.lv), len(b.asks.lv)
-	for i := r; i < checksumDepth; i++ {
-		b.coff[i] = int32(len(s))
-		if i < nb {
-			s = b.appendLevel(s, b.bids.best(i), len(s) > 0)
+	s := b.cstr
+	if r < checksumDepth {
+		s = s[:b.coff[r]] // coff[0] is always 0
+		from = min(from, len(s))
+		nb, na := len(b.bids.lv), len(b.asks.lv)
+		for i := r; i < checksumDepth; i++ {
+			b.coff[i] = int32(len(s))
+			if i < nb {
+				s = b.appendLevel(s, b.bids.best(i), len(s) > 0)
+			}
+			if i < na {
+				s = b.appendLevel(s, b.asks.best(i), len(s) > 0)
+			}
 		}
-		if i < na {
-			s = b.appendLevel(s, b.asks.best(i), len(s) > 0)
-		}
+		b.cstr = s
 	}
-	b.cstr = s
 	if len(b.cst) == 0 {
 		b.cst = append(b.cst, 0)
 	}
-	j := int(b.coff[r]) / csBlock // the block where the change starts
+	j := from / csBlock // the block where the change starts
 	b.cst = b.cst[:j+1]
 	crc := b.cst[j]
 	p := j * csBlock
@@ -353,7 +400,7 @@ func (b *book) checksum() int32 {
 		b.cst = append(b.cst, crc)
 	}
 	crc = crc32.Update(crc, crc32.IEEETable, s[p:])
-	b.csSum, b.csDirty = crc, checksumDepth
+	b.csSum, b.csDirty, b.csFrom = crc, checksumDepth, noPatch
 	return int32(crc)
 }
 
