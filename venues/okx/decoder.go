@@ -48,7 +48,6 @@ type Decoder struct {
 
 	// scratch, reused for every frame
 	bids, asks []rawLevel
-	cbuf       []byte
 	ev         venue.Event        // the book update, reused (venue.Sink)
 	fixed      []venue.FixedLevel // its levels
 
@@ -660,8 +659,7 @@ func (d *Decoder) applyLevel(bk *book, bid bool, l *rawLevel) venue.FixedLevel {
 // verify checks m's checksum against the book; on a mismatch it
 // invalidates the book and reports false.
 func (d *Decoder) verify(recv time.Time, in *inst, m *bookMsg) bool {
-	var got int32
-	d.cbuf, got = in.book.checksum(d.cbuf)
+	got := in.book.checksum()
 	if int64(got) == m.cs {
 		d.checksums++
 		return true
