@@ -387,8 +387,7 @@ func NewExportSink(w io.Writer) *ExportSink {
 
 // Event writes ev with its stream's next seq.
 func (s *ExportSink) Event(ev *venue.Event) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.Lock() // unlocked without defer: once per event, and nothing here panics
 	if s.lastSeq == nil || ev.Stream != s.last {
 		n := s.seq[ev.Stream]
 		if n == nil {
@@ -401,6 +400,7 @@ func (s *ExportSink) Event(ev *venue.Event) {
 	ev.Seq = *s.lastSeq
 	s.buf = append(ev.AppendJSON(s.buf), '\n')
 	s.written()
+	s.mu.Unlock()
 }
 
 // Notice writes n.

@@ -76,19 +76,20 @@ func NewCoverageTracker(venueName string) *CoverageTracker {
 // Observe records an event observed on stream at t. It reports whether the
 // stream was not covered before (a coverage change).
 func (c *CoverageTracker) Observe(stream Stream, t time.Time) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.mu.Lock() // unlocked without defer: once per event, and nothing here panics
 	sc := c.last
 	if sc == nil || sc.Stream != stream { // a decoder's events mostly repeat a stream
 		if sc = c.streams[stream]; sc == nil {
 			sc = &StreamCoverage{Stream: stream, Since: t, Last: t, Events: 1}
 			c.streams[stream], c.last = sc, sc
+			c.mu.Unlock()
 			return true
 		}
 		c.last = sc
 	}
 	sc.Last = t
 	sc.Events++
+	c.mu.Unlock()
 	return false
 }
 
