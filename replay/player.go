@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -370,11 +371,19 @@ func (c *cursor) end(o PlayerOptions) {
 type ExportSink struct {
 	mu      sync.Mutex
 	w       io.Writer
-	seq     map[venue.Stream]*uint64
-	last    venue.Stream // the stream of the last event, and its seq
-	lastSeq *uint64
+	seq     map[venue.Stream]*exportStream
+	last    venue.Stream // the stream of the last event, and its state
+	lastSeq *exportStream
 	buf     []byte // encoded lines not yet written
 	err     error
+}
+
+// exportStream is an ExportSink's state for one stream: its last seq, and
+// the head of its events' JSON (venue.Event.AppendJSONHead) for kind.
+type exportStream struct {
+	seq  uint64
+	kind venue.Kind
+	head []byte
 }
 
 // exportBuffer is how much an ExportSink encodes before it writes.
@@ -382,7 +391,7 @@ const exportBuffer = 256 << 10
 
 // NewExportSink writes to w; call Flush at the end.
 func NewExportSink(w io.Writer) *ExportSink {
-	return &ExportSink{w: w, seq: map[venue.Stream]*uint64{}, buf: make([]byte, 0, exportBuffer+4<<10)}
+	return &ExportSink{w: w, seq: map[venue.Stream]*exportStream{}, buf: make([]byte, 0, exportBuffer+4<<10)}
 }
 
 // Event writes ev with its stream's next seq.
@@ -391,14 +400,20 @@ func (s *ExportSink) Event(ev *venue.Event) {
 	if s.lastSeq == nil || ev.Stream != s.last {
 		n := s.seq[ev.Stream]
 		if n == nil {
-			n = new(uint64)
+			n = &exportStream{}
 			s.seq[ev.Stream] = n
 		}
 		s.last, s.lastSeq = ev.Stream, n
 	}
-	*s.lastSeq++
-	ev.Seq = *s.lastSeq
-	s.buf = append(ev.AppendJSON(s.buf), '\n')
+	st := s.lastSeq
+	st.seq++
+	ev.Seq = st.seq
+	if st.head == nil || st.kind != ev.Kind {
+		st.kind, st.head = ev.Kind, ev.AppendJSONHead(nil)
+	}
+	s.buf = append(s.buf, st.head...)
+	s.buf = strconv.AppendUint(s.buf, ev.Seq, 10)
+	s.buf = append(ev.AppendJSONTail(s.buf), '\n')
 	s.written()
 	s.mu.Unlock()
 }

@@ -44,6 +44,7 @@ type Decoder struct {
 	log  *slog.Logger
 
 	insts map[string]*inst
+	last  *inst     // the instrument of the last push (in insts; never removed)
 	cache *decCache // shared by every book
 
 	// scratch, reused for every frame
@@ -300,13 +301,17 @@ func (d *Decoder) data(recv time.Time, s *scan.Scanner, f *frame, b []byte) bool
 		}
 		return d.bad(recv, nil, "push without a valid instId", b)
 	}
-	in := d.insts[string(f.instID)]
+	in := d.last
+	if in == nil || in.id != string(f.instID) { // frames mostly repeat an instrument
+		in = d.insts[string(f.instID)]
+	}
 	if in == nil {
 		if len(d.insts) >= maxInsts {
 			return d.badFrame(recv, "too many instruments", b)
 		}
 		in = d.inst(f.instID)
 	}
+	d.last = in
 	if d.hooks.data != nil {
 		d.hooks.data()
 	}
