@@ -1,0 +1,102 @@
+// Package rawread makes a TCP connection's reads read(2) system calls
+// made as RawSyscall inside syscall.RawConn.Read, which waits on the
+// runtime's poller (deadlines and Close apply) as net.Conn does. A plain
+// net.Conn read goes through the scheduler's syscall bookkeeping, and each
+// entersyscall wakes the runtime's sysmon thread, parked while the process
+// idles between reads, into its 20 µs polling loop: with a read every few
+// hundred µs that was about 5 % of the daemon's CPU on a venue link
+// (README, Performance) and 14 % of an edge's on its NATS connection
+// (docs/design-notes.md). A read on a non-blocking socket never blocks, so
+// skipping the bookkeeping is safe.
+package rawread
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"unsafe"
+)
+
+// conn is a TCP connection whose Read is a read(2) RawSyscall inside
+// RawConn.Read (see the package doc). Errors are those net.TCPConn.Read
+// returns.
+type conn struct {
+	*net.TCPConn
+	rc     syscall.RawConn
+	readFn func(uintptr) bool
+
+	mu    sync.Mutex // one Read at a time uses the fields below
+	b     []byte
+	n     int
+	errno syscall.Errno
+}
+
+// Conn returns c reading with RawSyscall if it is a TCP connection, else
+// c itself.
+func Conn(c net.Conn) net.Conn {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return c
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return c
+	}
+	r := &conn{TCPConn: tc, rc: rc}
+	r.readFn = r.readFD
+	return r
+}
+
+func (c *conn) Read(b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	if len(b) > 1<<30 { // as the poller's reads do
+		b = b[:1<<30]
+	}
+	c.mu.Lock()
+	c.b = b
+	err := c.rc.Read(c.readFn)
+	n, errno := c.n, c.errno
+	c.b, c.n, c.errno = nil, 0, 0
+	c.mu.Unlock()
+	if err != nil {
+		var oe *net.OpError
+		if errors.As(err, &oe) {
+			err = oe.Err
+		}
+		return 0, c.opError(err)
+	}
+	if errno != 0 {
+		return 0, c.opError(os.NewSyscallError("read", errno))
+	}
+	if n == 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// readFD reads once; false (wait for the poller) if nothing is there yet.
+func (c *conn) readFD(fd uintptr) bool {
+	for {
+		n, _, errno := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(c.b))), uintptr(len(c.b)))
+		switch errno {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		case 0:
+			c.n = int(n)
+		default:
+			c.errno = errno
+		}
+		return true
+	}
+}
+
+func (c *conn) opError(err error) error {
+	return &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+}
