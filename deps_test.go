@@ -17,12 +17,11 @@ import (
 // "venues/*/*test" for each adapter's mock venue.
 var policy = map[string][]string{
 	// Leaves and the contract.
-	"internal/jsonw":   {},
-	"internal/scan":    {},
-	"internal/rawread": {},
-	"notice":           {"internal/jsonw"},
-	"venue":            {"notice", "internal/jsonw"},
-	"venue/wsconn":     {"venue", "internal/rawread"},
+	"internal/jsonw": {},
+	"internal/scan":  {},
+	"notice":         {"internal/jsonw"},
+	"venue":          {"notice", "internal/jsonw"},
+	"venue/wsconn":   {"venue"},
 
 	// The adapters: the contract and the scanner, nothing of who receives.
 	"venues/*":        {"venue", "venue/wsconn", "notice", "internal/scan"},
@@ -48,7 +47,7 @@ var policy = map[string][]string{
 	"internal/config":            {"claimcheck", "fanout", "internal/api", "internal/wsapi", "venue", "venues"},
 	"internal/testsource":        {"notice", "venue"},
 	"internal/cluster/natstest":  {}, // tests only
-	"internal/cluster":           {"fanout", "internal/config", "internal/rawread", "notice", "venue"},
+	"internal/cluster":           {"fanout", "internal/config", "notice", "venue", "venue/wsconn"},
 	"internal/ui":                {},
 	"internal/ui/bidi":           {}, // tests only: drives Firefox
 	"internal/daemon":            {"internal/ui", "internal/cluster", "claimcheck", "claimcheck/s3store", "derive", "fanout", "internal/api", "internal/config", "internal/wsapi", "notice", "replay", "subscriber", "venue", "venues"},

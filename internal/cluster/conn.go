@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/fanoutd/fanoutd/internal/config"
-	"github.com/fanoutd/fanoutd/internal/rawread"
+	"github.com/fanoutd/fanoutd/venue/wsconn"
 )
 
 // Reconnection backoff: 100 ms doubling to 5 s, with up to 20% jitter.
@@ -91,9 +91,10 @@ func Connect(c config.Cluster, log *slog.Logger, h Handlers) (*nats.Conn, error)
 }
 
 // rawDialer dials as nats.go's default dialer does, but the connection
-// reads with RawSyscall (internal/rawread): an edge reads NATS once per
-// event or so, and each plain read woke the runtime's sysmon thread into
-// its 20 µs polling loop (docs/design-notes.md, where an edge's CPU goes).
+// reads with RawSyscall (wsconn.RawRead, as a venue link does): an edge
+// reads NATS about once per event, and each plain read woke the runtime's
+// sysmon thread into its 20 µs polling loop (docs/design-notes.md, where
+// an edge's CPU goes).
 // TLS, if configured, runs over it as over any connection.
 type rawDialer struct{}
 
@@ -103,7 +104,7 @@ func (rawDialer) Dial(network, address string) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return rawread.Conn(c), nil
+	return wsconn.RawRead(c), nil
 }
 
 func reconnectDelay(attempts int) time.Duration {

@@ -1,4 +1,4 @@
-package rawread
+package wsconn
 
 import (
 	"errors"
@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// tcpPair returns a conn dialled to a listener and the accepted end.
-func tcpPair(t *testing.T) (*conn, net.Conn) {
+// tcpPair returns a rawReadConn dialled to a listener and the accepted end.
+func tcpPair(t *testing.T) (*rawReadConn, net.Conn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -26,14 +26,14 @@ func tcpPair(t *testing.T) (*conn, net.Conn) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close(); peer.Close() })
-	r, ok := Conn(c).(*conn)
+	r, ok := newRawReadConn(c).(*rawReadConn)
 	if !ok {
 		t.Fatal("a TCP connection was not wrapped")
 	}
 	return r, peer
 }
 
-// TestRawReadConn checks that conn reads what was sent, waits for
+// TestRawReadConn checks that rawReadConn reads what was sent, waits for
 // data, and fails as net.TCPConn does: deadline, EOF, closed.
 func TestRawReadConn(t *testing.T) {
 	r, peer := tcpPair(t)
