@@ -94,8 +94,7 @@ func Connect(c config.Cluster, log *slog.Logger, h Handlers) (*nats.Conn, error)
 // reads with RawSyscall (wsconn.RawRead, as a venue link does): an edge
 // reads NATS about once per event, and each plain read woke the runtime's
 // sysmon thread into its 20 µs polling loop (docs/design-notes.md, where
-// an edge's CPU goes).
-// TLS, if configured, runs over it as over any connection.
+// an edge's CPU goes). TLS, if configured, runs over it.
 type rawDialer struct{}
 
 func (rawDialer) Dial(network, address string) (net.Conn, error) {
