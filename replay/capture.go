@@ -80,25 +80,14 @@ func appendInt(dst []byte, v, width int) []byte {
 // form fast and falls back to RFC 3339 for anything else (Tardis files
 // are always the fixed form).
 func ParseTime(b []byte) (time.Time, error) {
-	if len(b) == TimeLen && b[4] == '-' && b[7] == '-' && b[10] == 'T' && b[13] == ':' && b[16] == ':' && b[19] == '.' && b[27] == 'Z' {
-		num := func(i, n int) (int, bool) {
-			v := 0
-			for _, c := range b[i : i+n] {
-				if c < '0' || c > '9' {
-					return 0, false
-				}
-				v = v*10 + int(c-'0')
-			}
-			return v, true
-		}
-		y, ok1 := num(0, 4)
-		mo, ok2 := num(5, 2)
-		d, ok3 := num(8, 2)
-		h, ok4 := num(11, 2)
-		mi, ok5 := num(14, 2)
-		s, ok6 := num(17, 2)
-		f, ok7 := num(20, 7)
-		if ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7 && mo >= 1 && mo <= 12 && d >= 1 && d <= 31 && h < 24 && mi < 60 && s < 60 {
+	if fixedForm(b) {
+		y, ok1 := num(b, 0, 4)
+		mo, ok2 := num(b, 5, 2)
+		d, ok3 := num(b, 8, 2)
+		h, ok4 := num(b, 11, 2)
+		mi, ok5 := num(b, 14, 2)
+		s, f, ok6 := secFrac(b)
+		if ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && mo >= 1 && mo <= 12 && d >= 1 && d <= 31 && h < 24 && mi < 60 {
 			t := time.Date(y, time.Month(mo), d, h, mi, s, f*100, time.UTC)
 			if t.Day() == d { // rejects 2026-02-31
 				return t, nil
@@ -111,6 +100,56 @@ func ParseTime(b []byte) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("bad timestamp %q: want %d characters like 2026-11-29T12:00:00.1234567Z", truncate(b, 40), TimeLen)
 	}
 	return t, nil
+}
+
+// fixedForm reports whether b has the punctuation of the fixed 28-character
+// form.
+func fixedForm(b []byte) bool {
+	return len(b) == TimeLen && b[4] == '-' && b[7] == '-' && b[10] == 'T' && b[13] == ':' && b[16] == ':' && b[19] == '.' && b[27] == 'Z'
+}
+
+// num parses the n digits of b at i.
+func num(b []byte, i, n int) (int, bool) {
+	v := 0
+	for _, c := range b[i : i+n] {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int(c-'0')
+	}
+	return v, true
+}
+
+// secFrac parses the seconds (under 60) and the 100 ns units of a
+// fixed-form timestamp.
+func secFrac(b []byte) (s, f int, ok bool) {
+	s, ok1 := num(b, 17, 2)
+	f, ok2 := num(b, 20, 7)
+	return s, f, ok1 && ok2 && s < 60
+}
+
+// timeCache parses a capture's timestamps: a line's timestamp usually
+// shares its minute with the line before, so once a minute's prefix
+// ("2026-11-29T12:00") parsed, a timestamp with the same prefix needs only
+// its seconds and fraction parsed (the same checks and the same Time as
+// ParseTime's, at a fraction of the cost).
+type timeCache struct {
+	prefix [16]byte
+	minute time.Time // the prefix's minute; zero when prefix holds none
+}
+
+func (c *timeCache) parse(b []byte) (time.Time, error) {
+	if !c.minute.IsZero() && fixedForm(b) && string(b[:16]) == string(c.prefix[:]) {
+		if s, f, ok := secFrac(b); ok {
+			return c.minute.Add(time.Duration(s)*time.Second + time.Duration(f)*100), nil
+		}
+	}
+	t, err := ParseTime(b)
+	if err == nil && fixedForm(b) {
+		copy(c.prefix[:], b[:16])
+		c.minute = t.Truncate(time.Minute)
+	}
+	return t, err
 }
 
 func truncate(b []byte, n int) []byte {
@@ -140,6 +179,7 @@ type Reader struct {
 	line int
 	buf  []byte
 	max  int
+	tc   timeCache
 }
 
 // NewReader reads a capture from r; name is used in errors.
@@ -163,7 +203,7 @@ func (r *Reader) Next() (Record, error) {
 		if sp < 0 {
 			return Record{}, &LineError{r.name, r.line, fmt.Errorf("no space after the timestamp in %q", truncate(line, 40))}
 		}
-		t, err := ParseTime(line[:sp])
+		t, err := r.tc.parse(line[:sp])
 		if err != nil {
 			return Record{}, &LineError{r.name, r.line, err}
 		}

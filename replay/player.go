@@ -1,13 +1,13 @@
 package replay
 
 import (
-	"bufio"
 	"container/heap"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -147,13 +147,17 @@ type trackingSink struct {
 	mu      sync.Mutex
 	streams map[venue.Stream]struct{}
 	order   []venue.Stream
+	last    venue.Stream // the stream of the last event (in streams)
 }
 
 func (s *trackingSink) Event(ev *venue.Event) {
 	s.mu.Lock()
-	if _, ok := s.streams[ev.Stream]; !ok {
-		s.streams[ev.Stream] = struct{}{}
-		s.order = append(s.order, ev.Stream)
+	if ev.Stream != s.last || len(s.order) == 0 {
+		if _, ok := s.streams[ev.Stream]; !ok {
+			s.streams[ev.Stream] = struct{}{}
+			s.order = append(s.order, ev.Stream)
+		}
+		s.last = ev.Stream
 	}
 	s.mu.Unlock()
 	s.inner.Event(ev)
@@ -365,34 +369,61 @@ func (c *cursor) end(o PlayerOptions) {
 // JSON object per line, assigning each stream's seq as the daemon does.
 // Safe for concurrent use.
 type ExportSink struct {
-	mu  sync.Mutex
-	w   *bufio.Writer
-	seq map[venue.Stream]uint64
-	buf []byte
-	err error
+	mu      sync.Mutex
+	w       io.Writer
+	seq     map[venue.Stream]*exportStream
+	last    venue.Stream // the stream of the last event, and its state
+	lastSeq *exportStream
+	buf     []byte // encoded lines not yet written
+	err     error
 }
+
+// exportStream is an ExportSink's state for one stream: its last seq, and
+// the head of its events' JSON (venue.Event.AppendJSONHead) for kind.
+type exportStream struct {
+	seq  uint64
+	kind venue.Kind
+	head []byte
+}
+
+// exportBuffer is how much an ExportSink encodes before it writes.
+const exportBuffer = 256 << 10
 
 // NewExportSink writes to w; call Flush at the end.
 func NewExportSink(w io.Writer) *ExportSink {
-	return &ExportSink{w: bufio.NewWriterSize(w, 256<<10), seq: map[venue.Stream]uint64{}}
+	return &ExportSink{w: w, seq: map[venue.Stream]*exportStream{}, buf: make([]byte, 0, exportBuffer+4<<10)}
 }
 
 // Event writes ev with its stream's next seq.
 func (s *ExportSink) Event(ev *venue.Event) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.seq[ev.Stream]++
-	ev.Seq = s.seq[ev.Stream]
-	s.buf = append(ev.AppendJSON(s.buf[:0]), '\n')
-	s.write()
+	s.mu.Lock() // unlocked without defer: once per event, and nothing here panics
+	if s.lastSeq == nil || ev.Stream != s.last {
+		n := s.seq[ev.Stream]
+		if n == nil {
+			n = &exportStream{}
+			s.seq[ev.Stream] = n
+		}
+		s.last, s.lastSeq = ev.Stream, n
+	}
+	st := s.lastSeq
+	st.seq++
+	ev.Seq = st.seq
+	if st.head == nil || st.kind != ev.Kind {
+		st.kind, st.head = ev.Kind, ev.AppendJSONHead(nil)
+	}
+	s.buf = append(s.buf, st.head...)
+	s.buf = strconv.AppendUint(s.buf, ev.Seq, 10)
+	s.buf = append(ev.AppendJSONTail(s.buf), '\n')
+	s.written()
+	s.mu.Unlock()
 }
 
 // Notice writes n.
 func (s *ExportSink) Notice(n notice.Notice) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.buf = append(n.AppendJSON(s.buf[:0]), '\n')
-	s.write()
+	s.buf = append(n.AppendJSON(s.buf), '\n')
+	s.written()
 }
 
 // Line writes b, one encoded JSON object (a derived stream's message that
@@ -400,22 +431,29 @@ func (s *ExportSink) Notice(n notice.Notice) {
 func (s *ExportSink) Line(b []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.buf = append(append(s.buf[:0], b...), '\n')
-	s.write()
+	s.buf = append(append(s.buf, b...), '\n')
+	s.written()
+}
+
+// written writes the buffer out once it holds exportBuffer bytes (lines
+// are encoded in place: no copy between encoding and the write).
+func (s *ExportSink) written() {
+	if len(s.buf) >= exportBuffer {
+		s.write()
+	}
 }
 
 func (s *ExportSink) write() {
-	if s.err == nil {
+	if s.err == nil && len(s.buf) > 0 {
 		_, s.err = s.w.Write(s.buf)
 	}
+	s.buf = s.buf[:0]
 }
 
 // Flush writes what is buffered and returns the first write error.
 func (s *ExportSink) Flush() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.err == nil {
-		s.err = s.w.Flush()
-	}
+	s.write()
 	return s.err
 }

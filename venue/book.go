@@ -158,6 +158,24 @@ func (b *Book) search(s BookSide, levels []level, price decimal.Decimal, k price
 	return lo, false
 }
 
+// searchKey is search for a book that is not slow: by key alone.
+func searchKey(s BookSide, levels []level, k priceKey) (int, bool) {
+	lo, hi := 0, len(levels)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		c := levels[m].key.cmp(k)
+		if c == 0 {
+			return m, true
+		}
+		if (s == Bid) == (c < 0) { // levels[m] is worse than price
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, false
+}
+
 // Set puts an absolute size at price on side s; a zero size removes the
 // level. It reports whether the book changed.
 func (b *Book) Set(s BookSide, price, size decimal.Decimal) bool {
@@ -190,7 +208,7 @@ func (b *Book) SetFixed(s BookSide, price, size Fixed) bool {
 		return b.Set(s, price.Decimal(), size.Decimal())
 	}
 	p := b.side(s)
-	i, found := b.search(s, *p, decimal.Decimal{}, k)
+	i, found := searchKey(s, *p, k)
 	if size.IsZero() {
 		if !found {
 			return false

@@ -65,6 +65,7 @@ type CoverageTracker struct {
 	since   time.Time
 	resyncs uint64
 	streams map[Stream]*StreamCoverage
+	last    *StreamCoverage // the entry Observe found last, while in streams
 }
 
 // NewCoverageTracker returns a tracker for venueName with the link idle.
@@ -75,15 +76,20 @@ func NewCoverageTracker(venueName string) *CoverageTracker {
 // Observe records an event observed on stream at t. It reports whether the
 // stream was not covered before (a coverage change).
 func (c *CoverageTracker) Observe(stream Stream, t time.Time) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	sc := c.streams[stream]
-	if sc == nil {
-		c.streams[stream] = &StreamCoverage{Stream: stream, Since: t, Last: t, Events: 1}
-		return true
+	c.mu.Lock() // unlocked without defer: once per event, and nothing here panics
+	sc := c.last
+	if sc == nil || sc.Stream != stream { // a decoder's events mostly repeat a stream
+		if sc = c.streams[stream]; sc == nil {
+			sc = &StreamCoverage{Stream: stream, Since: t, Last: t, Events: 1}
+			c.streams[stream], c.last = sc, sc
+			c.mu.Unlock()
+			return true
+		}
+		c.last = sc
 	}
 	sc.Last = t
 	sc.Events++
+	c.mu.Unlock()
 	return false
 }
 
@@ -94,6 +100,9 @@ func (c *CoverageTracker) Forget(stream Stream) bool {
 	defer c.mu.Unlock()
 	_, ok := c.streams[stream]
 	delete(c.streams, stream)
+	if c.last != nil && c.last.Stream == stream {
+		c.last = nil
+	}
 	return ok
 }
 
@@ -108,6 +117,7 @@ func (c *CoverageTracker) SetLink(s LinkState, t time.Time) {
 	c.link, c.since = s, t
 	if s != LinkUp {
 		clear(c.streams)
+		c.last = nil
 	}
 }
 

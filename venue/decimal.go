@@ -1,6 +1,7 @@
 package venue
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/shopspring/decimal"
@@ -19,41 +20,64 @@ func AppendDecimal(dst []byte, d decimal.Decimal) []byte {
 }
 
 // appendCoef appends c·10^exp in plain notation, trailing fractional zeros
-// trimmed.
+// trimmed. The digits are written in place, last first (no scratch buffer
+// copied over: this runs twice per level of every event exported).
 func appendCoef(dst []byte, c int64, exp int) []byte {
 	if c == 0 {
 		return append(dst, '0')
 	}
+	u := uint64(c)
 	if c < 0 {
 		dst = append(dst, '-')
-		c = -c
+		u = -u
 	}
 	if exp >= 0 {
-		dst = strconv.AppendInt(dst, c, 10)
+		dst = strconv.AppendUint(dst, u, 10)
 		for range exp {
 			dst = append(dst, '0')
 		}
 		return dst
 	}
-	var buf [20]byte
-	digits := strconv.AppendInt(buf[:0], c, 10)
 	frac := -exp
-	// Trim trailing zeros of the fractional part.
-	for frac > 0 && digits[len(digits)-1] == '0' {
-		digits = digits[:len(digits)-1]
+	for frac > 0 && u%10 == 0 {
+		u /= 10
 		frac--
 	}
 	if frac == 0 {
-		return append(dst, digits...)
+		return strconv.AppendUint(dst, u, 10)
 	}
-	if len(digits) > frac {
-		dst = append(dst, digits[:len(digits)-frac]...)
-		dst = append(dst, '.')
-		return append(dst, digits[len(digits)-frac:]...)
+	n := numDigits(u)
+	size := frac + 2 // "0." and the fraction
+	if n > frac {
+		size = n + 1 // the digits and the point
 	}
-	dst = append(dst, '0', '.')
-	for range frac - len(digits) {
-		dst = append(dst, '0')
+	dst = slices.Grow(dst, size)
+	out := dst[len(dst) : len(dst)+size]
+	i := size
+	for range frac {
+		i--
+		out[i] = byte('0' + u%10)
+		u /= 10
 	}
-	return append(dst, digits...)
+	i--
+	out[i] = '.'
+	if u == 0 {
+		out[0] = '0'
+	}
+	for u > 0 {
+		i--
+		out[i] = byte('0' + u%10)
+		u /= 10
+	}
+	return dst[:len(dst)+size]
+}
+
+// numDigits returns how many decimal digits u has (1 for 0).
+func numDigits(u uint64) int {
+	n := 1
+	for u >= 10 {
+		u /= 10
+		n++
+	}
+	return n
 }

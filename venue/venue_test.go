@@ -170,6 +170,22 @@ func TestCoverageTracker(t *testing.T) {
 	if cov := c.Snapshot(); len(cov.Streams) != 0 || cov.Link != "down" {
 		t.Fatalf("coverage after link down %+v", cov)
 	}
+	// The stream observed last is new again after the link came back, and
+	// after it was forgotten; the others keep their counts meanwhile.
+	c.SetLink(LinkUp, t1.Add(3*time.Second))
+	if !c.Observe("okx:level2:A", t1) || !c.Observe("okx:level2:B", t1) || c.Observe("okx:level2:A", t1) {
+		t.Fatal("Observe after link up")
+	}
+	if !c.Forget("okx:level2:A") || !c.Observe("okx:level2:A", t1) {
+		t.Fatal("Observe after Forget")
+	}
+	c.Observe("okx:level2:B", t1.Add(time.Second))
+	if !c.Forget("okx:level2:B") || c.Observe("okx:level2:A", t1) || !c.Observe("okx:level2:B", t1) {
+		t.Fatal("Observe after forgetting the last stream observed")
+	}
+	if cov := c.Snapshot(); len(cov.Streams) != 2 || cov.Streams[0].Events != 2 || cov.Streams[1].Events != 1 {
+		t.Fatalf("coverage %+v", cov)
+	}
 }
 
 func TestBackoff(t *testing.T) {

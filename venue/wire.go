@@ -29,12 +29,26 @@ import (
 // round-trips exactly through UnmarshalJSON; it is what subscribers
 // receive and what a relay between nodes carries.
 func (e *Event) AppendJSON(dst []byte) []byte {
+	dst = e.AppendJSONHead(dst)
+	dst = strconv.AppendUint(dst, e.Seq, 10)
+	return e.AppendJSONTail(dst)
+}
+
+// AppendJSONHead appends what AppendJSON writes before the seq:
+// {"type":…,"stream":…,"seq": — the same for every event of a stream, for
+// a writer that keeps it per stream (AppendJSON is AppendJSONHead, the
+// seq, AppendJSONTail).
+func (e *Event) AppendJSONHead(dst []byte) []byte {
 	dst = append(dst, `{"type":"`...)
 	dst = append(dst, e.Kind.String()...)
 	dst = append(dst, `","stream":`...)
 	dst = jsonw.AppendString(dst, string(e.Stream))
-	dst = append(dst, `,"seq":`...)
-	dst = strconv.AppendUint(dst, e.Seq, 10)
+	return append(dst, `,"seq":`...)
+}
+
+// AppendJSONTail appends what AppendJSON writes after the seq, to the
+// closing brace.
+func (e *Event) AppendJSONTail(dst []byte) []byte {
 	switch e.Kind {
 	case KindBook:
 		dst = append(dst, `,"snapshot":`...)

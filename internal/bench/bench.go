@@ -61,6 +61,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	conns := fs.Int("conns", 10000, "subscriber connections of --idle")
 	memprofile := fs.String("memprofile", "", "with --idle: write the server's heap profile at the end of the measured window to this file (fanoutd only)")
 	edges := fs.Int("edges", 0, "also run a cluster: one ingest (this process, embedded NATS) and N edge processes, against --role all under the same load (both fed as --source says)")
+	rounds := fs.Int("rounds", 1, "with --edges: run both this many times, interleaved, and end with each round's CPU ratio and latency differences and their medians")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -83,6 +84,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case o.source != sourceInproc && o.source != sourceVenue:
 		fmt.Fprintf(stderr, "fanoutd bench: --source %q: want inproc or venue\n", o.source)
 		return 2
+	case *rounds < 1 || (*rounds > 1 && *edges == 0):
+		fmt.Fprintln(stderr, "fanoutd bench: --rounds ≥ 1, and more than one only with --edges")
+		return 2
 	case *edges > 0 && (o.peer != "" || o.cpuprofile != ""):
 		fmt.Fprintln(stderr, "fanoutd bench: --edges measures fanoutd itself: --peer and --cpuprofile do not apply")
 		return 2
@@ -97,7 +101,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return idleMain(o, *conns, *memprofile, stdout, stderr)
 	}
 	if *edges > 0 {
-		return clusterMain(*edges, loadOpts{subs: o.subs, rate: o.rate, size: o.size, warm: o.warm, dur: o.dur, delay: o.delay, uring: o.uring}, o.source, stdout, stderr)
+		return clusterMain(*edges, *rounds, loadOpts{subs: o.subs, rate: o.rate, size: o.size, warm: o.warm, dur: o.dur, delay: o.delay, uring: o.uring}, o.source, stdout, stderr)
 	}
 	r, err := run(o, stderr)
 	if err != nil {

@@ -50,3 +50,40 @@ func TestBenchBadPeer(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errb.String())
 	}
 }
+
+// TestBenchRoundsNeedEdges: --rounds is at least 1, and more than one
+// only with --edges (the rounds interleave the two sides of a cluster
+// bench).
+func TestBenchRoundsNeedEdges(t *testing.T) {
+	for _, args := range [][]string{{"--rounds", "3"}, {"--edges", "1", "--rounds", "0"}} {
+		var out, errb bytes.Buffer
+		if code := Main(args, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--rounds") {
+			t.Fatalf("%q: exit %d, stderr %q", args, code, errb.String())
+		}
+	}
+}
+
+// TestPrintRounds: each round's ratio and differences, then the lowest,
+// the median (the mean of the middle two of an even count) and the
+// highest of each column.
+func TestPrintRounds(t *testing.T) {
+	ms := time.Millisecond
+	rs := []roundResult{
+		{oneMsg: 1, edgeMsg: 1.2, one: [3]time.Duration{ms, 10 * ms, 20 * ms}, many: [3]time.Duration{2 * ms, 11 * ms, 30 * ms}},
+		{oneMsg: 1, edgeMsg: 1.0, one: [3]time.Duration{ms, 10 * ms, 20 * ms}, many: [3]time.Duration{ms, 13 * ms, 20 * ms}},
+		{oneMsg: 2, edgeMsg: 2.2, one: [3]time.Duration{ms, 10 * ms, 20 * ms}, many: [3]time.Duration{3 * ms, 9 * ms, 25 * ms}},
+		{oneMsg: 1, edgeMsg: 1.5, one: [3]time.Duration{ms, 10 * ms, 20 * ms}, many: [3]time.Duration{ms, 10 * ms, 20 * ms}},
+	}
+	var b bytes.Buffer
+	printRounds(&b, rs)
+	for _, want := range []string{
+		"1           1.20×          1ms          1ms         10ms",
+		"lowest      1.00×           0s         -1ms           0s",
+		"median      1.15×        500µs        500µs        2.5ms",
+		"highest     1.50×          2ms          3ms         10ms",
+	} {
+		if !strings.Contains(b.String(), want+"\n") {
+			t.Errorf("no line %q in\n%s", want, b.String())
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,6 +39,7 @@ type loadOpts struct {
 // reports (one per client process).
 type loadResult struct {
 	cpu        []time.Duration
+	diag       []procDiag // per process, as cpu
 	reports    []clientReport
 	venueSent  int // fed by a venue: frames it sent in the whole run
 	eventBytes int // fed in process: the size of an event on the wire
@@ -79,9 +81,9 @@ type feeder struct {
 }
 
 // drive starts one bench-clients child per URL (subs[i] subscribers on
-// urls[i]), feeds o.rate events per second, and measures cpus (one per
-// server process) over the measured window.
-func drive(feed feeder, cpus []func() time.Duration, urls []string, subs []int, o loadOpts, stderr io.Writer) (loadResult, error) {
+// urls[i]), feeds o.rate events per second, and measures cpus and diags
+// (one each per server process) over the measured window.
+func drive(feed feeder, cpus []func() time.Duration, diags []func() procDiag, urls []string, subs []int, o loadOpts, stderr io.Writer) (loadResult, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return loadResult{}, err
@@ -118,15 +120,22 @@ func drive(feed feeder, cpus []func() time.Duration, urls []string, subs []int, 
 	start := time.Now()
 	measureAt, endAt := start.Add(o.warm), start.Add(o.warm+o.dur)
 	cpu0 := make([]time.Duration, len(cpus))
-	res := loadResult{cpu: make([]time.Duration, len(cpus)), eventBytes: len(mk(0, pad).AppendJSON(nil)) + 8}
+	diag0 := make([]procDiag, len(diags))
+	res := loadResult{cpu: make([]time.Duration, len(cpus)), diag: make([]procDiag, len(diags)), eventBytes: len(mk(0, pad).AppendJSON(nil)) + 8}
 	begin := func() {
 		for j, f := range cpus {
 			cpu0[j] = f()
+		}
+		for j, f := range diags {
+			diag0[j] = f()
 		}
 	}
 	end := func() {
 		for j, f := range cpus {
 			res.cpu[j] = f() - cpu0[j]
+		}
+		for j, f := range diags {
+			res.diag[j] = f().sub(diag0[j])
 		}
 	}
 	if res.venueSent, err = pace(feed.venue, o.rate, start, measureAt, endAt, begin, end, func(i int) error {
@@ -167,82 +176,127 @@ func pidCPU(pid int) func() time.Duration {
 // delivered message against the single process's, the ingest's CPU per
 // event, and publish-to-read latency. source says what feeds the single
 // process and the ingest: the in-process test source, or (sourceVenue) a
-// bench venue child per run through the bybit adapter.
-func clusterMain(edges int, o loadOpts, source string, stdout, stderr io.Writer) int {
-	fail := func(err error) int { fmt.Fprintln(stderr, "fanoutd bench:", err); return 1 }
-	venueFed := source == sourceVenue
-	feed := feeder{stream: benchStream}
-	var vpad, eventBytes int
-	if venueFed {
-		feed.stream = venueStream
-		vpad, eventBytes = venuePad(o.size)
+// bench venue child per run through the bybit adapter. With rounds > 1
+// it runs both that many times, interleaved (the single process first in
+// odd rounds, the cluster first in even ones), and ends with each round's
+// ratio and latency differences and their medians.
+func clusterMain(edges, rounds int, o loadOpts, source string, stdout, stderr io.Writer) int {
+	b := &clusterBench{edges: edges, o: o, venueFed: source == sourceVenue, stderr: stderr}
+	b.feed = feeder{stream: benchStream}
+	if b.venueFed {
+		b.feed.stream = venueStream
+		b.vpad, b.eventBytes = venuePad(o.size)
 	}
-	// startFeed starts a run's venue (if venue-fed) and returns its URL.
-	startFeed := func() (string, error) {
-		if !venueFed {
-			return "", nil
-		}
+	var rs []roundResult
+	for r := range rounds {
+		var one, many loadResult
 		var err error
-		feed.venue, err = startVenue(o.rate, vpad, o.warm+o.dur, stderr)
+		if r%2 == 0 {
+			if one, err = b.single(); err == nil {
+				many, err = b.cluster()
+			}
+		} else {
+			if many, err = b.cluster(); err == nil {
+				one, err = b.single()
+			}
+		}
 		if err != nil {
-			return "", err
+			fmt.Fprintln(stderr, "fanoutd bench:", err)
+			return 1
 		}
-		return feed.venue.url, nil
-	}
-	// subscribed waits for the server to have subscribed the venue.
-	subscribed := func() error {
-		if !venueFed {
-			return nil
+		if rounds > 1 {
+			fmt.Fprintf(stdout, "round %d of %d (%s first), load average %s\n", r+1, rounds, map[bool]string{true: "--role all", false: "the cluster"}[r%2 == 0], loadAvg())
 		}
-		return feed.venue.expect("subscribed", 20*time.Second)
+		rs = append(rs, b.report(stdout, one, many))
 	}
-	// One process.
-	vurl, err := startFeed()
+	if rounds > 1 {
+		printRounds(stdout, rs)
+	}
+	return 0
+}
+
+// clusterBench runs the two sides of bench --edges.
+type clusterBench struct {
+	edges      int
+	o          loadOpts
+	venueFed   bool
+	vpad       int
+	eventBytes int // fed by a venue: the size of an event on the wire
+	feed       feeder
+	stderr     io.Writer
+}
+
+// startFeed starts a run's venue (if venue-fed) and returns its URL.
+func (b *clusterBench) startFeed() (string, error) {
+	if !b.venueFed {
+		return "", nil
+	}
+	var err error
+	b.feed.venue, err = startVenue(b.o.rate, b.vpad, b.o.warm+b.o.dur, b.stderr)
 	if err != nil {
-		return fail(err)
+		return "", err
 	}
-	single, err := startFanoutd(o.delay, o.uring, vurl, stderr)
-	if err == nil {
-		if err = subscribed(); err != nil {
-			single.stop()
-		}
+	return b.feed.venue.url, nil
+}
+
+// subscribed waits for the server to have subscribed the venue.
+func (b *clusterBench) subscribed() error {
+	if !b.venueFed {
+		return nil
 	}
+	return b.feed.venue.expect("subscribed", 20*time.Second)
+}
+
+// stopFeed stops the run's venue, if any.
+func (b *clusterBench) stopFeed() {
+	if b.feed.venue != nil {
+		b.feed.venue.stop()
+		b.feed.venue = nil
+	}
+}
+
+// single runs the load on one process (--role all).
+func (b *clusterBench) single() (loadResult, error) {
+	vurl, err := b.startFeed()
 	if err != nil {
-		if feed.venue != nil {
-			feed.venue.stop()
-		}
-		return fail(err)
+		return loadResult{}, err
 	}
-	if !venueFed {
-		feed.publish = func(ev *venue.Event) { single.src.Publish(ev) }
-	}
-	one, err := drive(feed, []func() time.Duration{processCPU}, []string{single.url}, []int{o.subs}, o, stderr)
-	single.stop()
-	if feed.venue != nil {
-		feed.venue.stop()
-	}
+	defer b.stopFeed()
+	single, err := startFanoutd(b.o.delay, b.o.uring, vurl, b.stderr)
 	if err != nil {
-		return fail(err)
+		return loadResult{}, err
 	}
-	// The cluster.
+	defer single.stop()
+	if err := b.subscribed(); err != nil {
+		return loadResult{}, err
+	}
+	if !b.venueFed {
+		b.feed.publish = func(ev *venue.Event) { single.src.Publish(ev) }
+	}
+	diag := func() procDiag { return readDiag(os.Getpid(), gathered(single.d.Metrics())) }
+	return drive(b.feed, []func() time.Duration{processCPU}, []func() procDiag{diag}, []string{single.url}, []int{b.o.subs}, b.o, b.stderr)
+}
+
+// cluster runs the load on one ingest (this process) and the edges.
+func (b *clusterBench) cluster() (loadResult, error) {
+	o := b.o
 	dir, err := os.MkdirTemp("", "fanoutd-bench-")
 	if err != nil {
-		return fail(err)
+		return loadResult{}, err
 	}
 	defer os.RemoveAll(dir)
-	if vurl, err = startFeed(); err != nil {
-		return fail(err)
-	}
-	if feed.venue != nil {
-		defer feed.venue.stop() // after the ingest stopped (defers run last first)
-	}
-	ing, err := startIngest(dir, vurl, stderr)
+	vurl, err := b.startFeed()
 	if err != nil {
-		return fail(err)
+		return loadResult{}, err
+	}
+	defer b.stopFeed() // after the ingest stopped (defers run last first)
+	ing, err := startIngest(dir, vurl, b.stderr)
+	if err != nil {
+		return loadResult{}, err
 	}
 	defer ing.stop()
-	if err := subscribed(); err != nil {
-		return fail(err)
+	if err := b.subscribed(); err != nil {
+		return loadResult{}, err
 	}
 	exe, _ := os.Executable()
 	edgeCfg := filepath.Join(dir, "edge.yaml")
@@ -250,44 +304,57 @@ func clusterMain(edges int, o loadOpts, source string, stdout, stderr io.Writer)
 	if o.delay != "" {
 		yml += "  write_delay: " + o.delay + "\n"
 	}
-	if venueFed {
+	if b.venueFed {
 		yml += "venues:\n  bybit:\n    symbols: []\n"
 	} else {
 		yml += "venues:\n  coinbase:\n    symbols: []\n"
 	}
 	if err := os.WriteFile(edgeCfg, []byte(yml), 0o644); err != nil {
-		return fail(err)
+		return loadResult{}, err
 	}
 	var urls []string
 	var subs []int
 	cpus := []func() time.Duration{processCPU}
-	for i := range edges {
+	var diags []func() procDiag
+	for i := range b.edges {
 		port, err := freePort()
 		if err != nil {
-			return fail(err)
+			return loadResult{}, err
 		}
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		cmd := exec.Command(exe, "serve", "--role", "edge", "--nats", ing.natsURL, "--listen", addr, "--config", edgeCfg)
-		cmd.Stderr = stderr
+		cmd.Stderr = b.stderr
 		cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(runtime.GOMAXPROCS(0)))
 		if err := cmd.Start(); err != nil {
-			return fail(err)
+			return loadResult{}, err
 		}
 		defer func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() }()
 		if err := waitReady("http://" + addr + "/readyz"); err != nil {
-			return fail(fmt.Errorf("edge %d: %w", i, err))
+			return loadResult{}, fmt.Errorf("edge %d: %w", i, err)
 		}
 		urls = append(urls, "ws://"+addr+"/v1/stream")
-		subs = append(subs, o.subs/edges+btoi(i < o.subs%edges))
+		subs = append(subs, o.subs/b.edges+btoi(i < o.subs%b.edges))
 		cpus = append(cpus, pidCPU(cmd.Process.Pid))
+		pid, metrics := cmd.Process.Pid, scraped("http://"+addr+"/metrics")
+		diags = append(diags, func() procDiag { return readDiag(pid, metrics) })
 	}
-	if !venueFed {
-		feed.publish = func(ev *venue.Event) { ing.src.Publish(ev) }
+	if !b.venueFed {
+		b.feed.publish = func(ev *venue.Event) { ing.src.Publish(ev) }
 	}
-	many, err := drive(feed, cpus, urls, subs, o, stderr)
-	if err != nil {
-		return fail(err)
-	}
+	return drive(b.feed, cpus, diags, urls, subs, o, b.stderr)
+}
+
+// roundResult is one round's comparison.
+type roundResult struct {
+	oneMsg, edgeMsg float64 // server CPU per delivered message, µs
+	one, many       [3]time.Duration
+}
+
+func (r roundResult) ratio() float64 { return r.edgeMsg / max(r.oneMsg, 1e-9) }
+
+// report prints one round and returns its comparison.
+func (b *clusterBench) report(stdout io.Writer, one, many loadResult) roundResult {
+	o, edges := b.o, b.edges
 	var edgeCPU time.Duration
 	for _, c := range many.cpu[1:] {
 		edgeCPU += c
@@ -296,12 +363,13 @@ func clusterMain(edges int, o loadOpts, source string, stdout, stderr io.Writer)
 		return float64(cpu.Nanoseconds()) / float64(max(n, 1)) / 1000
 	}
 	events := int64(float64(o.rate) * o.dur.Seconds())
-	if !venueFed {
+	eventBytes := b.eventBytes
+	if !b.venueFed {
 		eventBytes = one.eventBytes
 	}
 	oneMsg, edgeMsg := perMsg(one.cpu[0], one.received()), perMsg(edgeCPU, many.received())
 	fed := "fed in process"
-	if venueFed {
+	if b.venueFed {
 		fed = "fed by a Bybit venue child through the bybit adapter (the venue's CPU not counted)"
 	}
 	fmt.Fprintf(stdout, "bench --edges %d: %d subscribers, %d events/s of %d bytes, %s measured after %s warm-up, %s (GOMAXPROCS %d, one machine)\n",
@@ -312,20 +380,86 @@ func clusterMain(edges int, o loadOpts, source string, stdout, stderr io.Writer)
 	fmt.Fprintf(stdout, "%-34s %14s %16.3f\n", "ingest CPU per event, µs (+NATS)", "-", perMsg(many.cpu[0], events))
 	fmt.Fprintf(stdout, "%-34s %14.1f %16.1f\n", "server CPU, % of one core", 100*one.cpu[0].Seconds()/o.dur.Seconds(), 100*edgeCPU.Seconds()/o.dur.Seconds())
 	fmt.Fprintf(stdout, "%-34s %14.1f %16.1f\n", "ingest+NATS CPU, % of one core", 0.0, 100*many.cpu[0].Seconds()/o.dur.Seconds())
-	p50 := func(c clientReport) int64 { return c.P50 }
-	p99 := func(c clientReport) int64 { return c.P99 }
-	fmt.Fprintf(stdout, "%-34s %14s %16s\n", "publish-to-read p50", one.worst(p50), many.worst(p50))
-	fmt.Fprintf(stdout, "%-34s %14s %16s\n", "publish-to-read p99", one.worst(p99), many.worst(p99))
-	if venueFed {
+	r := roundResult{oneMsg: oneMsg, edgeMsg: edgeMsg}
+	for i, q := range []struct {
+		name string
+		f    func(clientReport) int64
+	}{
+		{"p50", func(c clientReport) int64 { return c.P50 }},
+		{"p99", func(c clientReport) int64 { return c.P99 }},
+		{"p99.9", func(c clientReport) int64 { return c.P999 }},
+	} {
+		r.one[i], r.many[i] = one.worst(q.f), many.worst(q.f)
+		fmt.Fprintf(stdout, "%-34s %14s %16s\n", "publish-to-read "+q.name, r.one[i], r.many[i])
+	}
+	if b.venueFed {
 		fmt.Fprintf(stdout, "%-34s %14d %16d\n", "venue frames sent (whole run)", one.venueSent, many.venueSent)
 		fmt.Fprintf(stdout, "%-34s %14d %16d\n", "clients read (whole run)", one.total(), many.total())
 		fmt.Fprintf(stdout, "%-34s %14d %16d\n", "  of (frames × subscribers)", int64(one.venueSent)*int64(o.subs), int64(many.venueSent)*int64(o.subs))
 	}
-	ratio := edgeMsg / max(oneMsg, 1e-9)
-	hop := many.worst(p99) - one.worst(p99)
+	var edgeDiag procDiag
+	for _, d := range many.diag {
+		edgeDiag = edgeDiag.add(d)
+	}
+	printDiag(stdout, one.diag[0], edgeDiag, one.received(), many.received())
+	hop := r.many[1] - r.one[1]
 	fmt.Fprintf(stdout, "edge CPU/msg ÷ single process: %.2f× (target ≤ 1.1×: %s); the hop adds %s to p99 (target ≤ 1ms: %s)\n",
-		ratio, met(ratio <= 1.1), hop, met(hop <= time.Millisecond))
-	return 0
+		r.ratio(), met(r.ratio() <= 1.1), hop, met(hop <= time.Millisecond))
+	return r
+}
+
+// printRounds prints each round's ratio and latency differences (cluster
+// minus single process), then their medians, lowest and highest.
+func printRounds(stdout io.Writer, rs []roundResult) {
+	fmt.Fprintf(stdout, "\n%d interleaved rounds: edge CPU/msg ÷ single process, and the cluster's publish-to-read minus the single process's\n", len(rs))
+	fmt.Fprintf(stdout, "%-8s %8s %12s %12s %12s\n", "round", "ratio", "Δp50", "Δp99", "Δp99.9")
+	ratios := make([]float64, len(rs))
+	var deltas [3][]time.Duration
+	for i, r := range rs {
+		ratios[i] = r.ratio()
+		fmt.Fprintf(stdout, "%-8d %7.2f× %12s %12s %12s\n", i+1, r.ratio(), r.many[0]-r.one[0], r.many[1]-r.one[1], r.many[2]-r.one[2])
+		for q := range deltas {
+			deltas[q] = append(deltas[q], r.many[q]-r.one[q])
+		}
+	}
+	slices.Sort(ratios)
+	for q := range deltas {
+		slices.Sort(deltas[q])
+	}
+	n := len(rs)
+	// at returns the value at sorted position i; for the median (i < 0)
+	// the middle one, or the mean of the middle two.
+	at := func(i int) (float64, [3]time.Duration) {
+		lo, hi := i, i
+		if i < 0 {
+			lo, hi = (n-1)/2, n/2
+		}
+		var d [3]time.Duration
+		for q := range d {
+			d[q] = (deltas[q][lo] + deltas[q][hi]) / 2
+		}
+		return (ratios[lo] + ratios[hi]) / 2, d
+	}
+	for _, row := range []struct {
+		name string
+		i    int
+	}{{"lowest", 0}, {"median", -1}, {"highest", n - 1}} {
+		r, d := at(row.i)
+		fmt.Fprintf(stdout, "%-8s %7.2f× %12s %12s %12s\n", row.name, r, d[0], d[1], d[2])
+	}
+}
+
+// loadAvg returns the 1-minute load average, or "?".
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return "?"
+	}
+	return f[0]
 }
 
 func met(ok bool) string {

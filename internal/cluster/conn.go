@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/fanoutd/fanoutd/internal/config"
+	"github.com/fanoutd/fanoutd/venue/wsconn"
 )
 
 // Reconnection backoff: 100 ms doubling to 5 s, with up to 20% jitter.
@@ -40,6 +41,7 @@ func Connect(c config.Cluster, log *slog.Logger, h Handlers) (*nats.Conn, error)
 		nats.RetryOnFailedConnect(true),
 		nats.CustomReconnectDelay(reconnectDelay),
 		nats.PingInterval(2 * time.Second),
+		nats.SetCustomDialer(rawDialer{}),
 		nats.MaxPingsOutstanding(2),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			log.Warn("nats: disconnected", "err", err)
@@ -86,6 +88,22 @@ func Connect(c config.Cluster, log *slog.Logger, h Handlers) (*nats.Conn, error)
 		return nil, fmt.Errorf("cluster: nats %s: %w", c.NATSURL, err)
 	}
 	return nc, nil
+}
+
+// rawDialer dials as nats.go's default dialer does, but the connection
+// reads with RawSyscall (wsconn.RawRead, as a venue link does): an edge
+// reads NATS about once per event, and each plain read woke the runtime's
+// sysmon thread into its 20 µs polling loop (docs/design-notes.md, where
+// an edge's CPU goes). TLS, if configured, runs over it.
+type rawDialer struct{}
+
+func (rawDialer) Dial(network, address string) (net.Conn, error) {
+	d := net.Dialer{Timeout: nats.DefaultTimeout}
+	c, err := d.Dial(network, address)
+	if err != nil {
+		return nil, err
+	}
+	return wsconn.RawRead(c), nil
 }
 
 func reconnectDelay(attempts int) time.Duration {

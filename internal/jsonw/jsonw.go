@@ -6,12 +6,27 @@ package jsonw
 
 import "unicode/utf8"
 
+// plain holds the bytes AppendString copies as they are: printable ASCII
+// but the quote and the backslash.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // AppendString appends s as a JSON string. Invalid UTF-8 is replaced by
 // U+FFFD so the output is always valid JSON.
 func AppendString(dst []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
-	for i := 0; i < len(s); {
+	// The plain run at the start (usually all of s) in one append.
+	i := 0
+	for i < len(s) && plain[s[i]] {
+		i++
+	}
+	dst = append(dst, s[:i]...)
+	for i < len(s) {
 		c := s[i]
 		if c < utf8.RuneSelf {
 			switch {

@@ -443,6 +443,14 @@ func parseInt(b []byte) (n int64, used int, ok bool) {
 	}
 	start := i
 	var u uint64
+	// Up to 18 digits cannot overflow: no check on them.
+	for end := min(len(b), start+18); i < end; i++ {
+		d := b[i] - '0'
+		if d > 9 {
+			break
+		}
+		u = u*10 + uint64(d)
+	}
 	for ; i < len(b); i++ {
 		d := b[i] - '0'
 		if d > 9 {

@@ -50,6 +50,11 @@ type rawReadConn struct {
 	errno syscall.Errno
 }
 
+// RawRead returns c reading with RawSyscall (rawReadConn) if it is a TCP
+// connection, else c itself. A cluster node's NATS connection uses it
+// too (internal/cluster): an edge reads NATS about once per event.
+func RawRead(c net.Conn) net.Conn { return newRawReadConn(c) }
+
 // newRawReadConn wraps c if it is a TCP connection.
 func newRawReadConn(c net.Conn) net.Conn {
 	tc, ok := c.(*net.TCPConn)

@@ -28,18 +28,38 @@ func Dialer(readLimit int64) venue.DialFunc {
 			return nil, err
 		}
 		ws.SetReadLimit(readLimit)
-		return conn{ws}, nil
+		return &conn{ws: ws}, nil
 	}
 }
 
-type conn struct{ ws *websocket.Conn }
+type conn struct {
+	ws *websocket.Conn
 
-func (c conn) Read(ctx context.Context, buf []byte) ([]byte, error) {
-	_, r, err := c.ws.Reader(ctx)
+	// Read's context closes the connection when it ends, watched once for
+	// as long as Read is given the same one (a link gives one per
+	// connection): coder/websocket, given a context that can end, sets
+	// and clears a context.AfterFunc on it for every frame header and
+	// payload it reads (docs/design-notes.md, venue: the link). Only
+	// Read's goroutine uses these fields; Close may run concurrently.
+	watched context.Context
+	unwatch func() bool
+}
+
+func (c *conn) Read(ctx context.Context, buf []byte) ([]byte, error) {
+	if ctx != c.watched {
+		if c.unwatch != nil {
+			c.unwatch()
+		}
+		c.watched, c.unwatch = ctx, context.AfterFunc(ctx, func() { c.ws.CloseNow() })
+	}
+	_, r, err := c.ws.Reader(context.Background())
 	if err == nil {
 		buf, err = venue.ReadFrame(r, buf)
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			return buf, ctx.Err() // as coder/websocket answers a read its context ended
+		}
 		return buf, closeError(err)
 	}
 	return buf, nil
@@ -57,10 +77,10 @@ func closeError(err error) error {
 	return err
 }
 
-func (c conn) Write(ctx context.Context, msg []byte) error {
+func (c *conn) Write(ctx context.Context, msg []byte) error {
 	return c.ws.Write(ctx, websocket.MessageText, msg)
 }
 
-func (c conn) Ping(ctx context.Context) error { return c.ws.Ping(ctx) }
+func (c *conn) Ping(ctx context.Context) error { return c.ws.Ping(ctx) }
 
-func (c conn) Close() error { return c.ws.CloseNow() }
+func (c *conn) Close() error { return c.ws.CloseNow() }

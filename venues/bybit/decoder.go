@@ -40,6 +40,7 @@ type Decoder struct {
 	depth int // the level2 depth; orderbook.1 is also level2 only when depth is 1
 
 	topics map[string]*topic // by topic as Bybit writes it
+	last   *topic            // the topic lookup found last (in topics)
 
 	// Hooks the Adapter sets; nil in replay.
 	resync  func(topic string)  // ask the venue for a fresh snapshot of topic
@@ -155,6 +156,7 @@ func (d *Decoder) forget(symbol string, now time.Time) {
 			delete(d.topics, k)
 		}
 	}
+	d.last = nil
 	d.sink.Forget(now, venue.NewStream(Name, venue.Level2, symbol), venue.NewStream(Name, venue.Trades, symbol),
 		venue.NewStream(Name, venue.Ticker, symbol))
 }
@@ -336,7 +338,11 @@ func (d *Decoder) parseData(s *scan.Scanner, t *topic, typ []byte) parsedData {
 // lookup returns the state of a topic the decoder decodes, creating it on
 // first sight, or nil for any other topic.
 func (d *Decoder) lookup(name []byte) *topic {
+	if t := d.last; t != nil && t.name == string(name) { // frames mostly repeat a topic
+		return t
+	}
 	if t, ok := d.topics[string(name)]; ok {
+		d.last = t
 		return t
 	}
 	if bytes.IndexByte(name, '\\') >= 0 || len(d.topics) >= maxTopics {

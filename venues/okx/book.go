@@ -88,6 +88,63 @@ type book struct {
 	free       []int32   // unused slots of vals
 	nbig       int       // vals with a big size
 	cache      *decCache // the decoder's; nil makes every decimal anew
+
+	// The checksum string as of the last checksum, where each pair of
+	// levels starts in it, the CRC state at every csBlock bytes of it, its
+	// CRC, and the first rank (on either side) that may have changed
+	// since: checksum rebuilds and rehashes only from there.
+	cstr    []byte
+	coff    [checksumDepth]int32
+	cst     []uint32 // cst[j] is the CRC of cstr[:j*csBlock]
+	csSum   uint32
+	csDirty int
+	csFrom  int // first byte of cstr patched since (noPatch when none)
+}
+
+const noPatch = 1 << 30
+
+// touch records that the level at rank (0 is the best) changed, appeared
+// or went, which moves every rank after it.
+func (b *book) touch(rank int) {
+	if rank < b.csDirty {
+		b.csDirty = rank
+	}
+}
+
+// patch records a new size (and text) at an existing level of rank whose
+// text in cstr was oldLen bytes long: while cstr still holds that rank,
+// the new text replaces the old in place, and only the hash is redone
+// from there; otherwise it is a touch.
+func (b *book) patch(bid bool, rank, oldLen int) {
+	if rank >= b.csDirty {
+		return // not in the top 25, or rebuilt from an earlier rank anyway
+	}
+	if oldLen == 0 || !b.keepText {
+		b.touch(rank)
+		return
+	}
+	pos := int(b.coff[rank])
+	if rank > 0 {
+		pos++ // the ':' before the pair
+	}
+	if !bid && rank < len(b.bids.lv) {
+		pos += int(b.bids.best(rank).tl) + 1 // the bid at rank, and ':'
+	}
+	l := b.side(bid).best(rank)
+	txt := b.text[l.txt : l.txt+l.tl]
+	if d := len(txt) - oldLen; d != 0 {
+		end, n := pos+oldLen, len(b.cstr)
+		if d > 0 {
+			b.cstr = slices.Grow(b.cstr, d)[:n+d]
+		}
+		copy(b.cstr[end+d:], b.cstr[end:n]) // what follows, moved
+		b.cstr = b.cstr[:n+d]
+		for j := rank + 1; j < checksumDepth; j++ {
+			b.coff[j] += int32(d)
+		}
+	}
+	copy(b.cstr[pos:], txt)
+	b.csFrom = min(b.csFrom, pos)
 }
 
 // newSlot stores sz and returns its slot.
@@ -116,7 +173,7 @@ func (b *book) freeSlot(s int32) {
 // price returns the price of key in fixed point.
 func (b *book) price(key int64) venue.Fixed { return venue.Fixed{M: key, Scale: uint8(b.scale)} }
 
-func newBook(c *decCache) *book { return &book{bids: side{bid: true}, cache: c} }
+func newBook(c *decCache) *book { return &book{bids: side{bid: true}, cache: c, csFrom: noPatch} }
 
 func (b *book) side(bid bool) *side {
 	if bid {
@@ -132,6 +189,7 @@ func (b *book) reset(scale int32, keepText bool) {
 	b.text, b.dead = b.text[:0], 0
 	clear(b.vals)
 	b.vals, b.free, b.nbig = b.vals[:0], b.free[:0], 0
+	b.csDirty, b.csFrom, b.cst = 0, noPatch, b.cst[:0]
 }
 
 // maxKey is the largest price key in magnitude (keys are never negative).
@@ -169,6 +227,7 @@ func (b *book) rescale(to int32) {
 		}
 	}
 	b.scale = to
+	b.csDirty = 0 // formatted prices (no kept text) may change
 }
 
 // addText appends "px:sz" to the arena and returns its offset and length.
@@ -216,10 +275,13 @@ func (b *book) set(bid bool, key int64, sz vals, pxText, szText []byte) {
 	s := b.side(bid)
 	i, found := s.find(key)
 	if found {
+		rank := len(s.lv) - 1 - i
 		l := &s.lv[i]
+		oldLen := l.tl
 		if l.tl != 0 {
 			b.dropText(l)
 		}
+
 		v := &b.vals[l.slot]
 		if v.big != nil {
 			b.nbig--
@@ -229,8 +291,10 @@ func (b *book) set(bid bool, key int64, sz vals, pxText, szText []byte) {
 		}
 		*v = sz
 		l.txt, l.tl = b.addText(pxText, szText)
+		b.patch(bid, rank, int(oldLen))
 		return
 	}
+	b.touch(len(s.lv) - i)
 	off, n := b.addText(pxText, szText)
 	s.lv = slices.Insert(s.lv, i, level{key: key, slot: b.newSlot(sz), txt: off, tl: n})
 }
@@ -250,6 +314,7 @@ func (b *book) fill(bid bool, ls []rawLevel) bool {
 			return false
 		}
 	}
+	b.csDirty = 0
 	s.lv = slices.Grow(s.lv, len(ls))[:len(ls)]
 	for i := range ls {
 		l := &ls[i]
@@ -267,6 +332,7 @@ func (b *book) remove(bid bool, key int64) {
 	if !found {
 		return
 	}
+	b.touch(len(s.lv) - 1 - i)
 	l := &s.lv[i]
 	if l.tl != 0 {
 		b.dropText(l)
@@ -284,27 +350,76 @@ func (b *book) crossed() bool {
 // checksumDepth is how many levels per side OKX's checksum covers.
 const checksumDepth = 25
 
-// checksum appends OKX's checksum string to buf[:0] — bid:ask pairs
-// interleaved best first over the top 25 of each side, the longer side
-// continuing alone — and returns the buffer and the signed CRC32 of it.
-// Without kept text (the snapshot came with no checksum) it formats the
-// decimals, which matches OKX's own text whenever OKX writes no trailing
-// zeros.
-func (b *book) checksum(buf []byte) ([]byte, int32) {
-	buf = buf[:0]
-	for i := 0; i < checksumDepth; i++ {
-		if i < len(b.bids.lv) {
-			buf = b.appendLevel(buf, b.bids.best(i))
-		}
-		if i < len(b.asks.lv) {
-			buf = b.appendLevel(buf, b.asks.best(i))
-		}
+// csBlock is the stride of the kept CRC states: long enough for the CLMUL
+// path of hash/crc32 (64 bytes and more), short enough that little is
+// rehashed before the first change (128 and 64 measured no better).
+const csBlock = 256
+
+// checksum returns the signed CRC32 of OKX's checksum string — bid:ask
+// pairs interleaved best first over the top 25 of each side, the longer
+// side continuing alone. Without kept text (the snapshot came with no
+// checksum) it formats the decimals, which matches OKX's own text whenever
+// OKX writes no trailing zeros.
+//
+// The string is a function of the top 25 levels of each side, and every
+// change to them goes through set, remove, fill, reset or rescale, which
+// lower csDirty to the first rank they touch: the string before that
+// rank's pair is as it was, and so are the CRC states of the blocks
+// before it. Only the rest is rebuilt, and rehashed from there or from
+// the first byte a size change patched in place (csFrom), if earlier.
+func (b *book) checksum() int32 {
+	r, from := b.csDirty, b.csFrom
+	if r >= checksumDepth && from == noPatch {
+		return int32(b.csSum)
 	}
-	return buf, int32(crc32.ChecksumIEEE(buf))
+	s := b.cstr
+	if r < checksumDepth {
+		s = s[:b.coff[r]] // coff[0] is always 0
+		from = min(from, len(s))
+		nb, na := len(b.bids.lv), len(b.asks.lv)
+		for i := r; i < checksumDepth; i++ {
+			b.coff[i] = int32(len(s))
+			if i < nb {
+				s = b.appendLevel(s, b.bids.best(i), len(s) > 0)
+			}
+			if i < na {
+				s = b.appendLevel(s, b.asks.best(i), len(s) > 0)
+			}
+		}
+		b.cstr = s
+	}
+	if len(b.cst) == 0 {
+		b.cst = append(b.cst, 0)
+	}
+	j := from / csBlock // the block where the change starts
+	b.cst = b.cst[:j+1]
+	crc := b.cst[j]
+	p := j * csBlock
+	for ; p+csBlock <= len(s); p += csBlock {
+		crc = crc32.Update(crc, crc32.IEEETable, s[p:p+csBlock])
+		b.cst = append(b.cst, crc)
+	}
+	crc = crc32.Update(crc, crc32.IEEETable, s[p:])
+	b.csSum, b.csDirty, b.csFrom = crc, checksumDepth, noPatch
+	return int32(crc)
 }
 
-func (b *book) appendLevel(buf []byte, l *level) []byte {
-	if len(buf) > 0 {
+// checksumString appends the whole checksum string to buf, for tests.
+func (b *book) checksumString(buf []byte) []byte {
+	for i := 0; i < checksumDepth; i++ {
+		if i < len(b.bids.lv) {
+			buf = b.appendLevel(buf, b.bids.best(i), len(buf) > 0)
+		}
+		if i < len(b.asks.lv) {
+			buf = b.appendLevel(buf, b.asks.best(i), len(buf) > 0)
+		}
+	}
+	return buf
+}
+
+// appendLevel appends l's "px:sz", after a ':' if sep.
+func (b *book) appendLevel(buf []byte, l *level, sep bool) []byte {
+	if sep {
 		buf = append(buf, ':')
 	}
 	if l.tl != 0 {

@@ -44,11 +44,11 @@ type Decoder struct {
 	log  *slog.Logger
 
 	insts map[string]*inst
+	last  *inst     // the instrument of the last push (in insts; never removed)
 	cache *decCache // shared by every book
 
 	// scratch, reused for every frame
 	bids, asks []rawLevel
-	cbuf       []byte
 	ev         venue.Event        // the book update, reused (venue.Sink)
 	fixed      []venue.FixedLevel // its levels
 
@@ -301,13 +301,17 @@ func (d *Decoder) data(recv time.Time, s *scan.Scanner, f *frame, b []byte) bool
 		}
 		return d.bad(recv, nil, "push without a valid instId", b)
 	}
-	in := d.insts[string(f.instID)]
+	in := d.last
+	if in == nil || in.id != string(f.instID) { // frames mostly repeat an instrument
+		in = d.insts[string(f.instID)]
+	}
 	if in == nil {
 		if len(d.insts) >= maxInsts {
 			return d.badFrame(recv, "too many instruments", b)
 		}
 		in = d.inst(f.instID)
 	}
+	d.last = in
 	if d.hooks.data != nil {
 		d.hooks.data()
 	}
@@ -660,8 +664,7 @@ func (d *Decoder) applyLevel(bk *book, bid bool, l *rawLevel) venue.FixedLevel {
 // verify checks m's checksum against the book; on a mismatch it
 // invalidates the book and reports false.
 func (d *Decoder) verify(recv time.Time, in *inst, m *bookMsg) bool {
-	var got int32
-	d.cbuf, got = in.book.checksum(d.cbuf)
+	got := in.book.checksum()
 	if int64(got) == m.cs {
 		d.checksums++
 		return true

@@ -70,7 +70,10 @@
 // strings exactly as OKX wrote them. A checksum of 0 means none: OKX sends
 // 0 on every frame since 2026-06-23. The book keeps the original strings
 // in one arena per book (no allocation per level) only while its snapshot
-// carried a checksum.
+// carried a checksum. The book also keeps the checksum string and CRC
+// states along it, and rebuilds and rehashes only from the first top-25
+// rank a frame changed: every frame that carries a checksum is still
+// verified, against the same CRC.
 //
 // A gap, a checksum mismatch, or a frame that does not parse or makes an
 // impossible book (a bad number, a negative size, a crossed book) marks the
