@@ -135,17 +135,15 @@ func (b *Book) key(price decimal.Decimal) priceKey {
 
 // search returns the index of price (whose key is k) in levels (worst
 // first), and whether it is there; if not, the index where it would be
-// inserted.
+// inserted. A slow book compares the decimals, any other the keys.
 func (b *Book) search(s BookSide, levels []level, price decimal.Decimal, k priceKey) (int, bool) {
+	if !b.slow {
+		return searchKey(s, levels, k)
+	}
 	lo, hi := 0, len(levels)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		var c int
-		if b.slow {
-			c = levels[m].dec().Price.Cmp(price)
-		} else {
-			c = levels[m].key.cmp(k)
-		}
+		c := levels[m].dec().Price.Cmp(price)
 		if c == 0 {
 			return m, true
 		}
@@ -158,7 +156,7 @@ func (b *Book) search(s BookSide, levels []level, price decimal.Decimal, k price
 	return lo, false
 }
 
-// searchKey is search for a book that is not slow: by key alone.
+// searchKey is search by key alone, for a book that is not slow.
 func searchKey(s BookSide, levels []level, k priceKey) (int, bool) {
 	lo, hi := 0, len(levels)
 	for lo < hi {
