@@ -1,6 +1,7 @@
 package fanout
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -62,15 +63,7 @@ func (h *Hub) Feeds() []*Feed {
 		out = append(out, f)
 	}
 	h.mu.RUnlock()
-	slices.SortFunc(out, func(a, b *Feed) int {
-		switch {
-		case a.venue < b.venue:
-			return -1
-		case a.venue > b.venue:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b *Feed) int { return cmp.Compare(a.venue, b.venue) })
 	return out
 }
 

@@ -1,6 +1,7 @@
 package subscriber
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"reflect"
@@ -308,15 +309,7 @@ func (r *Registry) All() []*Subscriber {
 		eph = append(eph, s)
 	}
 	r.mu.Unlock()
-	byID := func(a, b *Subscriber) int {
-		switch {
-		case a.id < b.id:
-			return -1
-		case a.id > b.id:
-			return 1
-		}
-		return 0
-	}
+	byID := func(a, b *Subscriber) int { return cmp.Compare(a.id, b.id) }
 	slices.SortFunc(named, byID)
 	slices.SortFunc(eph, byID)
 	return append(named, eph...)

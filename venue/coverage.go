@@ -1,6 +1,7 @@
 package venue
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 	"time"
@@ -144,15 +145,7 @@ func (c *CoverageTracker) Snapshot() Coverage {
 	for _, sc := range c.streams {
 		out.Streams = append(out.Streams, *sc)
 	}
-	slices.SortFunc(out.Streams, func(a, b StreamCoverage) int {
-		switch {
-		case a.Stream < b.Stream:
-			return -1
-		case a.Stream > b.Stream:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out.Streams, byStream)
 	return out
 }
 
@@ -210,3 +203,6 @@ func (c *CoverageSink) coverage(st Stream, t time.Time, live bool) {
 	c.Sink.Notice(notice.Must(notice.CoverageChange, c.Tracker.venue, string(st), t, msg,
 		map[string]any{"stream": string(st), "live": live}))
 }
+
+// byStream orders stream coverages by stream.
+func byStream(a, b StreamCoverage) int { return cmp.Compare(a.Stream, b.Stream) }

@@ -248,15 +248,7 @@ func (p *Pool) Coverage() Coverage {
 			out.Link = c.Link
 		}
 	}
-	slices.SortFunc(out.Streams, func(a, b StreamCoverage) int {
-		switch {
-		case a.Stream < b.Stream:
-			return -1
-		case a.Stream > b.Stream:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out.Streams, byStream)
 	return out
 }
 
