@@ -353,16 +353,8 @@ func startCluster(t *testing.T) (ns *server.Server, src *source, ingest, edgeA, 
 	edgeA = daemontest.Start(t, fmt.Sprintf(edgeYAML, url), daemon.Options{})
 	proxy = newNATSProxy(t, strings.TrimPrefix(url, "nats://"))
 	edgeB = daemontest.Start(t, fmt.Sprintf(edgeYAML, proxy.URL()), daemon.Options{})
-	for _, e := range []*daemontest.Running{edgeA, edgeB} {
-		waitFor(t, 10*time.Second, "edge ready", func() bool {
-			r, err := http.Get(e.URL("http") + "/readyz")
-			if err != nil {
-				return false
-			}
-			r.Body.Close()
-			return r.StatusCode == 200
-		})
-	}
+	waitReady(t, edgeA)
+	waitReady(t, edgeB)
 	return
 }
 

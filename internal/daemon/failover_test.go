@@ -66,14 +66,7 @@ func TestClusterIngestFailover(t *testing.T) {
 	waitFor(t, 10*time.Second, "in-1 to lead", func() bool { l, _ := coverageLeader(t, in1.URL("http")); return l == "in-1" })
 	in2 := daemontest.Start(t, fmt.Sprintf(ingYAML, "in-2"), daemon.Options{Venues: []venues.Venue{src.adapter()}})
 	edge := daemontest.Start(t, "cluster:\n  role: edge\n  node: edge-1\n  nats_url: "+url+"\nvenues:\n  coinbase:\n    symbols: []\n", daemon.Options{})
-	waitFor(t, 10*time.Second, "the edge ready", func() bool {
-		r, err := http.Get(edge.URL("http") + "/readyz")
-		if err != nil {
-			return false
-		}
-		r.Body.Close()
-		return r.StatusCode == 200
-	})
+	waitReady(t, edge)
 	if l, leading := coverageLeader(t, in2.URL("http")); l != "in-1" || leading == nil || *leading {
 		t.Fatalf("in-2's coverage: leader %q leading %v, want in-1 and false", l, leading)
 	}

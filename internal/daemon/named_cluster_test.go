@@ -1,10 +1,8 @@
 package daemon_test
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -12,8 +10,6 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fanoutd/fanoutd/internal/cluster"
 	"github.com/fanoutd/fanoutd/internal/cluster/natstest"
@@ -129,27 +125,9 @@ func TestClusterNameBelongsToItsToken(t *testing.T) {
 // awaitName waits until the names bucket's record of name satisfies ok.
 func awaitName(t *testing.T, url, name string, ok func(cluster.NameRecord) bool) {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStream(t, url)
 	waitFor(t, 20*time.Second, "the bucket's record of "+name, func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		kv, err := js.KeyValue(ctx, "fanoutd_names")
-		if err != nil {
-			return false
-		}
-		e, err := kv.Get(ctx, name)
-		if err != nil {
-			return false
-		}
 		var r cluster.NameRecord
-		return json.Unmarshal(e.Value(), &r) == nil && ok(r)
+		return kvValue(t, js, "fanoutd_names", name, &r) && ok(r)
 	})
 }

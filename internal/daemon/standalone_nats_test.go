@@ -36,6 +36,22 @@ func kvValue(t *testing.T, js jetstream.JetStream, bucket, key string, v any) bo
 	return json.Unmarshal(e.Value(), v) == nil
 }
 
+// jetStream connects a JetStream client to the server at url, closed when
+// the test ends.
+func jetStream(t *testing.T, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
 // TestClusterStandaloneNATSServer: the cluster against nats-server run as
 // a separate process (-js -sd <dir> -p <port>; the binary of the module
 // go.mod requires, or $FANOUTD_NATS_SERVER): an ingest leads (its lease in
@@ -49,15 +65,7 @@ func TestClusterStandaloneNATSServer(t *testing.T) {
 	ns := natstest.Standalone(t)
 	t.Logf("against %s", natstest.Version(t))
 	url := ns.URL()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStream(t, url)
 
 	src := &source{}
 	ingYAML := "cluster:\n  role: ingest\n  node: %s\n  nats_url: " + url + "\nvenues:\n  coinbase:\n    symbols: [BTC-USD]\n"
@@ -71,16 +79,8 @@ func TestClusterStandaloneNATSServer(t *testing.T) {
 	edgeYAML := "cluster:\n  role: edge\n  node: %s\n  nats_url: " + url + "\nvenues:\n  coinbase:\n    symbols: []\n"
 	edgeA := daemontest.Start(t, fmt.Sprintf(edgeYAML, "edge-a"), daemon.Options{})
 	edgeB := daemontest.Start(t, fmt.Sprintf(edgeYAML, "edge-b"), daemon.Options{})
-	for _, e := range []*daemontest.Running{edgeA, edgeB} {
-		waitFor(t, 10*time.Second, "edge ready", func() bool {
-			r, err := http.Get(e.URL("http") + "/readyz")
-			if err != nil {
-				return false
-			}
-			r.Body.Close()
-			return r.StatusCode == 200
-		})
-	}
+	waitReady(t, edgeA)
+	waitReady(t, edgeB)
 
 	src.step()
 	a := dialNamed(t, edgeA.URL("ws"), "desk-sa", nil, l2BTC, trBTC)
