@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -48,13 +47,7 @@ func readDiag(pid int, metrics func() map[string]float64) procDiag {
 	var d procDiag
 	dir := "/proc/" + strconv.Itoa(pid) + "/"
 	if b, err := os.ReadFile(dir + "stat"); err == nil {
-		if i := bytes.LastIndexByte(b, ')'); i >= 0 {
-			if f := strings.Fields(string(b[i+1:])); len(f) >= 13 {
-				ut, _ := strconv.ParseUint(f[11], 10, 64)
-				st, _ := strconv.ParseUint(f[12], 10, 64)
-				d.user, d.sys = time.Duration(ut)*time.Second/clockTicks, time.Duration(st)*time.Second/clockTicks
-			}
-		}
+		d.user, d.sys, _ = procStatTimes(b)
 	}
 	fields := func(name string, f func(k string, v float64)) {
 		b, err := os.ReadFile(dir + name)

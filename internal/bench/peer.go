@@ -154,41 +154,37 @@ func (c *centrifugoServer) readReplies() {
 }
 
 // cpu reads the child's user and system time from /proc.
-func (c *centrifugoServer) cpu() time.Duration {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(c.cmd.Process.Pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	d, err := procStatCPU(b)
-	if err != nil {
-		return 0
-	}
-	return d
-}
+func (c *centrifugoServer) cpu() time.Duration { return pidCPU(c.cmd.Process.Pid)() }
 
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat times: 100 on
 // every Linux architecture Go supports.
 const clockTicks = 100
 
-// procStatCPU returns utime+stime of a /proc/<pid>/stat line. The
+// procStatCPU returns utime+stime of a /proc/<pid>/stat line.
+func procStatCPU(b []byte) (time.Duration, error) {
+	user, sys, err := procStatTimes(b)
+	return user + sys, err
+}
+
+// procStatTimes returns utime and stime of a /proc/<pid>/stat line. The
 // command name (field 2) is in parentheses and may hold spaces, so the
 // fields are counted from the last ')'.
-func procStatCPU(b []byte) (time.Duration, error) {
+func procStatTimes(b []byte) (user, sys time.Duration, err error) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, errors.New("no ')' in /proc stat")
+		return 0, 0, errors.New("no ')' in /proc stat")
 	}
 	f := strings.Fields(string(b[i+1:]))
 	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
 	if len(f) < 13 {
-		return 0, errors.New("short /proc stat")
+		return 0, 0, errors.New("short /proc stat")
 	}
 	ut, err1 := strconv.ParseUint(f[11], 10, 64)
 	st, err2 := strconv.ParseUint(f[12], 10, 64)
 	if err := errors.Join(err1, err2); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return time.Duration(ut+st) * time.Second / clockTicks, nil
+	return time.Duration(ut) * time.Second / clockTicks, time.Duration(st) * time.Second / clockTicks, nil
 }
 
 func (c *centrifugoServer) counters() benchCounters { return benchCounters{} }
