@@ -76,6 +76,8 @@ type Feed struct {
 	tap      func(venue.Stream, uint64, []byte)        // Options.Tap
 	onWanted func(venue.Stream, bool)                  // Options.OnWanted
 	counters Counters
+	rec      *recoveryBudget // the hub's, nil: recovery off
+	rc       RecoveryCounters
 
 	mu      sync.Mutex // protects the fields below; see the package doc for lock order
 	streams map[venue.Stream]*stream
@@ -98,6 +100,7 @@ type stream struct {
 	vtime    time.Time   // VenueTime of the last event
 	snap     *subscriber.Message
 	subs     []*entry
+	win      window // recovery.go
 
 	// A source stream's derived streams that have subscribers.
 	derived []*stream
@@ -188,6 +191,7 @@ func (f *Feed) Forget(symbol string) {
 	defer f.mu.Unlock()
 	for id, st := range f.streams {
 		if !st.wanted() && id.Symbol() == symbol {
+			f.unhold(st)
 			delete(f.streams, id)
 		}
 	}
@@ -299,6 +303,7 @@ func (f *Feed) stopDerived(st *stream) {
 	if st.timer != nil {
 		st.timer.Stop()
 	}
+	f.unhold(st)
 	delete(f.streams, st.id)
 }
 
@@ -442,6 +447,7 @@ func (f *Feed) Reset(id venue.Stream) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if st := f.streams[id]; st != nil && len(st.subs) == 0 {
+		f.unhold(st)
 		delete(f.streams, id)
 	}
 }
@@ -539,8 +545,12 @@ func (f *Feed) Seqs(dst map[venue.Stream]uint64) {
 	}
 }
 
-// deliver offers m to every subscriber of st. f.mu must be held.
+// deliver offers m to every subscriber of st, after keeping it in st's
+// recovery window. f.mu must be held.
 func (f *Feed) deliver(st *stream, m *subscriber.Message) {
+	if f.rec != nil {
+		f.keep(st, m)
+	}
 	resume := ResumeBelow(f.maxLen)
 	var delivered, dropped, missed uint64
 	for _, e := range st.subs {
@@ -560,6 +570,11 @@ func (f *Feed) deliver(st *stream, m *subscriber.Message) {
 				continue
 			}
 			f.resumed(e, c, "drained")
+			if e.dropping { // too slow for its recovery: dropping again
+				e.lose(st, m.Seq)
+				dropped++
+				continue
+			}
 		}
 		n, res := c.Offer(m, f.maxLen, f.maxBytes)
 		switch res {
@@ -620,6 +635,10 @@ func (f *Feed) resumed(e *entry, c *subscriber.Mailbox, reason string) {
 		for i, g := range e.gaps {
 			resend[i] = g.st
 		}
+	}
+	if plan := f.plan(e); len(plan) > 0 {
+		f.resumedRecovering(e, c, reason, plan, resend)
+		return
 	}
 	details := map[string]any{
 		"reason": reason, "bound": f.maxLen, "queue_len": c.Len(), "max_queue_bytes": f.maxBytes,
@@ -736,11 +755,7 @@ func (f *Feed) sendSnapshot(c *subscriber.Mailbox, st *stream) {
 	if !st.level2 || !st.hasBook {
 		return
 	}
-	if st.snap == nil {
-		ev := st.snapshotEvent()
-		st.snap = &subscriber.Message{Stream: string(st.id), Seq: st.bookSeq, Snapshot: true, Data: ev.AppendJSON(nil), Published: f.now()}
-	}
-	c.Force(st.snap)
+	c.Force(f.snapMsg(st))
 }
 
 // notify sends a notice raised by the feed itself to c. f.mu must be held.
@@ -864,6 +879,9 @@ func (f *Feed) unsubscribe(s *subscriber.Subscriber, id venue.Stream) {
 	f.noteWanted(st, was)
 	e.streams = slices.DeleteFunc(e.streams, func(x *stream) bool { return x == st })
 	e.gaps = slices.DeleteFunc(e.gaps, func(g gap) bool { return g.st == st })
+	if len(st.subs) == 0 {
+		f.unhold(st) // a new subscriber starts from a snapshot, not a range
+	}
 	f.stopDerived(st)
 	if len(e.streams) == 0 {
 		f.forget(e)
@@ -882,6 +900,9 @@ func (f *Feed) remove(s *subscriber.Subscriber) {
 		was := st.wanted()
 		st.subs = slices.DeleteFunc(st.subs, func(x *entry) bool { return x == e })
 		f.noteWanted(st, was)
+		if len(st.subs) == 0 {
+			f.unhold(st)
+		}
 		f.stopDerived(st)
 	}
 	f.forget(e)

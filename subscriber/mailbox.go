@@ -328,3 +328,55 @@ func (c *Mailbox) Close() []*Message {
 
 // IsClosed reports whether Close was called.
 func (c *Mailbox) IsClosed() bool { return c.done.Load() }
+
+// Recover queues batches of data messages under one lock, each batch in
+// order and as far as the queue bound allows: a message is queued only if
+// it passes Offer's check (maxLen messages, maxBytes bytes, 0 for no byte
+// bound) at its turn, and once one does not, nothing after it is. head, if
+// not nil, is called with how many messages of each batch fit and the data
+// queue's length before them (still under the lock: it must only build a
+// message); its message goes on the notice queue, so the client reads it
+// before the messages it announces. Recover returns how many of each
+// batch it queued, or nil if the Mailbox is closed.
+func (c *Mailbox) Recover(batches [][]*Message, maxLen, maxBytes int, head func(fit []int, queued int) *Message) []int {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	fit := make([]int, len(batches))
+	n, bytes, full := c.n, c.bytes, false
+	for i, b := range batches {
+		for _, m := range b {
+			if full = n >= maxLen || maxBytes > 0 && bytes >= maxBytes; full {
+				break
+			}
+			fit[i]++
+			n++
+			bytes += len(m.Data)
+		}
+		if full {
+			break
+		}
+	}
+	wake := c.n == 0 && len(c.notices) == 0
+	if head != nil {
+		if m := head(fit, c.n); m != nil {
+			if m.Reply {
+				c.replies += len(m.Data)
+			}
+			c.notices = append(c.notices, m)
+		}
+	}
+	for i, b := range batches {
+		for _, m := range b[:fit[i]] {
+			c.push(m)
+		}
+	}
+	empty := c.n == 0 && len(c.notices) == 0
+	c.mu.Unlock()
+	if wake && !empty {
+		c.signal()
+	}
+	return fit
+}

@@ -3,6 +3,7 @@ package subscriber
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -342,5 +343,40 @@ func TestConflate(t *testing.T) {
 	c.Close()
 	if r := c.Conflate(cmsg("q", 1, true)); r != Closed {
 		t.Fatal(r)
+	}
+}
+
+// TestRecover: batches are queued in order as far as the bound allows,
+// each message checked as Offer checks it; the head goes on the notice
+// queue, ahead of them, built with what fit.
+func TestRecover(t *testing.T) {
+	c := NewMailbox()
+	c.Offer(msg("q"), 5, 0)
+	a := []*Message{msg("a1"), msg("a2")}
+	b := []*Message{msg("b1"), msg("b2"), msg("b3")}
+	var seen []int
+	fit := c.Recover([][]*Message{a, b}, 5, 0, func(fit []int, queued int) *Message {
+		seen = append(slices.Clone(fit), queued)
+		return msg("head")
+	})
+	if fmt.Sprint(fit) != "[2 2]" || fmt.Sprint(seen) != "[2 2 1]" {
+		t.Fatalf("fit %v, head saw %v", fit, seen)
+	}
+	got, nn := c.Drain(nil, 100, math.MaxInt)
+	var names []string
+	for _, m := range got {
+		names = append(names, string(m.Data))
+	}
+	if nn != 1 || fmt.Sprint(names) != "[head q a1 a2 b1 b2]" {
+		t.Fatalf("drained %v (%d notices)", names, nn)
+	}
+	// The byte bound: a message is refused once the bytes reach it.
+	c.Recover([][]*Message{{msg("xxxx"), msg("yyyy"), msg("zzzz")}}, 100, 8, nil)
+	if c.Len() != 2 {
+		t.Fatalf("byte bound: %d queued, want 2", c.Len())
+	}
+	c.Close()
+	if c.Recover([][]*Message{a}, 5, 0, nil) != nil {
+		t.Fatal("recover on a closed mailbox")
 	}
 }

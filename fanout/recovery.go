@@ -1,0 +1,453 @@
+package fanout
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/fanoutd/fanoutd/notice"
+	"github.com/fanoutd/fanoutd/subscriber"
+	"github.com/fanoutd/fanoutd/venue"
+)
+
+// RecoveryOptions bound the recovery window: the newest events of each
+// stream, kept as the messages delivered (the same bytes, encoded once), so
+// that a subscriber that lost a range still held gets it back instead of a
+// gap. Any bound at 0 turns recovery off.
+type RecoveryOptions struct {
+	// MaxEventsPerStream bounds each stream's window in events. The
+	// daemon's default is DefaultRecoveryEvents.
+	MaxEventsPerStream int
+	// MaxBytes bounds every window of the node together: each event's
+	// encoded bytes plus its message header (RecoveryEventOverhead).
+	// The daemon's default is DefaultRecoveryBytes.
+	MaxBytes int64
+	// MaxAge bounds how old an event held may be (by its publish time):
+	// older ones leave the window when the stream's next event arrives
+	// and are never sent. The daemon's default is DefaultRecoveryAge.
+	MaxAge time.Duration
+}
+
+// The daemon's defaults. A range is recovered only if it fits the
+// subscriber's queue bound (venues.<v>.max_queue_len, 10000 by default), so
+// a window longer than that bound would hold events no resume could send.
+const (
+	DefaultRecoveryEvents = 10000
+	DefaultRecoveryBytes  = 256 << 20
+	DefaultRecoveryAge    = 2 * time.Minute
+)
+
+// RecoveryEventOverhead is what one held event costs beside its bytes: its
+// message header and its ring slot.
+const RecoveryEventOverhead = int64(unsafe.Sizeof(subscriber.Message{})) + 8
+
+// On reports whether the options keep a window at all.
+func (o RecoveryOptions) On() bool {
+	return o.MaxEventsPerStream > 0 && o.MaxBytes > 0 && o.MaxAge > 0
+}
+
+// recoveryBudget is the node's byte bound over the windows of every feed.
+type recoveryBudget struct {
+	o       RecoveryOptions
+	bytes   atomic.Int64 // held, node-wide
+	windows atomic.Int64 // windows holding at least one event, node-wide
+}
+
+// RecoveryCounters are a feed's recovery figures, for metrics. Events and
+// Bytes are what its windows hold now; the others only grow.
+type RecoveryCounters struct {
+	Events        atomic.Int64  // events held
+	Bytes         atomic.Int64  // bytes held (RecoveryOptions.MaxBytes' measure)
+	Served        atomic.Uint64 // stream ranges sent (on resume, reattach, or a recover op)
+	RefusedWindow atomic.Uint64 // ranges not sent: not whole in the window
+	RefusedQueue  atomic.Uint64 // ranges not sent: more than the subscriber's queue had room for
+}
+
+// RecoveryCounters returns the feed's recovery figures.
+func (f *Feed) RecoveryCounters() *RecoveryCounters { return &f.rc }
+
+// window is one stream's newest events, oldest first, with contiguous
+// seqs: a ring whose size is a power of two, grown up to the count bound
+// and then reused, so keeping an event allocates nothing once the ring
+// has its size. Guarded by Feed.mu.
+type window struct {
+	ring  []*subscriber.Message
+	head  int // index of the oldest
+	n     int
+	bytes int64
+}
+
+func (w *window) at(i int) *subscriber.Message { return w.ring[(w.head+i)&(len(w.ring)-1)] }
+
+func cost(m *subscriber.Message) int64 { return int64(len(m.Data)) + RecoveryEventOverhead }
+
+// keep appends m, just published on st at m.Seq, to st's window, evicting
+// what the bounds no longer allow. A seq that does not follow the newest
+// held (a stream that was not delivered for a while, a bus gap) starts the
+// window again: it only ever holds one contiguous range. f.mu must be
+// held.
+func (f *Feed) keep(st *stream, m *subscriber.Message) {
+	b := f.rec
+	if b == nil || st.conflate {
+		return
+	}
+	w := &st.win
+	if w.n > 0 && w.at(w.n-1).Seq+1 != m.Seq {
+		f.unhold(st)
+	}
+	f.expire(st, m.Published)
+	for w.n >= b.o.MaxEventsPerStream {
+		f.evict(st)
+	}
+	if w.n == len(w.ring) {
+		size := max(16, 2*len(w.ring))
+		for size/2 >= b.o.MaxEventsPerStream && size > 16 {
+			size /= 2 // the smallest power of two that holds the bound
+		}
+		ring := make([]*subscriber.Message, size)
+		for i := range w.n {
+			ring[i] = w.at(i)
+		}
+		w.ring, w.head = ring, 0
+	}
+	w.ring[(w.head+w.n)&(len(w.ring)-1)] = m
+	w.n++
+	c := cost(m)
+	w.bytes += c
+	f.rc.Events.Add(1)
+	f.rc.Bytes.Add(c)
+	if w.n == 1 {
+		b.windows.Add(1)
+	}
+	if b.bytes.Add(c) <= b.o.MaxBytes {
+		return
+	}
+	// Over the node's bound: a window above its fair share gives back a
+	// sixteenth of the bound, so that windows below theirs can grow; then
+	// this window gives back whatever is still over.
+	share := b.o.MaxBytes / max(1, b.windows.Load())
+	floor := b.o.MaxBytes - b.o.MaxBytes/16
+	for w.n > 0 && w.bytes > share && b.bytes.Load() > floor {
+		f.evict(st)
+	}
+	for w.n > 0 && b.bytes.Load() > b.o.MaxBytes {
+		f.evict(st)
+	}
+}
+
+// expire evicts st's events published before now minus MaxAge. f.mu must
+// be held.
+func (f *Feed) expire(st *stream, now time.Time) {
+	cut := now.Add(-f.rec.o.MaxAge)
+	for st.win.n > 0 && st.win.at(0).Published.Before(cut) {
+		f.evict(st)
+	}
+}
+
+// evict drops the oldest event of st's window. f.mu must be held.
+func (f *Feed) evict(st *stream) {
+	w := &st.win
+	m := w.ring[w.head]
+	w.ring[w.head] = nil
+	w.head = (w.head + 1) & (len(w.ring) - 1)
+	w.n--
+	c := cost(m)
+	w.bytes -= c
+	f.rc.Events.Add(-1)
+	f.rc.Bytes.Add(-c)
+	f.rec.bytes.Add(-c)
+	if w.n == 0 {
+		w.head = 0
+		f.rec.windows.Add(-1)
+	}
+}
+
+// unhold empties st's window and frees its ring: for a stream deleted or
+// left without subscribers. f.mu must be held.
+func (f *Feed) unhold(st *stream) {
+	if f.rec == nil {
+		return
+	}
+	for st.win.n > 0 {
+		f.evict(st)
+	}
+	if len(st.subs) == 0 {
+		st.win.ring = nil
+	}
+}
+
+// held returns copies of the messages of seqs from..to of st's window (the
+// same bytes; Published zero, so a recovered event is not measured as a
+// publish-to-write latency), or false if the window does not hold every
+// one of them. f.mu must be held.
+func (f *Feed) held(st *stream, from, to uint64) ([]*subscriber.Message, int, bool) {
+	w := &st.win
+	if f.rec == nil || st.conflate || from == 0 || to < from {
+		return nil, 0, false
+	}
+	f.expire(st, f.now())
+	if w.n == 0 || w.at(0).Seq > from || w.at(w.n-1).Seq < to {
+		return nil, 0, false
+	}
+	i0 := int(from - w.at(0).Seq)
+	n := int(to-from) + 1
+	hdrs := make([]subscriber.Message, n)
+	out := make([]*subscriber.Message, n)
+	size := 0
+	for i := range n {
+		hdrs[i] = *w.at(i0 + i)
+		hdrs[i].Published = time.Time{}
+		out[i] = &hdrs[i]
+		size += len(hdrs[i].Data)
+	}
+	return out, size, true
+}
+
+// oldest returns the first seq st's window holds, 0 if none. f.mu must
+// be held.
+func (st *stream) oldest() uint64 {
+	if st.win.n == 0 {
+		return 0
+	}
+	return st.win.at(0).Seq
+}
+
+// recovery is one gap of an entry that its stream's window can fill.
+type recovery struct {
+	gap int // index in entry.gaps
+	ms  []*subscriber.Message
+}
+
+// plan returns the gaps of e that can be recovered: the whole range
+// held, not a conflated stream, and for level2 the updates fewer bytes
+// than a snapshot. f.mu must be held.
+func (f *Feed) plan(e *entry) []recovery {
+	if f.rec == nil {
+		return nil
+	}
+	var out []recovery
+	for i, g := range e.gaps {
+		ms, size, ok := f.held(g.st, g.first, g.last)
+		if !ok {
+			if !g.st.conflate {
+				f.rc.RefusedWindow.Add(1)
+			}
+			continue
+		}
+		if g.st.level2 && g.st.hasBook && len(f.snapMsg(g.st).Data) < size {
+			continue // the snapshot makes the book whole for fewer bytes
+		}
+		out = append(out, recovery{gap: i, ms: ms})
+	}
+	return out
+}
+
+// resumedRecovering is resumed for an entry with recoverable gaps: the
+// resumed notice, then the events of each range, queued together on c as
+// far as the queue bound allows, then a snapshot of each level2 stream
+// resent rather than recovered. A range the bound cuts is recovered up to
+// the cut, as the notice says; the rest is lost again, with the
+// subscriber dropping from there (a dropping notice, and the next resumed
+// names or recovers it). f.mu must be held.
+func (f *Feed) resumedRecovering(e *entry, c *subscriber.Mailbox, reason string, plan []recovery, resend []*stream) {
+	batches := make([][]*subscriber.Message, len(plan))
+	planned := make(map[int]int, len(plan)) // gap index → plan index
+	for i, r := range plan {
+		batches[i] = r.ms
+		planned[r.gap] = i
+	}
+	claims := f.claims(resend)
+	sent := map[*stream]bool{}
+	fit := c.Recover(batches, f.maxLen, f.maxBytes, func(fit []int, queued int) *subscriber.Message {
+		gaps := make(map[string]any, len(e.gaps))
+		recovered := map[string]any{}
+		dropped := e.dropped
+		for i, g := range e.gaps {
+			if j, ok := planned[i]; ok && fit[j] > 0 {
+				n := uint64(fit[j])
+				recovered[string(g.st.id)] = []uint64{g.first, g.first + n - 1}
+				sent[g.st] = true
+				dropped -= min(dropped, n)
+				delete(claims, string(g.st.id))
+				continue
+			}
+			gaps[string(g.st.id)] = []uint64{g.first, g.last}
+		}
+		details := map[string]any{
+			"reason": reason, "bound": f.maxLen, "queue_len": queued, "max_queue_bytes": f.maxBytes,
+			"dropped": dropped, "gaps": gaps, "recovered": recovered,
+		}
+		if len(claims) > 0 {
+			details["claims"] = claims
+		}
+		n := notice.Must(notice.Resumed, f.venue, "", f.now(), "delivery resumed; recovered streams continue with the events lost, gaps name the seqs lost on the others", details)
+		f.countNotice(notice.Resumed)
+		return &subscriber.Message{Data: n.AppendJSON(nil)}
+	})
+	if fit == nil { // closed: nothing more to tell it
+		fit = make([]int, len(plan))
+	}
+	var cut []gap
+	for i, r := range plan {
+		g := e.gaps[r.gap]
+		switch n := uint64(fit[i]); {
+		case n == 0:
+			f.rc.RefusedQueue.Add(1)
+		case n < g.last-g.first+1:
+			f.rc.Served.Add(1)
+			cut = append(cut, gap{st: g.st, first: g.first + n, last: g.last})
+		default:
+			f.rc.Served.Add(1)
+		}
+	}
+	for _, st := range resend {
+		if !sent[st] {
+			f.sendSnapshot(c, st)
+		}
+	}
+	e.dropping, e.dropped = false, 0
+	clear(e.gaps)
+	e.gaps = e.gaps[:0]
+	if len(cut) == 0 {
+		return
+	}
+	// Too slow for its recovery: it drops again from the cut, and is told.
+	e.dropping = true
+	f.counters.Dropping.Add(1)
+	f.notify(c, notice.Dropping, "", "subscriber queue is full: newest events are dropped until it drains below half", map[string]any{
+		"bound": f.maxLen, "queue_len": c.Len(), "max_queue_bytes": f.maxBytes, "queue_bytes": c.Bytes(),
+	})
+	for _, g := range cut {
+		e.gaps = append(e.gaps, g)
+		n := g.last - g.first + 1
+		e.dropped += n
+		e.total += n
+	}
+}
+
+// snapMsg returns the cached snapshot message of st's book, making it if
+// needed. st must be level2 with a book. f.mu must be held.
+func (f *Feed) snapMsg(st *stream) *subscriber.Message {
+	if st.snap == nil {
+		ev := st.snapshotEvent()
+		st.snap = &subscriber.Message{Stream: string(st.id), Seq: st.bookSeq, Snapshot: true, Data: ev.AppendJSON(nil), Published: f.now()}
+	}
+	return st.snap
+}
+
+// ErrNotRecoverable is returned by Hub.Recover for a range the window
+// does not hold whole (or a conflated stream, which holds only its state).
+var ErrNotRecoverable = errors.New("fanout: not in the recovery window")
+
+// ErrNoRoom is returned by Hub.Recover for a range larger than the
+// subscriber's queue has room for now.
+var ErrNoRoom = errors.New("fanout: range larger than the queue has room for")
+
+// ErrNotSubscribed is returned by Hub.Recover for a stream the subscriber
+// does not hold.
+var ErrNotSubscribed = errors.New("fanout: not subscribed")
+
+// Recovered is what Hub.Recover answered: the range queued (To < From: none
+// was needed), or for ErrNotRecoverable the range the window holds
+// (Oldest 0: none).
+type Recovered struct {
+	From, To       uint64
+	Oldest, Newest uint64
+}
+
+// Recover queues on s's connection the events of st from seq from to the
+// newest, in seq order, behind what is already queued, counted against
+// the queue bound: as many as it allows (Recovered.To says how far), none
+// being ErrNoRoom. The window must hold the whole range. reply builds the message that goes
+// ahead of them on the notice queue (the client reads it first); it is
+// called with the feed's and the mailbox's locks held and must only build
+// it. Errors: ErrNotSubscribed, ErrNotRecoverable (with the window's
+// range), ErrNoRoom, ErrUnknownVenue.
+func (h *Hub) Recover(s *subscriber.Subscriber, st venue.Stream, from uint64, reply func(Recovered) *subscriber.Message) (Recovered, error) {
+	f, err := h.feedOf(st)
+	if err != nil {
+		return Recovered{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, x := f.entries[s], f.streams[st]
+	c := s.Resolve()
+	if e == nil || x == nil || c == nil || !containsStream(e.streams, x) {
+		return Recovered{}, ErrNotSubscribed
+	}
+	r := Recovered{From: from, To: x.seq}
+	if from == x.seq+1 {
+		return recoverQueue(c, nil, f, r, reply)
+	}
+	ms, _, ok := f.held(x, from, x.seq)
+	if !ok {
+		f.rc.RefusedWindow.Add(1)
+		r.Oldest = x.oldest()
+		if r.Oldest != 0 {
+			r.Newest = x.win.at(x.win.n - 1).Seq
+		}
+		return r, fmt.Errorf("%w: %s from %d", ErrNotRecoverable, st, from)
+	}
+	r, err = recoverQueue(c, ms, f, r, reply)
+	if err != nil {
+		f.rc.RefusedQueue.Add(1)
+		return r, err
+	}
+	f.rc.Served.Add(1)
+	return r, nil
+}
+
+// recoverQueue queues reply(r) and then ms on c, as many of ms as the
+// queue bound allows (r.To is cut to match); none fitting is ErrNoRoom,
+// and then nothing is queued.
+func recoverQueue(c *subscriber.Mailbox, ms []*subscriber.Message, f *Feed, r Recovered, reply func(Recovered) *subscriber.Message) (Recovered, error) {
+	var none bool
+	fit := c.Recover([][]*subscriber.Message{ms}, f.maxLen, f.maxBytes, func(fit []int, _ int) *subscriber.Message {
+		if none = len(ms) > 0 && fit[0] == 0; none {
+			return nil
+		}
+		r.To = r.From + uint64(fit[0]) - 1
+		return reply(r)
+	})
+	switch {
+	case fit == nil:
+		return r, ErrNotSubscribed
+	case none:
+		return r, fmt.Errorf("%w: %d events", ErrNoRoom, len(ms))
+	}
+	return r, nil
+}
+
+func containsStream(sts []*stream, st *stream) bool {
+	for _, x := range sts {
+		if x == st {
+			return true
+		}
+	}
+	return false
+}
+
+// SetRecovery gives the feeds added after it a recovery window within o's
+// bounds, the byte bound shared by all of them. Options that are not On
+// keep recovery off.
+func (h *Hub) SetRecovery(o RecoveryOptions) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !o.On() {
+		h.rec = nil
+		return
+	}
+	h.rec = &recoveryBudget{o: o}
+}
+
+// Recovery returns the hub's recovery bounds; not On if recovery is off.
+func (h *Hub) Recovery() RecoveryOptions {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.rec == nil {
+		return RecoveryOptions{}
+	}
+	return h.rec.o
+}
