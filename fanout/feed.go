@@ -570,11 +570,6 @@ func (f *Feed) deliver(st *stream, m *subscriber.Message) {
 				continue
 			}
 			f.resumed(e, c, "drained")
-			if e.dropping { // too slow for its recovery: dropping again
-				e.lose(st, m.Seq)
-				dropped++
-				continue
-			}
 		}
 		n, res := c.Offer(m, f.maxLen, f.maxBytes)
 		switch res {

@@ -245,12 +245,11 @@ func (f *Feed) plan(e *entry) []recovery {
 }
 
 // resumedRecovering is resumed for an entry with recoverable gaps: the
-// resumed notice, then the events of each range, queued together on c as
-// far as the queue bound allows, then a snapshot of each level2 stream
-// resent rather than recovered. A range the bound cuts is recovered up to
-// the cut, as the notice says; the rest is lost again, with the
-// subscriber dropping from there (a dropping notice, and the next resumed
-// names or recovers it). f.mu must be held.
+// resumed notice, then the events of each range that fits the queue bound
+// (whole, leaving room for the next event: Mailbox.Recover), queued
+// together on c, then a snapshot of each level2 stream resent rather than
+// recovered. A range that does not fit is a gap, as without recovery.
+// f.mu must be held.
 func (f *Feed) resumedRecovering(e *entry, c *subscriber.Mailbox, reason string, plan []recovery, resend []*stream) {
 	batches := make([][]*subscriber.Message, len(plan))
 	planned := make(map[int]int, len(plan)) // gap index → plan index
@@ -260,16 +259,15 @@ func (f *Feed) resumedRecovering(e *entry, c *subscriber.Mailbox, reason string,
 	}
 	claims := f.claims(resend)
 	sent := map[*stream]bool{}
-	fit := c.Recover(batches, f.maxLen, f.maxBytes, func(fit []int, queued int) *subscriber.Message {
+	ok := c.Recover(batches, f.maxLen, f.maxBytes, func(ok []bool, queued int) *subscriber.Message {
 		gaps := make(map[string]any, len(e.gaps))
 		recovered := map[string]any{}
 		dropped := e.dropped
 		for i, g := range e.gaps {
-			if j, ok := planned[i]; ok && fit[j] > 0 {
-				n := uint64(fit[j])
-				recovered[string(g.st.id)] = []uint64{g.first, g.first + n - 1}
+			if j, in := planned[i]; in && ok[j] {
+				recovered[string(g.st.id)] = []uint64{g.first, g.last}
 				sent[g.st] = true
-				dropped -= min(dropped, n)
+				dropped -= min(dropped, g.last-g.first+1)
 				delete(claims, string(g.st.id))
 				continue
 			}
@@ -286,20 +284,13 @@ func (f *Feed) resumedRecovering(e *entry, c *subscriber.Mailbox, reason string,
 		f.countNotice(notice.Resumed)
 		return &subscriber.Message{Data: n.AppendJSON(nil)}
 	})
-	if fit == nil { // closed: nothing more to tell it
-		fit = make([]int, len(plan))
-	}
-	var cut []gap
-	for i, r := range plan {
-		g := e.gaps[r.gap]
-		switch n := uint64(fit[i]); {
-		case n == 0:
-			f.rc.RefusedQueue.Add(1)
-		case n < g.last-g.first+1:
+	for i := range plan {
+		switch {
+		case ok == nil: // closed
+		case ok[i]:
 			f.rc.Served.Add(1)
-			cut = append(cut, gap{st: g.st, first: g.first + n, last: g.last})
 		default:
-			f.rc.Served.Add(1)
+			f.rc.RefusedQueue.Add(1)
 		}
 	}
 	for _, st := range resend {
@@ -310,21 +301,6 @@ func (f *Feed) resumedRecovering(e *entry, c *subscriber.Mailbox, reason string,
 	e.dropping, e.dropped = false, 0
 	clear(e.gaps)
 	e.gaps = e.gaps[:0]
-	if len(cut) == 0 {
-		return
-	}
-	// Too slow for its recovery: it drops again from the cut, and is told.
-	e.dropping = true
-	f.counters.Dropping.Add(1)
-	f.notify(c, notice.Dropping, "", "subscriber queue is full: newest events are dropped until it drains below half", map[string]any{
-		"bound": f.maxLen, "queue_len": c.Len(), "max_queue_bytes": f.maxBytes, "queue_bytes": c.Bytes(),
-	})
-	for _, g := range cut {
-		e.gaps = append(e.gaps, g)
-		n := g.last - g.first + 1
-		e.dropped += n
-		e.total += n
-	}
 }
 
 // snapMsg returns the cached snapshot message of st's book, making it if
@@ -342,7 +318,7 @@ func (f *Feed) snapMsg(st *stream) *subscriber.Message {
 var ErrNotRecoverable = errors.New("fanout: not in the recovery window")
 
 // ErrNoRoom is returned by Hub.Recover for a range larger than the
-// subscriber's queue has room for now.
+// subscriber's queue has room for now (with one more event).
 var ErrNoRoom = errors.New("fanout: range larger than the queue has room for")
 
 // ErrNotSubscribed is returned by Hub.Recover for a stream the subscriber
@@ -359,8 +335,8 @@ type Recovered struct {
 
 // Recover queues on s's connection the events of st from seq from to the
 // newest, in seq order, behind what is already queued, counted against
-// the queue bound: as many as it allows (Recovered.To says how far), none
-// being ErrNoRoom. The window must hold the whole range. reply builds the message that goes
+// the queue bound: all of them, leaving room for one more, or none
+// (ErrNoRoom). The window must hold the whole range. reply builds the message that goes
 // ahead of them on the notice queue (the client reads it first); it is
 // called with the feed's and the mailbox's locks held and must only build
 // it. Errors: ErrNotSubscribed, ErrNotRecoverable (with the window's
@@ -399,22 +375,19 @@ func (h *Hub) Recover(s *subscriber.Subscriber, st venue.Stream, from uint64, re
 	return r, nil
 }
 
-// recoverQueue queues reply(r) and then ms on c, as many of ms as the
-// queue bound allows (r.To is cut to match); none fitting is ErrNoRoom,
-// and then nothing is queued.
+// recoverQueue queues reply(r) and then ms on c, if they fit the queue
+// bound whole (Mailbox.Recover); else ErrNoRoom, and nothing is queued.
 func recoverQueue(c *subscriber.Mailbox, ms []*subscriber.Message, f *Feed, r Recovered, reply func(Recovered) *subscriber.Message) (Recovered, error) {
-	var none bool
-	fit := c.Recover([][]*subscriber.Message{ms}, f.maxLen, f.maxBytes, func(fit []int, _ int) *subscriber.Message {
-		if none = len(ms) > 0 && fit[0] == 0; none {
+	ok := c.Recover([][]*subscriber.Message{ms}, f.maxLen, f.maxBytes, func(ok []bool, _ int) *subscriber.Message {
+		if !ok[0] {
 			return nil
 		}
-		r.To = r.From + uint64(fit[0]) - 1
 		return reply(r)
 	})
 	switch {
-	case fit == nil:
+	case ok == nil:
 		return r, ErrNotSubscribed
-	case none:
+	case !ok[0]:
 		return r, fmt.Errorf("%w: %d events", ErrNoRoom, len(ms))
 	}
 	return r, nil

@@ -290,34 +290,48 @@ func TestResumeLevel2UpdatesOrSnapshot(t *testing.T) {
 	}
 }
 
-// A subscriber too slow for its recovery: the range is sent up to the
-// queue bound, resumed says how far, and it drops again from there, told
-// by a dropping notice; the next resume recovers the rest.
-func TestTooSlowForRecoveryDropsAgain(t *testing.T) {
+// A range is recovered only whole and with room left for the next event:
+// one that does not fit is a gap, as without recovery; a subscriber too
+// slow for its recovery drops again, told by a dropping notice, and the
+// next resume recovers that loss.
+func TestRecoveryFitsTheQueueBound(t *testing.T) {
 	h, f, _ := recHub(t, 4, bigWindow)
 	c := subscriber.NewMailbox()
 	s := h.NewEphemeral(c)
 	h.Subscribe(s, tr)
-	for i := range 12 { // 1..4 queued, 5..12 dropped
+	for i := range 8 { // 1..4 queued, 5..8 dropped
 		f.Publish(trade(tr, i))
 	}
 	var got []msg
-	got = append(got, drainN(t, c, 4)...) // the dropping notice and 3 events: 1 left
-	f.Publish(trade(tr, 13))              // room for 3: 5..7, then 8..13 lost
-	ns := notices(drainN(t, c, 2))
-	if len(ns) != 2 || ns[0].Kind != "resumed" || ns[1].Kind != "dropping" {
-		t.Fatalf("notices %v", kinds(ns))
+	got = append(got, drainN(t, c, 4)...) // the dropping notice and 1..3: 4 left
+	f.Publish(trade(tr, 9))               // 4 + 4 lost + 9 do not fit 4: a gap
+	ms := drain(t, c)
+	ns := notices(ms)
+	if len(ns) != 1 || recoveredOf(t, ns[0])[string(tr)] != [2]uint64{} || gapsOf(t, ns[0])[string(tr)] != [2]uint64{5, 8} {
+		t.Fatalf("notices %+v, want the gap 5..8", ns)
 	}
-	if rec := recoveredOf(t, ns[0]); rec[string(tr)] != [2]uint64{5, 7} {
-		t.Fatalf("recovered %v, want 5..7", rec)
+	if f.RecoveryCounters().RefusedQueue.Load() != 1 {
+		t.Fatal("refusal for the queue bound not counted")
 	}
-	for range 3 {
-		got = append(got, drain(t, c)...)
-		f.Publish(trade(tr, 0))
+
+	for i := range 6 { // 10..13 queued, 14, 15 dropped
+		f.Publish(trade(tr, i))
 	}
+	got = drainN(t, c, 4)    // the dropping notice and 10..12: 13 left
+	f.Publish(trade(tr, 16)) // 13, then 14, 15 recovered, then 16: full
+	f.Publish(trade(tr, 17)) // dropped: too slow for its recovery
 	got = append(got, drain(t, c)...)
-	if seqs := seqsOf(got, tr); !slices.Equal(seqs, seqRange(1, 16)) {
-		t.Fatalf("trades seqs %v, want 1..16 over the recoveries", seqs)
+	ns = notices(got)
+	if fmt.Sprint(kinds(got)) != "[dropping resumed dropping]" || recoveredOf(t, ns[1])[string(tr)] != [2]uint64{14, 15} {
+		t.Fatalf("notices %v %+v", kinds(got), ns)
+	}
+	f.Publish(trade(tr, 18)) // resumes: 17 recovered, then 18
+	got = append(got, drain(t, c)...)
+	if seqs := seqsOf(got, tr); !slices.Equal(seqs, seqRange(10, 18)) {
+		t.Fatalf("trades seqs %v, want 10..18", seqs)
+	}
+	if r := notices(got)[3]; recoveredOf(t, r)[string(tr)] != [2]uint64{17, 17} {
+		t.Fatalf("second resume %+v", r.Details)
 	}
 }
 

@@ -329,39 +329,37 @@ func (c *Mailbox) Close() []*Message {
 // IsClosed reports whether Close was called.
 func (c *Mailbox) IsClosed() bool { return c.done.Load() }
 
-// Recover queues batches of data messages under one lock, each batch in
-// order and as far as the queue bound allows: a message is queued only if
-// it passes Offer's check (maxLen messages, maxBytes bytes, 0 for no byte
-// bound) at its turn, and once one does not, nothing after it is. head, if
-// not nil, is called with how many messages of each batch fit and the data
+// Recover queues batches of data messages under one lock, each batch
+// whole or not at all: a batch is queued only if, with it and the batches
+// before it that were, the queue would still take one more message under
+// Offer's bound (fewer than maxLen messages, and fewer than maxBytes
+// bytes; maxBytes 0 means no byte bound). The message that follows a
+// recovery thus always fits, and a subscriber that resumes never drops at
+// once. head, if not nil, is called with which batches fit and the data
 // queue's length before them (still under the lock: it must only build a
 // message); its message goes on the notice queue, so the client reads it
-// before the messages it announces. Recover returns how many of each
-// batch it queued, or nil if the Mailbox is closed.
-func (c *Mailbox) Recover(batches [][]*Message, maxLen, maxBytes int, head func(fit []int, queued int) *Message) []int {
+// before the messages it announces. Recover returns which batches it
+// queued, or nil if the Mailbox is closed.
+func (c *Mailbox) Recover(batches [][]*Message, maxLen, maxBytes int, head func(ok []bool, queued int) *Message) []bool {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return nil
 	}
-	fit := make([]int, len(batches))
-	n, bytes, full := c.n, c.bytes, false
+	ok := make([]bool, len(batches))
+	n, bytes := c.n, c.bytes
 	for i, b := range batches {
+		nb, bb := n+len(b), bytes
 		for _, m := range b {
-			if full = n >= maxLen || maxBytes > 0 && bytes >= maxBytes; full {
-				break
-			}
-			fit[i]++
-			n++
-			bytes += len(m.Data)
+			bb += len(m.Data)
 		}
-		if full {
-			break
+		if nb < maxLen && (maxBytes <= 0 || bb < maxBytes) {
+			ok[i], n, bytes = true, nb, bb
 		}
 	}
 	wake := c.n == 0 && len(c.notices) == 0
 	if head != nil {
-		if m := head(fit, c.n); m != nil {
+		if m := head(ok, c.n); m != nil {
 			if m.Reply {
 				c.replies += len(m.Data)
 			}
@@ -369,8 +367,10 @@ func (c *Mailbox) Recover(batches [][]*Message, maxLen, maxBytes int, head func(
 		}
 	}
 	for i, b := range batches {
-		for _, m := range b[:fit[i]] {
-			c.push(m)
+		if ok[i] {
+			for _, m := range b {
+				c.push(m)
+			}
 		}
 	}
 	empty := c.n == 0 && len(c.notices) == 0
@@ -378,5 +378,5 @@ func (c *Mailbox) Recover(batches [][]*Message, maxLen, maxBytes int, head func(
 	if wake && !empty {
 		c.signal()
 	}
-	return fit
+	return ok
 }
