@@ -7,6 +7,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/subscriber"
 	"github.com/fanoutd/fanoutd/venue"
@@ -325,9 +327,9 @@ var ErrNoRoom = errors.New("fanout: range larger than the queue has room for")
 // does not hold.
 var ErrNotSubscribed = errors.New("fanout: not subscribed")
 
-// Recovered is what Hub.Recover answered: the range queued (To < From: none
-// was needed), or for ErrNotRecoverable the range the window holds
-// (Oldest 0: none).
+// Recovered is what Hub.Recover answered: the range asked for, From to To
+// (To < From: nothing to send), and the range the window holds, Oldest to
+// Newest (Oldest 0: none).
 type Recovered struct {
 	From, To       uint64
 	Oldest, Newest uint64
@@ -358,12 +360,11 @@ func (h *Hub) Recover(s *subscriber.Subscriber, st venue.Stream, from uint64, re
 		return recoverQueue(c, nil, f, r, reply)
 	}
 	ms, _, ok := f.held(x, from, x.seq)
+	if r.Oldest = x.oldest(); r.Oldest != 0 {
+		r.Newest = x.win.at(x.win.n - 1).Seq
+	}
 	if !ok {
 		f.rc.RefusedWindow.Add(1)
-		r.Oldest = x.oldest()
-		if r.Oldest != 0 {
-			r.Newest = x.win.at(x.win.n - 1).Seq
-		}
 		return r, fmt.Errorf("%w: %s from %d", ErrNotRecoverable, st, from)
 	}
 	r, err = recoverQueue(c, ms, f, r, reply)
@@ -423,4 +424,34 @@ func (h *Hub) Recovery() RecoveryOptions {
 		return RecoveryOptions{}
 	}
 	return h.rec.o
+}
+
+var (
+	descRecoveryEvents  = prometheus.NewDesc("fanoutd_recovery_events", "Events held in the recovery windows, by venue.", []string{"venue"}, nil)
+	descRecoveryBytes   = prometheus.NewDesc("fanoutd_recovery_bytes", "Bytes held in the recovery windows (encoded events and their headers), by venue; recovery.max_bytes bounds their sum.", []string{"venue"}, nil)
+	descRecoveries      = prometheus.NewDesc("fanoutd_recoveries_total", "Stream ranges a subscriber lost that were sent again from the recovery window (resume, reattach, recover op), by venue.", []string{"venue"}, nil)
+	descRecoveryRefused = prometheus.NewDesc("fanoutd_recoveries_refused_total", "Stream ranges lost that were not sent again, by venue and reason: window (not whole in the recovery window) or queue (more than the subscriber's queue had room for).", []string{"venue", "reason"}, nil)
+)
+
+// NewRecoveryCollector returns a Prometheus collector of h's feeds'
+// recovery figures, read at scrape time.
+func NewRecoveryCollector(h *Hub) prometheus.Collector { return &recoveryCollector{hub: h} }
+
+type recoveryCollector struct{ hub *Hub }
+
+func (c *recoveryCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRecoveryEvents, descRecoveryBytes, descRecoveries, descRecoveryRefused} {
+		ch <- d
+	}
+}
+
+func (c *recoveryCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, f := range c.hub.Feeds() {
+		k, v := f.RecoveryCounters(), f.Venue()
+		ch <- prometheus.MustNewConstMetric(descRecoveryEvents, prometheus.GaugeValue, float64(k.Events.Load()), v)
+		ch <- prometheus.MustNewConstMetric(descRecoveryBytes, prometheus.GaugeValue, float64(k.Bytes.Load()), v)
+		ch <- prometheus.MustNewConstMetric(descRecoveries, prometheus.CounterValue, float64(k.Served.Load()), v)
+		ch <- prometheus.MustNewConstMetric(descRecoveryRefused, prometheus.CounterValue, float64(k.RefusedWindow.Load()), v, "window")
+		ch <- prometheus.MustNewConstMetric(descRecoveryRefused, prometheus.CounterValue, float64(k.RefusedQueue.Load()), v, "queue")
+	}
 }

@@ -21,6 +21,7 @@ const (
 	CodeNotSubscribed      Code = "not_subscribed"       // snapshot of a stream the connection is not subscribed to
 	CodeNotLevel2          Code = "not_level2"           // snapshot of a stream that is not level2
 	CodeNoBook             Code = "no_book"              // snapshot of a level2 stream whose book has not arrived yet
+	CodeNotRecoverable     Code = "not_recoverable"      // recover from a seq the recovery window does not hold (the message names the oldest seq held), or of more events than the queue has room for
 	CodeTakenOver          Code = "taken_over"           // another connection attached under this name (the connection then closes)
 	CodeUnauthenticated    Code = "unauthenticated"      // HTTP 401: no token, or an unknown one
 	CodeTooManyConnections Code = "too_many_connections" // HTTP 429: limits.max_connections_per_token reached
@@ -52,7 +53,7 @@ const (
 var Codes = []Code{CodeBadRequest, CodeUnknownOp, CodeUnknownStream, CodeTooManyStreams, CodeUnauthorized,
 	CodeRateLimited, CodeMessageTooLarge, CodeNotSubscribed, CodeNotLevel2, CodeNoBook, CodeTakenOver,
 	CodeUnauthenticated, CodeTooManyConnections, CodeOriginNotAllowed, CodeBadName, CodeNameTaken, CodeShuttingDown,
-	CodeUnknownSymbol, CodeTooManySymbols}
+	CodeUnknownSymbol, CodeTooManySymbols, CodeNotRecoverable}
 
 // RouteCodes lists the codes only the HTTP routes answer.
 var RouteCodes = []Code{CodeMethodNotAllowed, CodeInvalidTenant, CodeInvalidID, CodeInvalidStream, CodeInvalidQuery, CodeNotFound,

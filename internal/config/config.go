@@ -44,6 +44,13 @@ type fileConfig struct {
 	ClaimCheck      *claimCheckFile        `yaml:"claim_check"` // pre-filled with claimcheck's defaults
 	Record          recordConfig           `yaml:"record"`
 	Cluster         clusterConfig          `yaml:"cluster"`
+	Recovery        recoveryConfig         `yaml:"recovery"`
+}
+
+type recoveryConfig struct {
+	MaxEventsPerStream any `yaml:"max_events_per_stream"`
+	MaxBytes           any `yaml:"max_bytes"`
+	MaxAge             any `yaml:"max_age"`
 }
 
 // Numbers are kept raw (any) so that 1.5 or 1e20 is refused with its key
@@ -110,6 +117,8 @@ type Config struct {
 	ClaimCheck      ClaimCheck
 	Record          Record  // record.go
 	Cluster         Cluster // cluster.go
+	// Recovery bounds the recovery window (recovery.*); not On: off.
+	Recovery fanout.RecoveryOptions
 }
 
 // Serves reports whether the venue serves channel ch to subscribers: a raw
@@ -508,6 +517,9 @@ func resolve(fc *fileConfig, getenv func(string) string) (*Config, error) {
 		return nil, err
 	}
 	if c.Record, err = resolveRecord(&fc.Record); err != nil {
+		return nil, err
+	}
+	if c.Recovery, err = resolveRecovery(&fc.Recovery); err != nil {
 		return nil, err
 	}
 	if c.Cluster, err = resolveCluster(&fc.Cluster, getenv); err != nil {
@@ -931,4 +943,35 @@ func Loopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// resolveRecovery validates the recovery section: each bound absent or
+// null takes its default, 0 turns recovery off.
+func resolveRecovery(rc *recoveryConfig) (fanout.RecoveryOptions, error) {
+	var o fanout.RecoveryOptions
+	n, err := intIn("recovery.max_events_per_stream", rc.MaxEventsPerStream, fanout.DefaultRecoveryEvents, 0, 1<<24)
+	if err != nil {
+		return o, err
+	}
+	o.MaxEventsPerStream = int(n)
+	if o.MaxBytes, err = intIn("recovery.max_bytes", rc.MaxBytes, fanout.DefaultRecoveryBytes, 0, 1<<40); err != nil {
+		return o, err
+	}
+	switch v := rc.MaxAge.(type) {
+	case nil:
+		o.MaxAge = fanout.DefaultRecoveryAge
+	case int:
+		if v != 0 {
+			return o, cfgErr("recovery.max_age", "%d is not a duration (e.g. \"2m\"; 0 turns recovery off)", v)
+		}
+	case string:
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > maxDuration {
+			return o, cfgErr("recovery.max_age", "%q is not a duration from 0 to 24h (e.g. \"2m\"; 0 turns recovery off)", v)
+		}
+		o.MaxAge = d
+	default:
+		return o, cfgErr("recovery.max_age", "%#v is not a duration (e.g. \"2m\"; 0 turns recovery off)", v)
+	}
+	return o, nil
 }

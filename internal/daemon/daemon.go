@@ -137,6 +137,7 @@ func New(o Options) (*Daemon, error) {
 	if d.bus != nil && d.bus.ingest != nil {
 		d.bus.ingest.OnWant = d.edgeWants // edges ask for their subscribers' symbols
 	}
+	d.hub.SetRecovery(cfg.Recovery)
 	for _, vc := range cfg.Venues {
 		i := slices.IndexFunc(o.Venues, func(v venues.Venue) bool { return v.Name == vc.Name })
 		if i < 0 {
@@ -168,7 +169,7 @@ func New(o Options) (*Daemon, error) {
 	wo := cfg.WS
 	wo.Hub, wo.Auth, wo.Logger = d.hub, d.auth, log
 	wo.Metrics = wsapi.NewMetrics(d.reg)
-	d.reg.MustRegister(fanout.NewCollector(d.hub), newVenueCollector(d.venues))
+	d.reg.MustRegister(fanout.NewCollector(d.hub), fanout.NewRecoveryCollector(d.hub), newVenueCollector(d.venues))
 	wo.Check = d.check
 	wo.OnSubscribe = d.onSubscribe
 	wo.SnapshotClaim = d.claims.replyClaim

@@ -1006,5 +1006,7 @@ func (s *session) handle(b []byte) {
 			return
 		}
 		s.reply(s.srv.o.snapshotAck(cmd.ID, st))
+	case OpRecover:
+		s.recover(cmd)
 	}
 }
