@@ -12,7 +12,7 @@ type Code string
 // Error codes. The strings are part of the wire contract.
 const (
 	CodeBadRequest         Code = "bad_request"          // not a JSON object of the protocol, or a malformed stream name
-	CodeUnknownOp          Code = "unknown_op"           // op is not subscribe, unsubscribe, snapshot or ping
+	CodeUnknownOp          Code = "unknown_op"           // op is not subscribe, unsubscribe, snapshot, recover or ping
 	CodeUnknownStream      Code = "unknown_stream"       // the stream's venue or channel is not served by this daemon
 	CodeTooManyStreams     Code = "too_many_streams"     // the subscription would pass limits.max_streams_per_connection
 	CodeUnauthorized       Code = "unauthorized"         // the token's scopes do not cover the stream
