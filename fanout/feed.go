@@ -631,7 +631,7 @@ func (f *Feed) resumed(e *entry, c *subscriber.Mailbox, reason string) {
 			resend[i] = g.st
 		}
 	}
-	if plan := f.plan(e); len(plan) > 0 {
+	if plan := f.plan(e, c); len(plan) > 0 {
 		f.resumedRecovering(e, c, reason, plan, resend)
 		return
 	}

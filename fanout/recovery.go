@@ -180,31 +180,43 @@ func (f *Feed) unhold(st *stream) {
 	}
 }
 
-// held returns copies of the messages of seqs from..to of st's window (the
-// same bytes; Published zero, so a recovered event is not measured as a
-// publish-to-write latency), or false if the window does not hold every
-// one of them. f.mu must be held.
-func (f *Feed) held(st *stream, from, to uint64) ([]*subscriber.Message, int, bool) {
+// span reports where seqs from..to sit in st's window, the index of from
+// and their count, and whether the window holds every one of them (after
+// expiring what is too old). f.mu must be held.
+func (f *Feed) span(st *stream, from, to uint64) (i0, n int, ok bool) {
 	w := &st.win
 	if f.rec == nil || st.conflate || from == 0 || to < from {
-		return nil, 0, false
+		return 0, 0, false
 	}
 	f.expire(st, f.now())
 	if w.n == 0 || w.at(0).Seq > from || w.at(w.n-1).Seq < to {
-		return nil, 0, false
+		return 0, 0, false
 	}
-	i0 := int(from - w.at(0).Seq)
-	n := int(to-from) + 1
-	hdrs := make([]subscriber.Message, n)
-	out := make([]*subscriber.Message, n)
+	return int(from - w.at(0).Seq), int(to-from) + 1, true
+}
+
+// size returns the bytes of n events of st's window from index i0. f.mu
+// must be held.
+func (st *stream) size(i0, n int) int {
 	size := 0
 	for i := range n {
-		hdrs[i] = *w.at(i0 + i)
+		size += len(st.win.at(i0 + i).Data)
+	}
+	return size
+}
+
+// copies returns copies of n messages of st's window from index i0: the
+// same bytes, with Published zero, so that a recovered event is not
+// measured as a publish-to-write latency. f.mu must be held.
+func (st *stream) copies(i0, n int) []*subscriber.Message {
+	hdrs := make([]subscriber.Message, n)
+	out := make([]*subscriber.Message, n)
+	for i := range n {
+		hdrs[i] = *st.win.at(i0 + i)
 		hdrs[i].Published = time.Time{}
 		out[i] = &hdrs[i]
-		size += len(hdrs[i].Data)
 	}
-	return out, size, true
+	return out
 }
 
 // oldest returns the first seq st's window holds, 0 if none. f.mu must
@@ -222,26 +234,33 @@ type recovery struct {
 	ms  []*subscriber.Message
 }
 
-// plan returns the gaps of e that can be recovered: the whole range
-// held, not a conflated stream, and for level2 the updates fewer bytes
-// than a snapshot. f.mu must be held.
-func (f *Feed) plan(e *entry) []recovery {
+// plan returns the gaps of e that can be recovered on c: the whole range
+// held, not a conflated stream, no more events than c's queue has room
+// for (with one more), and for level2 the updates fewer bytes than a
+// snapshot. Mailbox.Recover checks the bound again, bytes too, under the
+// mailbox's lock. f.mu must be held.
+func (f *Feed) plan(e *entry, c *subscriber.Mailbox) []recovery {
 	if f.rec == nil {
 		return nil
 	}
+	room := f.maxLen - c.Len() - 1
 	var out []recovery
 	for i, g := range e.gaps {
-		ms, size, ok := f.held(g.st, g.first, g.last)
-		if !ok {
+		i0, n, ok := f.span(g.st, g.first, g.last)
+		switch {
+		case !ok:
 			if !g.st.conflate {
 				f.rc.RefusedWindow.Add(1)
 			}
 			continue
-		}
-		if g.st.level2 && g.st.hasBook && len(f.snapMsg(g.st).Data) < size {
+		case n > room:
+			f.rc.RefusedQueue.Add(1)
+			continue
+		case g.st.level2 && g.st.hasBook && len(f.snapMsg(g.st).Data) < g.st.size(i0, n):
 			continue // the snapshot makes the book whole for fewer bytes
 		}
-		out = append(out, recovery{gap: i, ms: ms})
+		room -= n
+		out = append(out, recovery{gap: i, ms: g.st.copies(i0, n)})
 	}
 	return out
 }
@@ -359,7 +378,7 @@ func (h *Hub) Recover(s *subscriber.Subscriber, st venue.Stream, from uint64, re
 	if from == x.seq+1 {
 		return recoverQueue(c, nil, f, r, reply)
 	}
-	ms, _, ok := f.held(x, from, x.seq)
+	i0, n, ok := f.span(x, from, x.seq)
 	if r.Oldest = x.oldest(); r.Oldest != 0 {
 		r.Newest = x.win.at(x.win.n - 1).Seq
 	}
@@ -367,7 +386,11 @@ func (h *Hub) Recover(s *subscriber.Subscriber, st venue.Stream, from uint64, re
 		f.rc.RefusedWindow.Add(1)
 		return r, fmt.Errorf("%w: %s from %d", ErrNotRecoverable, st, from)
 	}
-	r, err = recoverQueue(c, ms, f, r, reply)
+	if n >= f.maxLen-c.Len() {
+		f.rc.RefusedQueue.Add(1)
+		return r, fmt.Errorf("%w: %d events", ErrNoRoom, n)
+	}
+	r, err = recoverQueue(c, x.copies(i0, n), f, r, reply)
 	if err != nil {
 		f.rc.RefusedQueue.Add(1)
 		return r, err
