@@ -438,3 +438,41 @@ func TestRecoveryOffKeepsGaps(t *testing.T) {
 		t.Fatalf("resumed %+v", r.Details)
 	}
 }
+
+// On an edge the window holds the bytes forwarded as they came from the
+// bus; a seq that skips (a bus gap) starts the window again, so a loss
+// spanning it is a gap, never a range with a hole.
+func TestRecoveryForwarded(t *testing.T) {
+	h, f, _ := recHub(t, 4, bigWindow)
+	c := subscriber.NewMailbox()
+	s := h.NewEphemeral(c)
+	h.Subscribe(s, tr)
+	wire := func(seq uint64) []byte {
+		ev := trade(tr, int(seq))
+		ev.Seq = seq
+		return ev.AppendJSON(nil)
+	}
+	for seq := uint64(1); seq <= 6; seq++ { // 1..4 queued, 5, 6 dropped
+		f.Forward(tr, seq, wire(seq), nil)
+	}
+	drainN(t, c, 4)                // the dropping notice and 1..3
+	f.Forward(tr, 7, wire(7), nil) // resumes: 5, 6 recovered, then 7
+	got := drain(t, c)
+	if r := recoveredOf(t, notices(got)[0]); r[string(tr)] != [2]uint64{5, 6} {
+		t.Fatalf("recovered %v", r)
+	}
+	if seqs := seqsOf(got, tr); !slices.Equal(seqs, []uint64{4, 5, 6, 7}) {
+		t.Fatalf("seqs %v", seqs)
+	}
+	for seq := uint64(8); seq <= 12; seq++ { // 8..11 queued, 12 dropped
+		f.Forward(tr, seq, wire(seq), nil)
+	}
+	f.Forward(tr, 16, wire(16), nil) // the bus lost 13..15; 16 dropped
+	drain(t, c)
+	f.Forward(tr, 17, wire(17), nil)
+	got = drain(t, c)
+	r := notices(got)[0]
+	if len(recoveredOf(t, r)) != 0 || gapsOf(t, r)[string(tr)] != [2]uint64{12, 16} {
+		t.Fatalf("resumed %+v: want the gap 12..16, not a recovery across the bus gap", r.Details)
+	}
+}
