@@ -3,7 +3,9 @@ package daemon_test
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"slices"
 	"sync"
 	"syscall"
@@ -309,6 +311,18 @@ func TestNamedAwayRecovers(t *testing.T) {
 				}
 				if k := feed.RecoveryCounters(); k.Served.Load() == 0 || k.Events.Load() == 0 || k.Bytes.Load() == 0 {
 					t.Fatalf("recovery counters served %d, events %d, bytes %d", k.Served.Load(), k.Events.Load(), k.Bytes.Load())
+				}
+				r, err := http.Get(d.URL("http") + "/metrics")
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(r.Body)
+				r.Body.Close()
+				for _, m := range []string{`fanoutd_recovery_events{venue="coinbase"}`, `fanoutd_recovery_bytes{venue="coinbase"}`,
+					`fanoutd_recoveries_total{venue="coinbase"}`, `fanoutd_recoveries_refused_total{reason="window",venue="coinbase"}`} {
+					if !bytes.Contains(body, []byte(m)) {
+						t.Errorf("/metrics has no %s", m)
+					}
 				}
 			} else {
 				if _, ok := got[0].Details["recovered"]; ok {
