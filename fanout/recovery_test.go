@@ -2,6 +2,7 @@ package fanout
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -474,5 +475,35 @@ func TestRecoveryForwarded(t *testing.T) {
 	r := notices(got)[0]
 	if len(recoveredOf(t, r)) != 0 || gapsOf(t, r)[string(tr)] != [2]uint64{12, 16} {
 		t.Fatalf("resumed %+v: want the gap 12..16, not a recovery across the bus gap", r.Details)
+	}
+}
+
+// BenchmarkPublishOneSubscriber is the publish path for one trade to one
+// subscriber, with and without a recovery window at the daemon's
+// defaults: what keeping the event costs.
+func BenchmarkPublishOneSubscriber(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		o    RecoveryOptions
+	}{{"window=off", RecoveryOptions{}}, {"window=default", RecoveryOptions{MaxEventsPerStream: DefaultRecoveryEvents, MaxBytes: DefaultRecoveryBytes, MaxAge: DefaultRecoveryAge}}} {
+		b.Run(tc.name, func(b *testing.B) {
+			h, f, _ := recHub(b, DefaultMaxQueueLen, tc.o)
+			c := subscriber.NewMailbox()
+			h.Subscribe(h.NewEphemeral(c), tr)
+			buf := make([]*subscriber.Message, 0, 80)
+			ev := trade(tr, 1)
+			for range 2 * DefaultRecoveryEvents { // the window full: eviction in every publish
+				f.Publish(ev)
+				buf, _ = c.Drain(buf[:0], math.MaxInt, math.MaxInt)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				f.Publish(ev)
+				if i%64 == 63 {
+					buf, _ = c.Drain(buf[:0], math.MaxInt, math.MaxInt)
+				}
+			}
+		})
 	}
 }
