@@ -79,6 +79,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"tokens:\n  - {name: a, token: s, streams: [\"coinbase:levl2:*\"]}\n", `tokens[0].streams[0]: "coinbase:levl2:*" names channel "levl2"`},
 		{"tokens:\n  - {name: a, token: s, streams: [\"ftx:*\"]}\n", `tokens[0].streams[0]: "ftx:*" names venue "ftx"`},
 		{"tokens:\n  - {name: a, token: s, streams: [\"coinbase:level2\"]}\n", `tokens[0].streams[0]: "coinbase:level2" is not a stream`},
+		{"tokens:\n  - {name: a, token: s, streams: [\"*BTC*\"]}\n", `tokens[0].streams[0]: "*BTC*" venue part "*BTC*" matches no venue`},
 		{"http:\n  idle_timeout: 0s\n", `http.idle_timeout: "0s"`},
 		{"http:\n  max_anonymous_connections: -1\n", "http.max_anonymous_connections: -1"},
 		{"websocket:\n  named_ttl: forever\n", `websocket.named_ttl: "forever" is not a duration from 1s to 8760h, or never`},

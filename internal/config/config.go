@@ -875,7 +875,8 @@ func positiveInt(key string, v any, def int64) (int64, error) {
 }
 
 // checkPattern validates a token's stream pattern: venue:channel:symbol
-// where '*' matches any run of characters. A part without '*' must be a
+// where '*' matches any run of characters within its part
+// (api.MatchStream). A part without '*' must be a
 // venue, a channel or a symbol as streams write them, so that a typo is
 // not a scope that silently matches nothing.
 func checkPattern(p string) error {
@@ -896,6 +897,9 @@ func checkPattern(p string) error {
 	parts := strings.SplitN(p, ":", 3)
 	if v := parts[0]; !strings.Contains(v, "*") && len(parts) > 1 && !slices.Contains(venues.Names(), v) {
 		return fmt.Errorf("names venue %q, which is not a venue", v)
+	}
+	if v := parts[0]; !slices.ContainsFunc(venues.Names(), func(n string) bool { return api.MatchGlob(v, n) }) {
+		return fmt.Errorf("venue part %q matches no venue (parts are venue:channel:symbol, matched each on its own)", v)
 	}
 	if len(parts) > 1 {
 		if ch := parts[1]; !strings.Contains(ch, "*") && len(parts) > 2 {
