@@ -121,13 +121,26 @@ func NewAuth(tokens []Token) *Auth {
 // Enabled reports whether tokens are required.
 func (a *Auth) Enabled() bool { return a != nil }
 
-// Authenticate returns the token the request presents — in the
-// Authorization header ("Bearer <secret>") or, for browsers, which cannot
-// set headers on a websocket, in the token query parameter — or false if
-// tokens are required and the request has none or an unknown one. With
-// no tokens configured it returns (nil, true). The secret is hashed and
-// compared by digest; it is never logged or kept.
+// Authenticate returns the token the request presents in the
+// Authorization header ("Bearer <secret>"), or false if tokens are
+// required and the request has none or an unknown one. With no tokens
+// configured it returns (nil, true). The secret is hashed and compared by
+// digest; it is never logged or kept. A token query parameter is not read
+// here: see AuthenticateUpgrade.
 func (a *Auth) Authenticate(r *http.Request) (*Token, bool) {
+	return a.authenticate(r, false)
+}
+
+// AuthenticateUpgrade is Authenticate for a websocket upgrade, which also
+// reads the token query parameter when there is no Authorization header:
+// browsers cannot set headers on a websocket. Only the upgrade takes it,
+// so that a secret in a URL is never what opens the other routes (whose
+// URLs end up in histories, logs and Referer headers).
+func (a *Auth) AuthenticateUpgrade(r *http.Request) (*Token, bool) {
+	return a.authenticate(r, true)
+}
+
+func (a *Auth) authenticate(r *http.Request, query bool) (*Token, bool) {
 	if a == nil {
 		return nil, true
 	}
@@ -138,7 +151,7 @@ func (a *Auth) Authenticate(r *http.Request) (*Token, bool) {
 			return nil, false
 		}
 		secret = strings.TrimSpace(rest)
-	} else {
+	} else if query {
 		secret = r.URL.Query().Get("token")
 	}
 	if secret == "" {

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/fanoutd/fanoutd/venue"
 )
@@ -59,5 +61,43 @@ func TestAllowsVenue(t *testing.T) {
 	}
 	if (&Token{Venues: []string{"okx"}}).AllowsVenue("kraken") || !(*Token)(nil).AllowsVenue("kraken") {
 		t.Error("Venues or a nil token")
+	}
+}
+
+func TestHosts(t *testing.T) {
+	for _, tc := range []struct {
+		listen, host string
+		ok           bool
+	}{
+		{"127.0.0.1:8080", "127.0.0.1:8080", true},
+		{"127.0.0.1:8080", "localhost:8080", true},
+		{"127.0.0.1:8080", "LOCALHOST.", true},
+		{"127.0.0.1:8080", "[::1]:8080", true},
+		{"127.0.0.1:8080", "127.9.9.9", true},
+		{"127.0.0.1:8080", "attacker.example:8080", false},
+		{"127.0.0.1:8080", "attacker.example", false},
+		{"127.0.0.1:8080", "localhost.attacker.example", false},
+		{"127.0.0.1:8080", "10.0.0.5:8080", false},
+		{"127.0.0.1:8080", "", false},
+		{"10.0.0.5:8080", "10.0.0.5:8080", true},
+		{"0.0.0.0:8080", "10.0.0.5:8080", true},
+		{"[::]:8080", "[fe80::1]:8080", true},
+		{"0.0.0.0:8080", "desk.example:8080", false},
+		{"desk.internal:8080", "Desk.Internal:8080", true},
+	} {
+		if NewHosts(tc.listen).Allows(tc.host) != tc.ok {
+			t.Errorf("listen %s: Allows(%q) != %v", tc.listen, tc.host, tc.ok)
+		}
+	}
+}
+
+func TestShorten(t *testing.T) {
+	long := strings.Repeat("é", 1000) + ": no book"
+	s := Shorten(long, 256)
+	if len(s) > 256+len("…") || !strings.HasSuffix(s, ": no book") || !utf8.ValidString(s) {
+		t.Errorf("Shorten: %d bytes %q", len(s), s)
+	}
+	if Shorten("short", 256) != "short" {
+		t.Error("a short message changed")
 	}
 }

@@ -69,6 +69,7 @@ type Daemon struct {
 	reg    *prometheus.Registry
 	ws     *wsapi.Server
 	auth   *api.Auth
+	hosts  *api.Hosts // without tokens, the Host names answered (front.go); nil with tokens
 	http   *http.Server
 	venues []*venueRun
 	byName map[string]*venueRun
@@ -165,8 +166,11 @@ func New(o Options) (*Daemon, error) {
 		d.byName[vc.Name] = vr
 	}
 	d.auth = api.NewAuth(cfg.Tokens)
+	if !d.auth.Enabled() {
+		d.hosts = api.NewHosts(cfg.Listen)
+	}
 	wo := cfg.WS
-	wo.Hub, wo.Auth, wo.Logger = d.hub, d.auth, log
+	wo.Hub, wo.Auth, wo.Hosts, wo.Logger = d.hub, d.auth, d.hosts, log
 	wo.Metrics = wsapi.NewMetrics(d.reg)
 	d.reg.MustRegister(fanout.NewCollector(d.hub), newVenueCollector(d.venues))
 	wo.Check = d.check
@@ -467,7 +471,7 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("GET /v1/books/{venue}/{symbol...}", d.authed(d.book))
 	d.claims.register(mux, d)
 	ui.Register(mux)
-	return mux
+	return d.front(mux)
 }
 
 // authed requires a valid token on a /v1 route when tokens are configured.

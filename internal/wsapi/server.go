@@ -90,8 +90,15 @@ type Options struct {
 	// Origins is the allow-list for the Origin header of browser clients:
 	// exact origins ("https://desk.example.com") or "*". A request without
 	// an Origin header (not a browser) is always accepted; with an empty
-	// list only same-host origins are.
+	// list only origins whose host Hosts allows are, or, without Hosts,
+	// same-host origins.
 	Origins []string
+	// Hosts, if set, is the Host names answered (api.Hosts, against DNS
+	// rebinding; the daemon sets it when no tokens are configured): any
+	// other Host is refused with 403 host_not_allowed, and with no Origins
+	// an Origin is checked against it rather than against Host, which the
+	// page sets.
+	Hosts *api.Hosts
 	// WriteTimeout is the write deadline: a socket that accepts no bytes
 	// for this long is closed. Defaults to DefaultWriteTimeout.
 	WriteTimeout time.Duration
@@ -464,19 +471,37 @@ func (s *Server) checkOrigin(r *http.Request) bool {
 		return false
 	}
 	u, err := url.Parse(origin)
-	return err == nil && strings.EqualFold(u.Host, r.Host)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	if s.o.Hosts != nil {
+		return s.o.Hosts.Allows(u.Host)
+	}
+	return strings.EqualFold(u.Host, r.Host)
 }
 
 // ServeHTTP upgrades the request to a websocket session. It refuses with
-// 401 (unauthenticated), 403 (origin), 400 (bad name), 409 (a name another
-// token created), 429 (connections per token) or 503 (shutting down)
-// before upgrading.
+// 400 (a query that does not parse, a bad name), 401 (unauthenticated),
+// 403 (host, origin), 409 (a name another token created), 429
+// (connections per token) or 503 (shutting down) before upgrading.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	refuse := func(status int, code api.Code, msg string) {
 		s.o.Metrics.refused(code)
 		api.WriteError(w, status, code, msg)
 	}
-	tok, ok := s.o.Auth.Authenticate(r)
+	if !s.o.Hosts.Allows(r.Host) {
+		refuse(http.StatusForbidden, api.CodeHostNotAllowed, "without tokens only a loopback name or the listen address is answered as Host")
+		return
+	}
+	// The whole query or nothing: url.Values drops what follows a
+	// parameter that does not parse, and every parameter past Go's
+	// 10,000, which would turn a reattach into a new connection.
+	query, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		refuse(http.StatusBadRequest, api.CodeBadRequest, "query: "+err.Error())
+		return
+	}
+	tok, ok := s.o.Auth.AuthenticateUpgrade(r)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="fanoutd"`)
 		refuse(http.StatusUnauthorized, api.CodeUnauthenticated, "a valid bearer token is required")
@@ -486,12 +511,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusForbidden, api.CodeOriginNotAllowed, "origin not allowed")
 		return
 	}
-	name := r.URL.Query().Get("name")
-	if r.URL.Query().Has("name") && !subscriber.ValidName(name) {
+	name := query.Get("name")
+	if query.Has("name") && !subscriber.ValidName(name) {
 		refuse(http.StatusBadRequest, api.CodeBadName, "name must match [A-Za-z0-9_.-]{1,64}")
 		return
 	}
-	last, err := parseLast(r.URL.Query(), s.o.Limits.MaxStreams)
+	last, err := parseLast(query, s.o.Limits.MaxStreams)
 	if err == nil && last != nil && name == "" {
 		err = errors.New("last= needs ?name=: only a named subscriber reattaches")
 	}

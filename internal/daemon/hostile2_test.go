@@ -1,0 +1,204 @@
+package daemon_test
+
+// The second round of the hostile-clients suite: names, rebinding, limits,
+// scopes and error bodies, each against a daemon on real sockets (the
+// helpers are hostile_test.go's).
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// TestHostileScopeAcrossColons: a token scoped to "*:trades:*" subscribes
+// to a Coinbase level2 stream whose symbol spells ":trades:". Promise: each
+// part of a pattern matches its own part of the stream, so '*' never
+// reaches across a ':' — unauthorized; its real trades stream is acked.
+func TestHostileScopeAcrossColons(t *testing.T) {
+	h := startHostile(t, twoVenues+"tokens:\n  - {name: t, token: secret-t, streams: [\"*:trades:*\"]}\n")
+	ws, _, err := wsDial(t, websocket.DefaultDialer, h, "", "secret-t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []string{"coinbase:level2:X:trades:Y", "coinbase:level2:BTC-USD:trades:BTC-USD", "kraken:level2:BTC/USD:trades:"} {
+		if r := replyTo(t, ws, "x", `{"op":"subscribe","id":"x","streams":["`+st+`"]}`); r["code"] != "unauthorized" {
+			t.Errorf("%s under *:trades:*: %v, want unauthorized", st, r)
+		}
+	}
+	if r := replyTo(t, ws, "ok", `{"op":"subscribe","id":"ok","streams":["coinbase:trades:BTC-USD"]}`); r["type"] != "ack" {
+		t.Errorf("coinbase:trades:BTC-USD under *:trades:*: %v, want ack", r)
+	}
+	resp, body := get(t, h.URL("http")+"/v1/books/coinbase/X:trades:Y", "secret-t")
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("/v1/books/coinbase/X:trades:Y under *:trades:*: %s %s, want 403", resp.Status, body)
+	}
+}
+
+// request makes a request of method with host as its Host and hdr as
+// header pairs, and returns the response and its body.
+func request(t *testing.T, method, url, host string, hdr ...string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host != "" {
+		req.Host = host
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, body
+}
+
+// TestHostileRebinding: without tokens, a page on an attacker's name whose
+// DNS now points at 127.0.0.1 reads the daemon: Host and Origin are both
+// the attacker's name. Promise: any Host other than a loopback name or the
+// listen address is 403 host_not_allowed, on every route and the
+// websocket upgrade; a websocket's Origin is checked against those names,
+// not against the Host the page itself set; a page on localhost is served.
+func TestHostileRebinding(t *testing.T) {
+	h := startHostile(t, twoVenues)
+	h.src.Publish(book("coinbase:level2:BTC-USD"))
+	_, port, _ := net.SplitHostPort(h.Addr)
+	evil := "attacker.example:" + port
+	if !eventually(10*time.Second, func() bool {
+		resp, _ := request(t, "GET", h.URL("http")+"/v1/books/coinbase/BTC-USD", "")
+		return resp.StatusCode == http.StatusOK
+	}) {
+		t.Fatal("no book within 10s")
+	}
+	for _, route := range []string{"/v1/books/coinbase/BTC-USD", "/v1/coverage", "/v1/subscribers", "/v1/claimcheck/stats", "/metrics", "/"} {
+		resp, body := request(t, "GET", h.URL("http")+route, evil)
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s with Host %s: %s", route, evil, resp.Status)
+			continue
+		}
+		errorBody(t, route, resp, body, "host_not_allowed")
+	}
+	for _, host := range []string{"localhost:" + port, "127.0.0.1:" + port, "[::1]:" + port} {
+		if resp, body := request(t, "GET", h.URL("http")+"/v1/books/coinbase/BTC-USD", host); resp.StatusCode != http.StatusOK {
+			t.Errorf("Host %s: %s %s", host, resp.Status, body)
+		}
+	}
+	dial := func(host, origin string) (*http.Response, error) {
+		hdr := http.Header{}
+		if host != "" {
+			hdr.Set("Host", host)
+		}
+		if origin != "" {
+			hdr.Set("Origin", origin)
+		}
+		ws, resp, err := websocket.DefaultDialer.Dial(h.URL("ws")+"/v1/stream", hdr)
+		if ws != nil {
+			ws.Close()
+		}
+		return resp, err
+	}
+	for _, tc := range []struct{ host, origin, code string }{
+		{evil, "http://" + evil, "host_not_allowed"},
+		{evil, "", "host_not_allowed"},
+		{"", "http://" + evil, "origin_not_allowed"},
+		{"localhost:" + port, "http://" + evil, "origin_not_allowed"},
+		{"", "null", "origin_not_allowed"},
+	} {
+		resp, err := dial(tc.host, tc.origin)
+		if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+			t.Errorf("upgrade with Host %q, Origin %q: err %v, response %v; want 403", tc.host, tc.origin, err, resp)
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		errorBody(t, "upgrade Host "+tc.host+" Origin "+tc.origin, resp, body, tc.code)
+	}
+	for _, origin := range []string{"", "http://localhost:5173", "http://127.0.0.1:" + port} {
+		if resp, err := dial("", origin); err != nil {
+			t.Errorf("upgrade with Origin %q: %v %v", origin, err, resp)
+		}
+	}
+}
+
+// TestHostileQueryLimit: a reattach whose query passes Go's 10,000
+// parameters (or carries a ';'), which url.Values silently drops whole.
+// Promise: 400 bad_request on the upgrade (not an ephemeral connection),
+// 400 invalid_query on the other routes — never the query ignored.
+func TestHostileQueryLimit(t *testing.T) {
+	h := startHostile(t, twoVenues)
+	huge := "?name=desk" + strings.Repeat("&last=coinbase:trades:BTC-USD:1", 10000)
+	for _, q := range []string{huge, "?name=desk;x", "?name=desk&last=%zz"} {
+		_, resp, err := wsDial(t, websocket.DefaultDialer, h, q, "")
+		if err == nil || resp == nil || resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("upgrade with a %d-byte query %.30q: err %v, response %v; want 400", len(q), q, err, resp)
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		errorBody(t, "upgrade", resp, body, "bad_request")
+	}
+	if h.Hub().Registry().Named("desk") != nil {
+		t.Error("a refused query created the named subscriber")
+	}
+	books := "/v1/books/coinbase/BTC-USD?depth=1" + strings.Repeat("&x=1", 10000)
+	for _, route := range []string{books, "/v1/coverage?a=1;b=2", "/v1/subscribers?%zz"} {
+		resp, body := request(t, "GET", h.URL("http")+route, "")
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%.40s: %s", route, resp.Status)
+			continue
+		}
+		errorBody(t, route[:min(len(route), 40)], resp, body, "invalid_query")
+	}
+}
+
+// TestHostileHTTPErrorBodies: a 900 KB URL, other methods, the token in
+// the query. Promise: an error body never echoes more than a short part of
+// the URL; a 405 is the one JSON error body with Allow; every answer is
+// X-Content-Type-Options: nosniff; ?token= opens only the websocket
+// upgrade.
+func TestHostileHTTPErrorBodies(t *testing.T) {
+	h := startHostile(t, twoVenues+"tokens:\n  - {name: a, token: secret-a}\n")
+	long := strings.Repeat("A", 900<<10)
+	for _, route := range []string{"/v1/books/coinbase/" + long, "/v1/books/" + long + "/BTC-USD", "/v1/snapshots/coinbase/" + long, "/v1/claims/default/" + long, "/v1/claims/" + long + "/x"} {
+		resp, body := request(t, "GET", h.URL("http")+route, "", "Authorization", "Bearer secret-a")
+		if resp.StatusCode/100 != 4 || len(body) > 1024 {
+			t.Errorf("%.30s… (%d bytes): %s, %d-byte body", route, len(route), resp.Status, len(body))
+		}
+	}
+	for _, method := range []string{"POST", "PUT", "DELETE", "PATCH"} {
+		for _, route := range []string{"/v1/coverage", "/v1/stream", "/v1/books/coinbase/BTC-USD", "/healthz"} {
+			resp, body := request(t, method, h.URL("http")+route, "", "Authorization", "Bearer secret-a")
+			if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") == "" {
+				t.Errorf("%s %s: %s, Allow %q", method, route, resp.Status, resp.Header.Get("Allow"))
+				continue
+			}
+			errorBody(t, method+" "+route, resp, body, "method_not_allowed")
+		}
+	}
+	for _, route := range []string{"/v1/coverage", "/v1/subscribers", "/v1/books/coinbase/BTC-USD", "/v1/claimcheck/stats", "/readyz", "/v1/nope", "/v1/snapshots/coinbase/BTC-USD"} {
+		for _, secret := range []string{"secret-a", ""} {
+			resp, _ := request(t, "GET", h.URL("http")+route, "", "Authorization", "Bearer "+secret)
+			if resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+				t.Errorf("%s (token %q): %s without X-Content-Type-Options: nosniff", route, secret, resp.Status)
+			}
+		}
+	}
+	for _, route := range []string{"/v1/coverage", "/v1/subscribers", "/v1/books/coinbase/BTC-USD", "/v1/claimcheck/stats", "/v1/snapshots/coinbase/BTC-USD"} {
+		resp, body := request(t, "GET", h.URL("http")+route+"?token=secret-a", "")
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s?token=<valid>: %s, want 401 (the query token is the websocket's only)", route, resp.Status)
+			continue
+		}
+		errorBody(t, route, resp, body, "unauthenticated")
+	}
+	if _, resp, err := wsDial(t, websocket.DefaultDialer, h, "?token=secret-a", ""); err != nil {
+		t.Errorf("upgrade with ?token=: %v %v", err, resp)
+	}
+}
