@@ -514,10 +514,25 @@ func (d *Daemon) readyz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"ready": true})
 }
 
-func (d *Daemon) coverage(w http.ResponseWriter, _ *http.Request, _ *api.Token) {
+// coverage lists the venues and streams within tok's scopes: a venue no
+// stream of which the token may read is left out, and so is every stream
+// outside them (which symbols other tokens asked for is not the token's).
+func (d *Daemon) coverage(w http.ResponseWriter, _ *http.Request, tok *api.Token) {
 	out := make([]venue.Coverage, 0, len(d.venues))
 	for _, vr := range d.venues {
+		if !tok.AllowsVenue(vr.cfg.Name) {
+			continue
+		}
 		cov := vr.adapter.Coverage()
+		if tok != nil {
+			mine := make([]venue.StreamCoverage, 0, len(cov.Streams))
+			for _, sc := range cov.Streams {
+				if tok.Allows(sc.Stream) {
+					mine = append(mine, sc)
+				}
+			}
+			cov.Streams = mine
+		}
 		if node, leading, ok := d.bus.leader(vr.cfg.Name, cov); ok {
 			cov.Leader = node
 			if d.bus.ingest != nil {

@@ -5,9 +5,11 @@ package daemon_test
 // helpers are hostile_test.go's).
 
 import (
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -200,5 +202,67 @@ func TestHostileHTTPErrorBodies(t *testing.T) {
 	}
 	if _, resp, err := wsDial(t, websocket.DefaultDialer, h, "?token=secret-a", ""); err != nil {
 		t.Errorf("upgrade with ?token=: %v %v", err, resp)
+	}
+}
+
+// TestHostileCoverageScopes: a kraken-only token, and one scoped to
+// Coinbase trades, read /v1/coverage and /v1/claimcheck/stats while
+// another token holds streams of both venues. Promise: coverage lists only
+// the venues and streams within the token's scopes; the node-wide
+// claim-check statistics are 403 unauthorized to a token with scopes and
+// served to one without.
+func TestHostileCoverageScopes(t *testing.T) {
+	h := startHostile(t, twoVenues+"tokens:\n  - {name: k, token: secret-k, venues: [kraken]}\n"+
+		"  - {name: c, token: secret-c, streams: [\"coinbase:trades:*\"]}\n  - {name: all, token: secret-all}\n")
+	ws, _, err := wsDial(t, websocket.DefaultDialer, h, "", "secret-all")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := replyTo(t, ws, "1", `{"op":"subscribe","id":"1","streams":["coinbase:trades:SECRET-USD","coinbase:level2:BTC-USD","kraken:trades:BTC/USD"]}`); r["type"] != "ack" {
+		t.Fatalf("subscribe: %v", r)
+	}
+	h.src.Publish(trade("coinbase:trades:SECRET-USD", "1"))
+	h.src.Publish(book("coinbase:level2:BTC-USD"))
+	h.kraken.Publish(trade("kraken:trades:BTC/USD", "1"))
+	coverage := func(secret string) map[string][]string {
+		resp, body := get(t, h.URL("http")+"/v1/coverage", secret)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("/v1/coverage: %s %s", resp.Status, body)
+		}
+		var cov []struct {
+			Venue   string
+			Streams []struct{ Stream string }
+		}
+		if err := json.Unmarshal(body, &cov); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string][]string{}
+		for _, c := range cov {
+			out[c.Venue] = []string{}
+			for _, s := range c.Streams {
+				out[c.Venue] = append(out[c.Venue], s.Stream)
+			}
+		}
+		return out
+	}
+	if !eventually(10*time.Second, func() bool { all := coverage("secret-all"); return len(all["coinbase"]) == 2 && len(all["kraken"]) == 1 }) {
+		t.Fatalf("coverage of the unscoped token: %v", coverage("secret-all"))
+	}
+	if got := coverage("secret-k"); len(got) != 1 || !slices.Equal(got["kraken"], []string{"kraken:trades:BTC/USD"}) {
+		t.Errorf("the kraken-only token sees %v", got)
+	}
+	if got := coverage("secret-c"); len(got) != 1 || !slices.Equal(got["coinbase"], []string{"coinbase:trades:SECRET-USD"}) {
+		t.Errorf("the coinbase:trades:* token sees %v", got)
+	}
+	for _, secret := range []string{"secret-k", "secret-c"} {
+		resp, body := get(t, h.URL("http")+"/v1/claimcheck/stats", secret)
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("/v1/claimcheck/stats with a scoped token: %s %s", resp.Status, body)
+			continue
+		}
+		errorBody(t, "stats", resp, body, "unauthorized")
+	}
+	if resp, body := get(t, h.URL("http")+"/v1/claimcheck/stats", "secret-all"); resp.StatusCode != http.StatusOK {
+		t.Errorf("/v1/claimcheck/stats with the unscoped token: %s %s", resp.Status, body)
 	}
 }
