@@ -245,7 +245,10 @@ func TestHostileCoverageScopes(t *testing.T) {
 		}
 		return out
 	}
-	if !eventually(10*time.Second, func() bool { all := coverage("secret-all"); return len(all["coinbase"]) == 2 && len(all["kraken"]) == 1 }) {
+	if !eventually(10*time.Second, func() bool {
+		all := coverage("secret-all")
+		return len(all["coinbase"]) == 2 && len(all["kraken"]) == 1
+	}) {
 		t.Fatalf("coverage of the unscoped token: %v", coverage("secret-all"))
 	}
 	if got := coverage("secret-k"); len(got) != 1 || !slices.Equal(got["kraken"], []string{"kraken:trades:BTC/USD"}) {
