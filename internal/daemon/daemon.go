@@ -173,7 +173,7 @@ func New(o Options) (*Daemon, error) {
 	wo.Hub, wo.Auth, wo.Hosts, wo.Logger = d.hub, d.auth, d.hosts, log
 	wo.Metrics = wsapi.NewMetrics(d.reg)
 	d.reg.MustRegister(fanout.NewCollector(d.hub), newVenueCollector(d.venues))
-	wo.Check = d.check
+	wo.Check, wo.Want = d.checkLocal, d.bus.want
 	wo.OnSubscribe = d.onSubscribe
 	wo.SnapshotClaim = d.claims.replyClaim
 	wo.Names, wo.Node = d.bus.wsNames(), d.bus.instance(cfg.Cluster.Node)
@@ -197,18 +197,13 @@ func New(o Options) (*Daemon, error) {
 	return d, nil
 }
 
-// check accepts the streams of the configured venues and channels, for a
-// symbol the venue already subscribes, or a new one the venue's instrument
-// list has (where the adapter knows it) while the venue subscribes fewer
-// than max_symbols. An edge then asks its ingest, which decides the same
-// way on its own venues (busWire.want).
-func (d *Daemon) check(st venue.Stream) error {
-	if err := d.checkLocal(st); err != nil {
-		return err
-	}
-	return d.bus.want(st)
-}
-
+// checkLocal is wsapi.Options.Check: it accepts the streams of the
+// configured venues and channels, for a symbol the venue already
+// subscribes, or a new one the venue's instrument list has (where the
+// adapter knows it) while the venue subscribes fewer than max_symbols. An
+// edge then asks its ingest (busWire.want, wsapi.Options.Want), which
+// decides the same way on its own venues, once the command passed every
+// limit.
 func (d *Daemon) checkLocal(st venue.Stream) error {
 	vr := d.byName[st.Venue()]
 	if vr == nil {

@@ -6,6 +6,7 @@ package daemon_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +16,11 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/fanoutd/fanoutd/internal/cluster/natstest"
+	"github.com/fanoutd/fanoutd/internal/daemon"
+	"github.com/fanoutd/fanoutd/internal/daemon/daemontest"
+	"github.com/fanoutd/fanoutd/venues"
 )
 
 // TestHostileScopeAcrossColons: a token scoped to "*:trades:*" subscribes
@@ -267,5 +273,40 @@ func TestHostileCoverageScopes(t *testing.T) {
 	}
 	if resp, body := get(t, h.URL("http")+"/v1/claimcheck/stats", "secret-all"); resp.StatusCode != http.StatusOK {
 		t.Errorf("/v1/claimcheck/stats with the unscoped token: %s %s", resp.Status, body)
+	}
+}
+
+// TestHostileEdgeLimitsFirst: on an edge with max_streams_per_connection
+// 10, a subscribe of 30 symbols the ingest does not have. Promise: refused
+// too_many_streams, and the ingest was asked for none of them (its venue
+// subscribes only what it was configured with); a subscribe within the
+// limit is asked for and acked.
+func TestHostileEdgeLimitsFirst(t *testing.T) {
+	t.Cleanup(http.DefaultClient.CloseIdleConnections)
+	url := natstest.Run(t).ClientURL()
+	src := &source{}
+	daemontest.Start(t, fmt.Sprintf("cluster:\n  role: ingest\n  node: in-1\n  nats_url: %s\nvenues:\n  coinbase:\n    symbols: [BTC-USD]\n    max_symbols: 1000\n", url),
+		daemon.Options{Venues: []venues.Venue{src.adapter()}})
+	src.mu.Lock()
+	vsrc := src.src
+	src.mu.Unlock()
+	edge := daemontest.Start(t, fmt.Sprintf(edgeOnlyYAML, url)+"limits:\n  max_streams_per_connection: 10\n", daemon.Options{})
+	waitReady(t, edge)
+	c := dialSub(t, edge.URL("ws"))
+	var many []string
+	for i := range 30 {
+		many = append(many, fmt.Sprintf("coinbase:trades:S%d-USD", i))
+	}
+	if r := c.send(t, "subscribe", "many", many...); r.Type != "error" || r.Code != "too_many_streams" {
+		t.Fatalf("subscribe of 30 streams past max_streams_per_connection 10: %s", r.raw)
+	}
+	if r := c.send(t, "subscribe", "bad", "coinbase:trades:S1-USD", "coinbase:nope:X"); r.Type != "error" {
+		t.Fatalf("subscribe with a malformed stream: %s", r.raw)
+	}
+	if r := c.send(t, "subscribe", "one", "coinbase:trades:ETH-USD"); r.Type != "ack" {
+		t.Fatalf("subscribe of one new symbol: %s", r.raw)
+	}
+	if s := vsrc.Symbols(); !slices.Equal(s, []string{"BTC-USD", "ETH-USD"}) {
+		t.Fatalf("the ingest's venue subscribes %v after refused subscribes, want only BTC-USD and ETH-USD", s)
 	}
 }

@@ -79,9 +79,16 @@ type Options struct {
 	// Hub is the fanout hub subscriptions go through. Required.
 	Hub *fanout.Hub
 	// Check decides whether this daemon serves st; an error is answered as
-	// unknown_stream with its text. nil accepts any stream whose venue has
-	// a feed.
+	// unknown_stream with its text (or an *api.Refusal's code). nil
+	// accepts any stream whose venue has a feed. It must not ask anything
+	// of another node: that is Want's.
 	Check func(st venue.Stream) error
+	// Want, if set, is asked for each stream of a command once the token's
+	// scopes, Check and every limit of the command have passed (an edge
+	// asks its ingest for the stream's symbol), so that a refused command
+	// makes no other node spend anything. An error refuses the command as
+	// Check's does.
+	Want func(st venue.Stream) error
 	// OnSubscribe is called after a subscription to st was added (the
 	// daemon has the venue adapter subscribe the symbol). It may be nil.
 	OnSubscribe func(st venue.Stream)
