@@ -32,6 +32,7 @@ const (
 	CodeUnknownSymbol      Code = "unknown_symbol"       // the venue's instrument list does not have the symbol
 	CodeTooManySymbols     Code = "too_many_symbols"     // the venue already subscribes venues.<v>.max_symbols symbols
 	CodeHostNotAllowed     Code = "host_not_allowed"     // HTTP 403: without tokens, Host (or a websocket's Origin) is neither a loopback name nor the listen address
+	CodeTooManyNamed       Code = "too_many_named"       // HTTP 429: a new ?name= would pass limits.max_named_per_token or limits.max_named
 
 	// Codes of the HTTP routes only.
 	CodeMethodNotAllowed    Code = "method_not_allowed"    // 405
@@ -54,7 +55,7 @@ const (
 var Codes = []Code{CodeBadRequest, CodeUnknownOp, CodeUnknownStream, CodeTooManyStreams, CodeUnauthorized,
 	CodeRateLimited, CodeMessageTooLarge, CodeNotSubscribed, CodeNotLevel2, CodeNoBook, CodeTakenOver,
 	CodeUnauthenticated, CodeTooManyConnections, CodeOriginNotAllowed, CodeBadName, CodeNameTaken, CodeShuttingDown,
-	CodeUnknownSymbol, CodeTooManySymbols, CodeHostNotAllowed}
+	CodeUnknownSymbol, CodeTooManySymbols, CodeHostNotAllowed, CodeTooManyNamed}
 
 // RouteCodes lists the codes only the HTTP routes answer.
 var RouteCodes = []Code{CodeMethodNotAllowed, CodeInvalidTenant, CodeInvalidID, CodeInvalidStream, CodeInvalidQuery, CodeNotFound,

@@ -82,6 +82,8 @@ type limitsConfig struct {
 	CommandsPerSecond       any `yaml:"commands_per_second"`
 	CommandBurst            any `yaml:"command_burst"`
 	MaxReplyBytes           any `yaml:"max_reply_bytes"`
+	MaxNamedPerToken        any `yaml:"max_named_per_token"`
+	MaxNamed                any `yaml:"max_named"`
 }
 
 type venueConfig struct {
@@ -482,6 +484,8 @@ func resolve(fc *fileConfig, getenv func(string) string) (*Config, error) {
 		{"limits.max_connections_per_token", fc.Limits.MaxConnectionsPerToken, 1, 1 << 24, &w.Limits.MaxConnsPerToken},
 		{"limits.command_burst", fc.Limits.CommandBurst, 1, 1 << 20, &w.Limits.CommandBurst},
 		{"limits.max_reply_bytes", fc.Limits.MaxReplyBytes, 1 << 10, 1 << 30, &w.Limits.MaxReplyBytes},
+		{"limits.max_named_per_token", fc.Limits.MaxNamedPerToken, 1, 1 << 24, &w.Limits.MaxNamedPerToken},
+		{"limits.max_named", fc.Limits.MaxNamed, 1, 1 << 24, &w.Limits.MaxNamed},
 	} {
 		n, err := intIn(p.key, p.v, 0, p.lo, p.hi)
 		if err != nil {

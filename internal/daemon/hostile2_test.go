@@ -310,3 +310,61 @@ func TestHostileEdgeLimitsFirst(t *testing.T) {
 		t.Fatalf("the ingest's venue subscribes %v after refused subscribes, want only BTC-USD and ETH-USD", s)
 	}
 }
+
+// TestHostileNamedCaps: one token opens names until refused, then another
+// token does, each name detached with streams held (as they are kept for
+// named_ttl). Promise: a new name past limits.max_named_per_token is 429
+// too_many_named before the upgrade, and past limits.max_named for every
+// token together likewise; each refusal is counted
+// (fanoutd_refusals_total{code="too_many_named"}); an existing name still
+// reattaches, and a name forgotten makes room.
+func TestHostileNamedCaps(t *testing.T) {
+	h := startHostile(t, twoVenues+"limits:\n  max_named_per_token: 5\n  max_named: 8\n"+
+		"tokens:\n  - {name: a, token: secret-a}\n  - {name: b, token: secret-b}\n")
+	open := func(name, secret string) (*http.Response, error) {
+		ws, resp, err := wsDial(t, websocket.DefaultDialer, h, "?name="+name, secret)
+		if err == nil {
+			replyTo(t, ws, "1", `{"op":"subscribe","id":"1","streams":["coinbase:level2:BTC-USD","coinbase:trades:BTC-USD"]}`)
+			ws.Close()
+		}
+		return resp, err
+	}
+	refused := func(what string, resp *http.Response, err error) {
+		t.Helper()
+		if err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests {
+			t.Fatalf("%s: err %v, response %v; want 429", what, err, resp)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		errorBody(t, what, resp, body, "too_many_named")
+	}
+	for i := range 5 {
+		if _, err := open(fmt.Sprintf("a%d", i), "secret-a"); err != nil {
+			t.Fatalf("token a's name %d: %v", i, err)
+		}
+	}
+	resp, err := open("a5", "secret-a")
+	refused("token a's sixth name", resp, err)
+	if _, err := open("a0", "secret-a"); err != nil {
+		t.Fatalf("reattaching a0 at the limit: %v", err)
+	}
+	for i := range 3 {
+		if _, err := open(fmt.Sprintf("b%d", i), "secret-b"); err != nil {
+			t.Fatalf("token b's name %d: %v", i, err)
+		}
+	}
+	resp, err = open("b3", "secret-b")
+	refused("the node's ninth name", resp, err)
+	if got := metric(t, h, "fanoutd_refusals_total", "code", "too_many_named"); got != 2 {
+		t.Errorf("fanoutd_refusals_total{code=too_many_named} = %v, want 2", got)
+	}
+	if got := metric(t, h, "fanoutd_subscribers", "kind", "named"); got != 8 {
+		t.Errorf("fanoutd_subscribers{kind=named} = %v, want 8", got)
+	}
+	if !eventually(10*time.Second, func() bool { return h.Hub().Registry().Named("b0") != nil && h.Hub().Registry().Named("b0").Resolve() == nil }) {
+		t.Fatal("b0 still attached")
+	}
+	h.Hub().Forget("b0")
+	if _, err := open("b3", "secret-b"); err != nil {
+		t.Fatalf("a name after another was forgotten: %v", err)
+	}
+}

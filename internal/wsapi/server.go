@@ -41,6 +41,8 @@ const (
 	DefaultCommandsPerSecond = 20
 	DefaultCommandBurst      = 40
 	DefaultMaxReplyBytes     = 1 << 20
+	DefaultMaxNamedPerToken  = 1000
+	DefaultMaxNamed          = 10000
 
 	// DefaultWriteDelay is the daemon's write delay. It is not a zero
 	// field's default: a zero WriteDelay means no write pool. See
@@ -72,6 +74,14 @@ type Limits struct {
 	// replies is closed with CloseCodeUnreadReplies past it. Defaults to
 	// DefaultMaxReplyBytes.
 	MaxReplyBytes int
+	// MaxNamedPerToken is the most named subscribers one token may hold,
+	// attached or not (a detached one is kept for NamedTTL); a connection
+	// for a new name past it is refused with 429 too_many_named. Without
+	// tokens, it does not apply. Defaults to DefaultMaxNamedPerToken.
+	MaxNamedPerToken int
+	// MaxNamed is the most named subscribers of the node, every token's
+	// together; past it likewise. Defaults to DefaultMaxNamed.
+	MaxNamed int
 }
 
 // Options configure a Server.
@@ -189,6 +199,8 @@ func (o Options) WithDefaults() Options {
 	}
 	set(&l.CommandBurst, DefaultCommandBurst)
 	set(&l.MaxReplyBytes, DefaultMaxReplyBytes)
+	set(&l.MaxNamedPerToken, DefaultMaxNamedPerToken)
+	set(&l.MaxNamed, DefaultMaxNamed)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -235,6 +247,11 @@ func NewServer(o Options) *Server {
 		s.startPool(runtime.GOMAXPROCS(0))
 	}
 	s.readBufs.New = func() any { b := make([]byte, o.Limits.MaxMessageBytes+1); return &b }
+	perToken := 0
+	if o.Auth.Enabled() {
+		perToken = o.Limits.MaxNamedPerToken
+	}
+	o.Hub.Registry().LimitNamed(o.Limits.MaxNamed, perToken)
 	s.up = websocket.Upgrader{
 		HandshakeTimeout: 10 * time.Second,
 		// Client messages are small commands; a larger one is read past
@@ -490,7 +507,8 @@ func (s *Server) checkOrigin(r *http.Request) bool {
 // ServeHTTP upgrades the request to a websocket session. It refuses with
 // 400 (a query that does not parse, a bad name), 401 (unauthenticated),
 // 403 (host, origin), 409 (a name another token created), 429
-// (connections per token) or 503 (shutting down) before upgrading.
+// (connections per token, or a new name past the named limits) or 503
+// (shutting down) before upgrading.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	refuse := func(status int, code api.Code, msg string) {
 		s.o.Metrics.refused(code)
@@ -533,9 +551,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	tokName := owner(tok)
 	if name != "" {
-		if sub := s.o.Hub.Registry().Named(name); sub != nil && sub.Owner() != tokName {
+		reg := s.o.Hub.Registry()
+		sub := reg.Named(name)
+		if sub != nil && sub.Owner() != tokName {
 			refuse(http.StatusConflict, api.CodeNameTaken, "the name belongs to another token")
 			return
+		}
+		if sub == nil {
+			if err := reg.NamedRoom(tokName); err != nil {
+				refuse(http.StatusTooManyRequests, api.CodeTooManyNamed, namedLimitMessage(err))
+				return
+			}
 		}
 	}
 	var connID string
@@ -614,9 +640,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			rec = nil // this node's own state is the newer
 		}
 		sub, existed, err := s.o.Hub.AttachFrom(name, tokName, sess.q, mergeLast(last, rec), s.takeover)
-		if err != nil { // another token created the name since the check above
-			s.o.Metrics.refused(api.CodeNameTaken)
-			ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.ClosePolicyViolation, string(api.CodeNameTaken)), time.Now().Add(time.Second))
+		if err != nil { // another token created the name, or others filled the limits, since the checks above
+			code := api.CodeNameTaken
+			if _, ok := errors.AsType[*subscriber.NamedLimitError](err); ok {
+				code = api.CodeTooManyNamed
+			}
+			s.o.Metrics.refused(code)
+			ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.ClosePolicyViolation, string(code)), time.Now().Add(time.Second))
 			s.mu.Lock()
 			delete(s.sessions, sess.q)
 			s.mu.Unlock()
@@ -666,6 +696,16 @@ func (s *Server) setSub(sess *session, sub *subscriber.Subscriber) {
 	s.mu.Lock()
 	sess.sub = sub
 	s.mu.Unlock()
+}
+
+// namedLimitMessage is the refusal's message for a NamedLimitError.
+func namedLimitMessage(err error) string {
+	if le, ok := errors.AsType[*subscriber.NamedLimitError](err); ok && le.PerOwner {
+		return "this token already holds limits.max_named_per_token (" + strconv.Itoa(le.Limit) + ") named subscribers: reattach one, or wait for one to expire (websocket.named_ttl)"
+	} else if ok {
+		return "the node already holds limits.max_named (" + strconv.Itoa(le.Limit) + ") named subscribers"
+	}
+	return err.Error()
 }
 
 // owner is the subscriber owner a connection with tok creates: the
