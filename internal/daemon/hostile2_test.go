@@ -360,7 +360,9 @@ func TestHostileNamedCaps(t *testing.T) {
 	if got := metric(t, h, "fanoutd_subscribers", "kind", "named"); got != 8 {
 		t.Errorf("fanoutd_subscribers{kind=named} = %v, want 8", got)
 	}
-	if !eventually(10*time.Second, func() bool { return h.Hub().Registry().Named("b0") != nil && h.Hub().Registry().Named("b0").Resolve() == nil }) {
+	if !eventually(10*time.Second, func() bool {
+		return h.Hub().Registry().Named("b0") != nil && h.Hub().Registry().Named("b0").Resolve() == nil
+	}) {
 		t.Fatal("b0 still attached")
 	}
 	h.Hub().Forget("b0")
