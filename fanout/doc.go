@@ -58,7 +58,8 @@
 //
 // Named subscribers: while no connection is attached, deliveries to them
 // are skipped and recorded as missed, together with whatever the last
-// connection still had queued. When a connection attaches again, the first
+// connection still had queued; the loss is marked once per stream when the
+// subscriber is found detached, not per event (away.go). When a connection attaches again, the first
 // call that observes it (or Hub.Attach itself) sends a resumed notice with
 // reason "reattached" and the gaps, then a snapshot of every level2 stream
 // the subscriber holds. Hub.ExpireAfter forgets a named subscriber left

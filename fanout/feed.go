@@ -126,6 +126,8 @@ type entry struct {
 	total    uint64 // events lost, ever (for operators)
 	replaced uint64 // conflated messages replaced unsent, ever (for operators)
 	gaps     []gap  // per stream, the seqs lost since the last resumed notice
+	away     bool   // a named subscriber found detached: its loss is in marks (away.go)
+	marks    []mark // while away, each stream's last seq before it left
 }
 
 type gap struct {
@@ -557,7 +559,9 @@ func (f *Feed) deliver(st *stream, m *subscriber.Message) {
 		c := e.sub.Resolve()
 		if c != e.conn {
 			if c == nil { // detached, or its connection just closed
-				e.lose(st, m.Seq)
+				if !e.away {
+					e.leave(st)
+				}
 				missed++
 				continue
 			}
@@ -678,6 +682,7 @@ func (f *Feed) claims(sts []*stream) map[string]any {
 // the stream whose event is being delivered (its seq already counts that
 // event, which goes to c), or nil. f.mu must be held.
 func (f *Feed) reattached(e *entry, c *subscriber.Mailbox, cur *stream) {
+	e.back(cur)
 	if e.conn == nil { // the first connection this entry sees
 		e.conn = c
 		return
@@ -854,6 +859,7 @@ func (f *Feed) subscribe(s *subscriber.Subscriber, id venue.Stream) {
 	was := st.wanted()
 	st.subs = append(st.subs, e)
 	e.streams = append(e.streams, st)
+	e.markNew(st)
 	f.noteWanted(st, was)
 	if c != nil {
 		f.sendSnapshot(c, st)
@@ -874,6 +880,7 @@ func (f *Feed) unsubscribe(s *subscriber.Subscriber, id venue.Stream) {
 	f.noteWanted(st, was)
 	e.streams = slices.DeleteFunc(e.streams, func(x *stream) bool { return x == st })
 	e.gaps = slices.DeleteFunc(e.gaps, func(g gap) bool { return g.st == st })
+	e.unmark(st)
 	if len(st.subs) == 0 {
 		f.unhold(st) // a new subscriber starts from a snapshot, not a range
 	}
@@ -1009,5 +1016,6 @@ func (f *Feed) State(s *subscriber.Subscriber) (SubscriberState, bool) {
 	if e == nil {
 		return SubscriberState{}, false
 	}
-	return SubscriberState{Dropping: e.dropping, Dropped: e.dropped, DroppedTotal: e.total, ReplacedTotal: e.replaced}, true
+	away := e.pending()
+	return SubscriberState{Dropping: e.dropping, Dropped: e.dropped + away, DroppedTotal: e.total + away, ReplacedTotal: e.replaced}, true
 }

@@ -89,6 +89,8 @@ type limitsConfig struct {
 	CommandsPerSecond       any `yaml:"commands_per_second"`
 	CommandBurst            any `yaml:"command_burst"`
 	MaxReplyBytes           any `yaml:"max_reply_bytes"`
+	MaxNamedPerToken        any `yaml:"max_named_per_token"`
+	MaxNamed                any `yaml:"max_named"`
 }
 
 type venueConfig struct {
@@ -491,6 +493,8 @@ func resolve(fc *fileConfig, getenv func(string) string) (*Config, error) {
 		{"limits.max_connections_per_token", fc.Limits.MaxConnectionsPerToken, 1, 1 << 24, &w.Limits.MaxConnsPerToken},
 		{"limits.command_burst", fc.Limits.CommandBurst, 1, 1 << 20, &w.Limits.CommandBurst},
 		{"limits.max_reply_bytes", fc.Limits.MaxReplyBytes, 1 << 10, 1 << 30, &w.Limits.MaxReplyBytes},
+		{"limits.max_named_per_token", fc.Limits.MaxNamedPerToken, 1, 1 << 24, &w.Limits.MaxNamedPerToken},
+		{"limits.max_named", fc.Limits.MaxNamed, 1, 1 << 24, &w.Limits.MaxNamed},
 	} {
 		n, err := intIn(p.key, p.v, 0, p.lo, p.hi)
 		if err != nil {
@@ -887,7 +891,8 @@ func positiveInt(key string, v any, def int64) (int64, error) {
 }
 
 // checkPattern validates a token's stream pattern: venue:channel:symbol
-// where '*' matches any run of characters. A part without '*' must be a
+// where '*' matches any run of characters within its part
+// (api.MatchStream). A part without '*' must be a
 // venue, a channel or a symbol as streams write them, so that a typo is
 // not a scope that silently matches nothing.
 func checkPattern(p string) error {
@@ -908,6 +913,9 @@ func checkPattern(p string) error {
 	parts := strings.SplitN(p, ":", 3)
 	if v := parts[0]; !strings.Contains(v, "*") && len(parts) > 1 && !slices.Contains(venues.Names(), v) {
 		return fmt.Errorf("names venue %q, which is not a venue", v)
+	}
+	if v := parts[0]; !slices.ContainsFunc(venues.Names(), func(n string) bool { return api.MatchGlob(v, n) }) {
+		return fmt.Errorf("venue part %q matches no venue (parts are venue:channel:symbol, matched each on its own)", v)
 	}
 	if len(parts) > 1 {
 		if ch := parts[1]; !strings.Contains(ch, "*") && len(parts) > 2 {
