@@ -211,6 +211,7 @@ func (a *Adapter) newConn(i int, lc *venue.LinkConfig) {
 	dcfg := a.cfg
 	dcfg.Logger = a.log
 	dec := NewDecoder(dcfg)
+	dec.badFrames.Conn = i
 	dec.hooks = hooks{
 		fetch:    func(lower string) { a.requestSnapshot(i, lower) },
 		response: func(id, code int64, msg string) { a.onResponse(i, id, code, msg) },

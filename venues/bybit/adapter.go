@@ -163,6 +163,7 @@ func New(cfg venue.Config) (*Adapter, error) {
 // newConn makes connection i's decoder and hooks (venue.PoolConfig.Conn).
 func (a *Adapter) newConn(i int, lc *venue.LinkConfig) {
 	c := &conn{i: i, dec: NewDecoder(a.cfg), pending: map[string]request{}}
+	c.dec.bad.Conn = i
 	c.dec.resync = func(topic string) { a.resync(c, topic) }
 	c.dec.whole = func(topic string) { c.resyncs.Done(topic) }
 	c.dec.control = func(m *controlMsg) { a.answer(c, m) }
