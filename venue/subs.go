@@ -133,12 +133,13 @@ func (s *Subs) State(key string) SubState {
 }
 
 // Plan returns the wanted keys to ask for now (not asked on this
-// connection, not refused, not waiting out a backoff), in the order Want
-// named them, which become SubAsked at now; and, sorted, the keys asked or
-// acknowledged that are no longer wanted, which are forgotten.
-func (s *Subs) Plan(now time.Time) (ask, drop []string) {
+// connection, not refused, not waiting out a backoff, not held back by
+// hold when it is set), in the order Want named them, which become
+// SubAsked at now; and, sorted, the keys asked or acknowledged that are no
+// longer wanted, which are forgotten.
+func (s *Subs) Plan(now time.Time, hold func(key string) bool) (ask, drop []string) {
 	for _, k := range s.order {
-		if s.State(k) == SubNone && !s.waiting(k, now) {
+		if s.State(k) == SubNone && !s.waiting(k, now) && (hold == nil || !hold(k)) {
 			ask = append(ask, k)
 		}
 	}

@@ -17,11 +17,11 @@ func TestSubsPlan(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := venue.Subs{Deadline: 5 * time.Second}
 		s.Want("b", "a", "c")
-		ask, drop := s.Plan(time.Now())
+		ask, drop := s.Plan(time.Now(), nil)
 		if !slices.Equal(ask, []string{"b", "a", "c"}) || drop != nil {
 			t.Fatalf("first plan = %v, %v; want [b a c] and nothing dropped", ask, drop)
 		}
-		if ask, _ := s.Plan(time.Now()); ask != nil {
+		if ask, _ := s.Plan(time.Now(), nil); ask != nil {
 			t.Fatalf("asked again before any answer: %v", ask)
 		}
 		id := s.Request([]string{"b", "a"})
@@ -47,31 +47,31 @@ func TestSubsPlan(t *testing.T) {
 			t.Fatalf("Expire = %v, want [c]", exp)
 		}
 		// Backoff: 1 s less up to 20% jitter, then 2 s.
-		if ask, _ := s.Plan(time.Now()); ask != nil {
+		if ask, _ := s.Plan(time.Now(), nil); ask != nil {
 			t.Fatalf("expired key asked at once: %v", ask)
 		}
 		time.Sleep(time.Second)
-		if ask, _ := s.Plan(time.Now()); !slices.Equal(ask, []string{"c"}) {
+		if ask, _ := s.Plan(time.Now(), nil); !slices.Equal(ask, []string{"c"}) {
 			t.Fatalf("after its backoff the plan asks %v, want [c]", ask)
 		}
 		if d := s.Limit("c", time.Now()); d <= 1600*time.Millisecond || d > 2*time.Second {
 			t.Fatalf("second backoff %v, want 1.6–2 s", d)
 		}
 		time.Sleep(2 * time.Second)
-		s.Plan(time.Now())
+		s.Plan(time.Now(), nil)
 		s.Ack("c")
 		if !s.Answered() || s.State("c") != venue.SubAcked || s.State("a") != venue.SubRefused {
 			t.Fatalf("states b %v a %v c %v", s.State("b"), s.State("a"), s.State("c"))
 		}
 		// Unwanted: b was acked, so it is dropped; a was refused, so not.
 		s.Unwant("b", "a")
-		if ask, drop := s.Plan(time.Now()); ask != nil || !slices.Equal(drop, []string{"b"}) {
+		if ask, drop := s.Plan(time.Now(), nil); ask != nil || !slices.Equal(drop, []string{"b"}) {
 			t.Fatalf("plan after Unwant = %v, %v; want drop [b]", ask, drop)
 		}
 		// A new connection: c is asked again; a refused key wanted anew too.
 		s.Want("a")
 		s.Reset()
-		if ask, _ := s.Plan(time.Now()); !slices.Equal(ask, []string{"c", "a"}) {
+		if ask, _ := s.Plan(time.Now(), nil); !slices.Equal(ask, []string{"c", "a"}) {
 			t.Fatalf("plan on a new connection = %v, want [c a]", ask)
 		}
 	})
@@ -83,17 +83,17 @@ func TestSubsShared(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := venue.Subs{Shared: true}
 		s.Want("a", "b", "c")
-		s.Plan(time.Now())
+		s.Plan(time.Now(), nil)
 		s.Ack("a")
 		if back := s.LimitAsked(time.Now()); !slices.Equal(back, []string{"b", "c"}) {
 			t.Fatalf("LimitAsked = %v", back)
 		}
 		s.Want("d") // new keys wait out the connection's backoff too
-		if ask, _ := s.Plan(time.Now()); ask != nil {
+		if ask, _ := s.Plan(time.Now(), nil); ask != nil {
 			t.Fatalf("asked during the backoff: %v", ask)
 		}
 		time.Sleep(time.Second)
-		if ask, _ := s.Plan(time.Now()); !slices.Equal(ask, []string{"b", "c", "d"}) {
+		if ask, _ := s.Plan(time.Now(), nil); !slices.Equal(ask, []string{"b", "c", "d"}) {
 			t.Fatalf("after the backoff = %v, want [b c d] in one plan", ask)
 		}
 		// Acked, all of them: the backoff is over, the next limit starts at 1 s again.
@@ -101,7 +101,7 @@ func TestSubsShared(t *testing.T) {
 			s.Ack(k)
 		}
 		s.Want("e")
-		s.Plan(time.Now())
+		s.Plan(time.Now(), nil)
 		if d := s.Limit("e", time.Now()); d > time.Second {
 			t.Fatalf("backoff after every key was acked = %v, want at most 1 s", d)
 		}

@@ -278,7 +278,7 @@ func (a *Adapter) connected(now time.Time) bool {
 	a.subs.Reset()
 	a.resyncs.Reset()
 	a.start = now
-	ask, _ := a.subs.Plan(now)
+	ask, _ := a.subs.Plan(now, nil)
 	a.subscribe(ask)
 	return a.subs.Answered()
 }
@@ -312,7 +312,7 @@ func (a *Adapter) flush(now time.Time) {
 	// Subscriptions unanswered for ackDeadline are asked again after the
 	// connection's backoff, as are new ones and rate-limited ones.
 	a.subs.Expire(now)
-	ask, _ := a.subs.Plan(now)
+	ask, _ := a.subs.Plan(now, nil)
 	a.subscribe(ask)
 	// Resyncs: those whose book is still not whole are asked again after
 	// their backoff; new ones start while fewer than maxResyncs run.
