@@ -191,6 +191,15 @@ func (s *Subs) Answer(id int64) (keys []string, ok bool) {
 	return keys, ok
 }
 
+// AskedIn returns the request that last asked key, if key is still asked
+// (a later request supersedes an earlier one), or 0.
+func (s *Subs) AskedIn(key string) int64 {
+	if sk := s.keys[key]; sk != nil && sk.state == SubAsked {
+		return sk.req
+	}
+	return 0
+}
+
 // Requests returns the ids of the requests not yet answered, sorted.
 func (s *Subs) Requests() []int64 { return slices.Sorted(maps.Keys(s.reqs)) }
 
