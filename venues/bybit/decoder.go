@@ -44,7 +44,7 @@ type Decoder struct {
 
 	sc     scan.Scanner
 	dsc    scan.Scanner // the data object, scanned after the envelope
-	cache  decCache
+	cache  venue.DecimalCache
 	bids   []lvl // scratch for one frame's levels
 	asks   []lvl
 	ev     venue.Event        // the book update, reused (venue.Sink)
@@ -573,7 +573,7 @@ func (d *Decoder) best(t *topic) (bid, ask venue.Level, ok bool) {
 	fb, ok1 := t.book.BestFixed(venue.Bid)
 	fa, ok2 := t.book.BestFixed(venue.Ask)
 	if ok1 && ok2 {
-		dec := func(f venue.Fixed) decimal.Decimal { return d.cache.get(f.M, -int32(f.Scale)) }
+		dec := func(f venue.Fixed) decimal.Decimal { return d.cache.Get(f.M, -int32(f.Scale)) }
 		return venue.Level{Price: dec(fb.Price), Size: dec(fb.Size)}, venue.Level{Price: dec(fa.Price), Size: dec(fa.Size)}, true
 	}
 	bid, ok1 = t.book.Best(venue.Bid)
@@ -654,7 +654,7 @@ func (d *Decoder) price(t *topic, b []byte, snap bool) (decimal.Decimal, bool) {
 			m, exp = m2, t.priceExp
 		}
 	}
-	return d.cache.get(m, exp), true
+	return d.cache.Get(m, exp), true
 }
 
 func (d *Decoder) size(b []byte) (decimal.Decimal, bool) {
@@ -662,7 +662,7 @@ func (d *Decoder) size(b []byte) (decimal.Decimal, bool) {
 	if !ok {
 		return slowDecimal(b)
 	}
-	return d.cache.get(m, exp), true
+	return d.cache.Get(m, exp), true
 }
 
 // slowDecimal parses what parseFixed does not take (more than 18 digits,

@@ -40,8 +40,8 @@ type Decoder struct {
 	log  *slog.Logger
 
 	insts map[string]*inst
-	last  *inst     // the instrument of the last push (in insts; never removed)
-	cache *decCache // shared by every book
+	last  *inst               // the instrument of the last push (in insts; never removed)
+	cache *venue.DecimalCache // sizes, shared by every book
 
 	// scratch, reused for every frame
 	bids, asks []rawLevel
@@ -100,7 +100,7 @@ func NewDecoder(cfg venue.Config) *Decoder {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Decoder{sink: venue.NewCoverageSink(Name, cfg.Sink), log: log.With("venue", Name), insts: make(map[string]*inst), cache: new(decCache)}
+	return &Decoder{sink: venue.NewCoverageSink(Name, cfg.Sink), log: log.With("venue", Name), insts: make(map[string]*inst), cache: new(venue.DecimalCache)}
 }
 
 var _ venue.Decoder = (*Decoder)(nil)
@@ -128,7 +128,7 @@ func (d *Decoder) inst(id []byte) *inst {
 		l2:     venue.NewStream(Name, venue.Level2, s),
 		trades: venue.NewStream(Name, venue.Trades, s),
 		ticker: venue.NewStream(Name, venue.Ticker, s),
-		book:   newBook(d.cache),
+		book:   newBook(),
 	}
 	d.insts[s] = in
 	return in
@@ -437,16 +437,16 @@ func parseLevels(s *scan.Scanner, dst []rawLevel) []rawLevel {
 		if !s.Expect(']') {
 			return dst
 		}
-		var st numStatus
-		if l.pm, l.pf, st = parseNum(l.px); st != numOK || l.pm == 0 {
-			s.Fail() // a price beyond int64 is not a price
+		var st scan.Status
+		if l.pm, l.pf, st = parseNum(l.px); st != scan.OK || l.pm == 0 {
+			s.Fail() // a price of more than 18 digits is not a price
 			return dst
 		}
 		switch l.sm, l.sf, st = parseNum(l.sz); st {
-		case numBad:
+		case scan.Bad:
 			s.Fail()
 			return dst
-		case numBig:
+		case scan.Big:
 			var err error
 			if l.szDec, err = decimal.NewFromString(string(l.sz)); err != nil {
 				s.Fail()
@@ -470,14 +470,14 @@ func (l *rawLevel) vals() vals {
 	return vals{sz: venue.Fixed{M: l.sm, Scale: uint8(l.sf)}}
 }
 
-func (l *rawLevel) size(c *decCache) decimal.Decimal {
+func (l *rawLevel) size(c *venue.DecimalCache) decimal.Decimal {
 	switch {
 	case l.bigSz:
 		return l.szDec
 	case l.sm == 0:
 		return decimal.Decimal{}
 	}
-	return c.get(cacheSize, l.sz, l.sm, -l.sf)
+	return c.Get(l.sm, -l.sf)
 }
 
 // scaleFor returns the price scale that holds the book and m's levels, and

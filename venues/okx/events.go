@@ -18,12 +18,12 @@ func decimalOf(b []byte, emptyOK bool) (decimal.Decimal, bool) {
 	}
 	m, f, st := parseNum(b)
 	switch st {
-	case numOK:
+	case scan.OK:
 		if m == 0 {
 			return decimal.Decimal{}, true
 		}
 		return decimal.New(m, -f), true
-	case numBig:
+	case scan.Big:
 		v, err := decimal.NewFromString(string(b))
 		return v, err == nil
 	}
