@@ -44,7 +44,7 @@ type Subs struct {
 	want   map[string]bool
 	order  []string // the wanted keys, in the order Want first named them
 	keys   map[string]*subKey
-	reqs   map[int64][]string // request id → its keys, until answered
+	reqs   map[int64]SubRequest // by id, until answered
 	nextID int64
 }
 
@@ -165,30 +165,59 @@ func (s *Subs) Asked(now time.Time, keys ...string) {
 	}
 }
 
-// Request records that keys (asked) went out in one request and returns
-// the request's id, 1, 2, 3… on this ledger, for a venue that answers by
-// id (Answer).
-func (s *Subs) Request(keys []string) int64 {
+// SubRequest is one request an adapter sent for keys, as it recorded it.
+type SubRequest struct {
+	Op   string    // the venue's operation ("subscribe", "UNSUBSCRIBE", …)
+	Keys []string  // the keys it names
+	At   time.Time // when it was sent (or is due to be, behind a pacer)
+	Tag  uint8     // the adapter's own mark (a resync's request, a connection's first)
+}
+
+// Request records r, sent (subscribe requests name keys asked) and returns
+// its id, 1, 2, 3… on this ledger, for a venue that answers by id
+// (Answer). A key asked in it is answered by it (AskedIn) until a later
+// request asks it again.
+func (s *Subs) Request(r SubRequest) int64 {
 	s.nextID++
 	if s.reqs == nil {
-		s.reqs = map[int64][]string{}
+		s.reqs = map[int64]SubRequest{}
 	}
-	s.reqs[s.nextID] = slices.Clone(keys)
-	for _, k := range keys {
-		if sk := s.keys[k]; sk != nil {
+	r.Keys = slices.Clone(r.Keys)
+	s.reqs[s.nextID] = r
+	for _, k := range r.Keys {
+		if sk := s.keys[k]; sk != nil && sk.state == SubAsked {
 			sk.req = s.nextID
 		}
 	}
 	return s.nextID
 }
 
-// Answer returns the keys of request id and forgets the request; ok is
-// false if no such request is out. The keys' states are unchanged: the
-// adapter acks or refuses them.
-func (s *Subs) Answer(id int64) (keys []string, ok bool) {
-	keys, ok = s.reqs[id]
+// Answer returns request id and forgets it; ok is false if no such
+// request is out. The keys' states are unchanged: the adapter acks or
+// refuses them.
+func (s *Subs) Answer(id int64) (r SubRequest, ok bool) {
+	r, ok = s.reqs[id]
 	delete(s.reqs, id)
-	return keys, ok
+	return r, ok
+}
+
+// Sent returns request id, not yet answered, and leaves it so.
+func (s *Subs) Sent(id int64) (SubRequest, bool) {
+	r, ok := s.reqs[id]
+	return r, ok
+}
+
+// Unanswered returns the ids of the requests sent before now-d and not
+// answered, in the order they were sent.
+func (s *Subs) Unanswered(now time.Time, d time.Duration) []int64 {
+	var out []int64
+	for id, r := range s.reqs {
+		if now.Sub(r.At) >= d {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // AskedIn returns the request that last asked key, if key is still asked
@@ -199,9 +228,6 @@ func (s *Subs) AskedIn(key string) int64 {
 	}
 	return 0
 }
-
-// Requests returns the ids of the requests not yet answered, sorted.
-func (s *Subs) Requests() []int64 { return slices.Sorted(maps.Keys(s.reqs)) }
 
 // Ack marks key acknowledged; its backoff is forgotten (a shared one once
 // no key waits to be asked again).

@@ -24,10 +24,20 @@ func TestSubsPlan(t *testing.T) {
 		if ask, _ := s.Plan(time.Now(), nil); ask != nil {
 			t.Fatalf("asked again before any answer: %v", ask)
 		}
-		id := s.Request([]string{"b", "a"})
-		keys, ok := s.Answer(id)
-		if !ok || !slices.Equal(keys, []string{"b", "a"}) {
-			t.Fatalf("Answer(%d) = %v, %v", id, keys, ok)
+		id := s.Request(venue.SubRequest{Op: "subscribe", Keys: []string{"b", "a"}, At: time.Now()})
+		if s.AskedIn("b") != id || s.AskedIn("c") != 0 {
+			t.Fatalf("AskedIn b = %d, c = %d; want %d and 0", s.AskedIn("b"), s.AskedIn("c"), id)
+		}
+		if late := s.Unanswered(time.Now(), time.Second); late != nil {
+			t.Fatalf("unanswered at once: %v", late)
+		}
+		time.Sleep(time.Second)
+		if late := s.Unanswered(time.Now(), time.Second); !slices.Equal(late, []int64{id}) {
+			t.Fatalf("Unanswered after 1 s = %v, want [%d]", late, id)
+		}
+		r, ok := s.Answer(id)
+		if !ok || r.Op != "subscribe" || !slices.Equal(r.Keys, []string{"b", "a"}) {
+			t.Fatalf("Answer(%d) = %+v, %v", id, r, ok)
 		}
 		if _, ok := s.Answer(id); ok {
 			t.Fatal("a request answered twice")
@@ -38,7 +48,7 @@ func TestSubsPlan(t *testing.T) {
 			t.Fatal("answered with c unanswered")
 		}
 		// c is never answered: it expires after the deadline, not before.
-		time.Sleep(5 * time.Second)
+		time.Sleep(4 * time.Second)
 		if exp := s.Expire(time.Now()); exp != nil {
 			t.Fatalf("expired at the deadline: %v", exp)
 		}

@@ -117,8 +117,7 @@ type conn struct {
 	i      int // the pool's connection
 	epoch  uint64
 	nextAt time.Time  // when the link may write the next request
-	subs   venue.Subs // by stream name; request ids are the ledger's
-	reqs   map[int64]request
+	subs   venue.Subs // by stream name; its requests carry Binance's ids
 	up     bool
 }
 
@@ -128,11 +127,6 @@ type fetchReq struct {
 	i     int
 	lower string
 	epoch uint64
-}
-
-type request struct {
-	method string
-	at     time.Time
 }
 
 // New returns an adapter for cfg. cfg.Sink is required; endpoints default to
@@ -327,7 +321,7 @@ func (a *Adapter) connected(i int) bool {
 	for len(a.conns) <= i {
 		a.conns = append(a.conns, nil)
 	}
-	a.conns[i] = &conn{i: i, epoch: a.epoch, reqs: map[int64]request{}}
+	a.conns[i] = &conn{i: i, epoch: a.epoch}
 	a.fetchQ = slices.DeleteFunc(a.fetchQ, func(f fetchReq) bool { return f.i == i })
 	a.smu.Unlock()
 	poke(a.kick)
@@ -343,10 +337,9 @@ func (a *Adapter) tick(i int, now time.Time) string {
 	if c == nil {
 		return ""
 	}
-	for id, r := range c.reqs {
-		if now.Sub(r.at) > a.cfg.ReadTimeout {
-			return fmt.Sprintf("no reply to %s id %d within %v", r.method, id, a.cfg.ReadTimeout)
-		}
+	if late := c.subs.Unanswered(now, a.cfg.ReadTimeout); len(late) > 0 {
+		r, _ := c.subs.Sent(late[0])
+		return fmt.Sprintf("no reply to %s id %d within %v", r.Op, late[0], a.cfg.ReadTimeout)
 	}
 	return ""
 }
@@ -540,7 +533,6 @@ func (a *Adapter) send(l *conn, method string, streams []string) {
 		}
 		chunk := streams[:n]
 		streams = streams[n:]
-		id := l.subs.Request(chunk)
 		// The link paces requests: this one goes out when those queued
 		// before it have, and its answer is due from then.
 		at := time.Now()
@@ -548,7 +540,7 @@ func (a *Adapter) send(l *conn, method string, streams []string) {
 			at = l.nextAt
 		}
 		l.nextAt = at.Add(time.Second / msgsPerSec)
-		l.reqs[id] = request{method: method, at: at}
+		id := l.subs.Request(venue.SubRequest{Op: method, Keys: chunk, At: at})
 		msg, _ := json.Marshal(struct {
 			Method string   `json:"method"`
 			Params []string `json:"params"`
@@ -579,17 +571,15 @@ func (a *Adapter) onResponse(i int, id int64, code int64, msg string) {
 		a.smu.Unlock()
 		return
 	}
-	req, ok := l.reqs[id]
-	streams, _ := l.subs.Answer(id)
+	req, ok := l.subs.Answer(id)
 	if !ok {
 		a.smu.Unlock()
 		a.log.Warn("binance: reply to an unknown request", "id", id, "code", code, "msg", msg)
 		return
 	}
-	delete(l.reqs, id)
 	var depth, refused []string
-	for _, st := range streams {
-		if req.method != "SUBSCRIBE" {
+	for _, st := range req.Keys {
+		if req.Op != "SUBSCRIBE" {
 			continue
 		}
 		if code != 0 {
