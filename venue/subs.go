@@ -201,6 +201,10 @@ func (s *Subs) Answer(id int64) (r SubRequest, ok bool) {
 	return r, ok
 }
 
+// Out returns the ids of the requests not yet answered, in the order they
+// were sent.
+func (s *Subs) Out() []int64 { return slices.Sorted(maps.Keys(s.reqs)) }
+
 // Sent returns request id, not yet answered, and leaves it so.
 func (s *Subs) Sent(id int64) (SubRequest, bool) {
 	r, ok := s.reqs[id]
