@@ -103,8 +103,9 @@ var schemas = map[Kind]Schema{
 	}},
 	DataQuality: {Fields: []Field{
 		{"reason", String, true, "what was wrong with the frame"},
-		{"bad_frames", Int, true, "bad frames from this venue so far"},
-		{"sample", String, false, "the start of the bad frame"},
+		{"bad_frames", Int, true, "bad frames from this venue connection so far"},
+		{"sample", String, true, "the bad frame's first 96 bytes (invalid UTF-8 as `?`)"},
+		{"connection", Int, false, "which of the venue's connections, from 0, when the frame concerns no known stream (the notice's `stream` is then empty)"},
 	}},
 	RateLimited: {Fields: []Field{
 		{"message", String, true, "what was limited"},
