@@ -182,7 +182,7 @@ func New(o Options) (*Daemon, error) {
 			Help: "Symbols subscribed at the venue now.", ConstLabels: prometheus.Labels{"venue": vr.cfg.Name}}, vr.symbolCount))
 	}
 	if d.bus != nil {
-		d.reg.MustRegister(leaderCollector{d})
+		d.reg.MustRegister(leaderCollector{d}, busCollector{d.bus})
 	}
 	d.conns = newConnGuard(cfg.HTTP.MaxAnonymousConnections, d.reg)
 	d.http = &http.Server{Handler: d.conns.vouching(d.auth, d.routes()),
