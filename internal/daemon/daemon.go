@@ -136,6 +136,7 @@ func New(o Options) (*Daemon, error) {
 	d.bus = newBusWire(cfg.Cluster, namedTTL, log)
 	if d.bus != nil && d.bus.ingest != nil {
 		d.bus.ingest.OnWant = d.edgeWants // edges ask for their subscribers' symbols
+		d.bus.ingest.Holds = d.holds
 	}
 	for _, vc := range cfg.Venues {
 		i := slices.IndexFunc(o.Venues, func(v venues.Venue) bool { return v.Name == vc.Name })

@@ -256,3 +256,30 @@ func TestHostileBusForgedBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileBusWantFlood: one want message naming 499 invented symbols
+// (sent with an edge's credentials, as a compromised edge could) adds at
+// most cluster.MaxWantAdds symbols at the ingest's venue; the rest are
+// refused and counted.
+func TestHostileBusWantFlood(t *testing.T) {
+	b := startHostileBus(t)
+	nc, _, err := b.connect(t, nats.Token(b.token(t, "edge")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := cluster.Want{Node: "evil"}
+	for i := range 499 {
+		w.Streams = append(w.Streams, fmt.Sprintf("coinbase:trades:FAKE%d-USD", i))
+	}
+	data, _ := json.Marshal(w)
+	if err := nc.Publish(cluster.Subjects{Prefix: "fanoutd"}.Want("coinbase"), data); err != nil {
+		t.Fatal(err)
+	}
+	ingest := &hostile{Running: b.ingest}
+	waitFor(t, 10*time.Second, "the want's streams decided", func() bool {
+		return metric(t, ingest, "fanoutd_cluster_want_refused_total", "venue", "coinbase") == 499-cluster.MaxWantAdds
+	})
+	if n := metric(t, ingest, "fanoutd_venue_symbols", "venue", "coinbase"); n != 1+cluster.MaxWantAdds {
+		t.Fatalf("the venue subscribes %v symbols, want BTC-USD and %d of the want's", n, cluster.MaxWantAdds)
+	}
+}
