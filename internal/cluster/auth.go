@@ -188,3 +188,37 @@ func embeddedAuth(c config.Cluster) (*busAuth, error) {
 		{user: RoleEdge, secret: sha256.Sum256([]byte(c.EdgeToken)), perms: pe},
 	}}, nil
 }
+
+// StandaloneConfig returns the part of a standalone nats-server's
+// configuration that gives fanoutd under prefix what the embedded server
+// gives it: one account, FANOUTD, with JetStream bounded as the embedded
+// server's, and its two users, ingest and edge, each with its role's
+// Permissions. Passwords are written as given (nats-server also takes
+// bcrypt hashes: `nats server passwd`). Nodes log in with cluster.user
+// and cluster.password.
+func StandaloneConfig(prefix, ingestPassword, edgePassword string) string {
+	pi, pe := Permissions(prefix)
+	var b strings.Builder
+	fmt.Fprintf(&b, "jetstream {\n  max_memory_store: %d\n  max_file_store: %d\n}\n", embeddedMaxMemory, embeddedMaxStore)
+	fmt.Fprintf(&b, "accounts {\n  FANOUTD {\n    jetstream {\n      max_streams: %d\n      max_consumers: %d\n      max_mem: -1\n      max_file: -1\n    }\n    users = [\n",
+		embeddedMaxStreams, embeddedMaxConsumers)
+	for _, u := range []struct {
+		name, pass string
+		p          *server.Permissions
+	}{{RoleIngest, ingestPassword, pi}, {RoleEdge, edgePassword, pe}} {
+		fmt.Fprintf(&b, "      {\n        user: %s\n        password: %q\n        permissions {\n", u.name, u.pass)
+		fmt.Fprintf(&b, "          publish { allow: %s }\n", confList(u.p.Publish.Allow))
+		fmt.Fprintf(&b, "          subscribe { allow: %s }\n", confList(u.p.Subscribe.Allow))
+		b.WriteString("        }\n      }\n")
+	}
+	b.WriteString("    ]\n  }\n}\n")
+	return b.String()
+}
+
+func confList(subjects []string) string {
+	q := make([]string, len(subjects))
+	for i, s := range subjects {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fanoutd/fanoutd/internal/cluster/natstest"
 	"github.com/fanoutd/fanoutd/internal/config"
 )
 
@@ -156,5 +157,54 @@ func TestEmbeddedConfiguredSecrets(t *testing.T) {
 	}
 	if _, err := embeddedAuth(config.Cluster{User: RoleEdge, Password: "x", EdgeToken: "y"}); err == nil {
 		t.Fatal("the ingests' user named edge")
+	}
+}
+
+// TestStandaloneConfig: a standalone nats-server run with StandaloneConfig
+// (the configuration docs/cluster.md gives) enforces the roles as the
+// embedded server does: no login without a password, an edge cannot
+// publish an event, bind the lease bucket or answer a request, but keeps
+// the names bucket; an ingest keeps the lease bucket.
+func TestStandaloneConfig(t *testing.T) {
+	s := natstest.StandaloneConfig(t, StandaloneConfig("fanoutd", "pw-ingest", "pw-edge"))
+	if nc, err := nats.Connect(s.URL()); err == nil {
+		nc.Close()
+		t.Fatal("connected without credentials")
+	}
+	edge, errs := dial(t, s.URL(), nats.UserInfo(RoleEdge, "pw-edge"))
+	ingest, _ := dial(t, s.URL(), nats.UserInfo(RoleIngest, "pw-ingest"))
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	n := NewNames(Subjects{Prefix: "fanoutd"}, "e", time.Hour, log)
+	if err := n.Start(edge); err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop()
+	if _, err := n.Claim("desk", "a", "c1"); err != nil {
+		t.Fatalf("an edge claims a name: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ijs, _ := jetstream.New(ingest)
+	if _, err := ijs.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "fanoutd_leases", History: 1}); err != nil {
+		t.Fatalf("an ingest keeps the lease bucket: %v", err)
+	}
+	for _, subj := range []string{"fanoutd.ev.coinbase.trades.BTC-USD", "$KV.fanoutd_leases.coinbase", "_INBOX.x.y"} {
+		edge.Publish(subj, []byte("{}"))
+		waitViolation(t, errs, subj)
+	}
+}
+
+func waitViolation(t *testing.T, errs chan error, subject string) {
+	t.Helper()
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case err := <-errs:
+			if strings.Contains(err.Error(), "Permissions Violation") && strings.Contains(err.Error(), subject) {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no permissions violation for %q", subject)
+		}
 	}
 }
