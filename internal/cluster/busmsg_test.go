@@ -131,3 +131,17 @@ func FuzzBusMessage(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkEventCheck(b *testing.B) {
+	for _, ev := range busEvents()[:3] {
+		data := ev.AppendJSON(nil)
+		c := newEventCheck(ev.Stream)
+		b.Run(ev.Kind.String(), func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				c.check(data, ev.Seq, false)
+			}
+		})
+	}
+}
