@@ -137,6 +137,7 @@ func New(o Options) (*Daemon, error) {
 	d.bus = newBusWire(cfg.Cluster, namedTTL, log)
 	if d.bus != nil && d.bus.ingest != nil {
 		d.bus.ingest.OnWant = d.edgeWants // edges ask for their subscribers' symbols
+		d.bus.ingest.Holds = d.holds
 	}
 	d.hub.SetRecovery(cfg.Recovery)
 	for _, vc := range cfg.Venues {
@@ -187,7 +188,7 @@ func New(o Options) (*Daemon, error) {
 			Help: "Symbols subscribed at the venue now.", ConstLabels: prometheus.Labels{"venue": vr.cfg.Name}}, vr.symbolCount))
 	}
 	if d.bus != nil {
-		d.reg.MustRegister(leaderCollector{d})
+		d.reg.MustRegister(leaderCollector{d}, busCollector{d.bus})
 	}
 	d.conns = newConnGuard(cfg.HTTP.MaxAnonymousConnections, d.reg)
 	d.http = &http.Server{Handler: d.conns.vouching(d.auth, d.routes()),
