@@ -1,0 +1,372 @@
+package derive
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/fanoutd/fanoutd/venue"
+)
+
+// Set computes every derived stream of one source stream. Its cost per
+// source event does not grow with the number of book streams it holds:
+// the book's top is read at most once per Advance and once per Apply, at
+// the largest depth the streams due need, and each stream takes its
+// depth from that read. Book streams of one interval share one schedule,
+// so an interval closes once per source, not once per stream. What grows
+// with the streams is only what they emit (and the comparison of each
+// due stream's top with the last it emitted), which a caller bounds by
+// capping the streams and their depths.
+//
+// The zero Set is not usable; call NewSet. A Set is not safe for
+// concurrent use: its feed's lock guards it.
+type Set struct {
+	src    venue.Stream
+	groups []*group  // book streams by interval, ascending; every-change streams (0) first
+	bars   []*bars   // trade_bar_* streams
+	idle   int       // interval groups with no event since their last close
+	due    time.Time // the earliest Due of groups and bars, zero if none
+	reads  uint64    // times the book's top was read
+	vtime  time.Time // VenueTime of the last book event applied
+	vseq   int64     // VenueSeq of the last book event applied
+	bids   []venue.Level
+	asks   []venue.Level
+}
+
+// group is the book streams of one interval, by depth ascending.
+type group struct {
+	every   time.Duration
+	members []*member
+	pending bool      // an event came since the last close
+	next    time.Time // when pending: the end of its interval
+	last    time.Time // the last close
+}
+
+// member is one book stream: book_snapshot_<depth>_<interval> or quote.
+type member struct {
+	id         venue.Stream
+	depth      int
+	quote      bool
+	emit       func(Out)
+	bids, asks []venue.Level // the top last emitted
+	emitted    bool
+	paused     bool // not computed (Pause)
+}
+
+// NewSet returns an empty Set of the derived streams of src.
+func NewSet(src venue.Stream) *Set { return &Set{src: src} }
+
+// Source returns the stream the Set reads.
+func (s *Set) Source() venue.Stream { return s.src }
+
+// Len returns the number of streams in the Set.
+func (s *Set) Len() int {
+	n := len(s.bars)
+	for _, g := range s.groups {
+		n += len(g.members)
+	}
+	return n
+}
+
+// Reads returns how many times the Set has read its source book's top:
+// at most once per Seed, Advance and Apply, whatever the number of
+// streams.
+func (s *Set) Reads() uint64 { return s.reads }
+
+// Add adds the derived stream id, whose messages go to emit; its source
+// must be the Set's. Adding a stream twice is an error.
+func (s *Set) Add(id venue.Stream, emit func(Out)) error {
+	d, err := id.Channel().Derivation()
+	if err != nil {
+		return err
+	}
+	if src := venue.NewStream(id.Venue(), id.Channel().Source(), id.Symbol()); src != s.src {
+		return fmt.Errorf("derive: %q is not derived from %q", id, s.src)
+	}
+	if s.has(id) {
+		return fmt.Errorf("derive: %q added twice", id)
+	}
+	if d.Kind == venue.KindBar {
+		s.bars = append(s.bars, &bars{id: id, src: s.src, every: d.Interval, emit: emit})
+		return nil
+	}
+	m := &member{id: id, depth: d.Depth, emit: emit}
+	if d.Kind == venue.KindQuote {
+		m.depth, m.quote = 1, true
+	}
+	i, ok := slices.BinarySearchFunc(s.groups, d.Interval, func(g *group, iv time.Duration) int { return int(g.every - iv) })
+	if !ok {
+		s.groups = slices.Insert(s.groups, i, &group{every: d.Interval})
+		if d.Interval > 0 {
+			s.idle++
+		}
+	}
+	g := s.groups[i]
+	j, _ := slices.BinarySearchFunc(g.members, m.depth, func(x *member, d int) int { return x.depth - d })
+	g.members = slices.Insert(g.members, j, m)
+	return nil
+}
+
+func (s *Set) has(id venue.Stream) bool {
+	return s.member(id) != nil || slices.ContainsFunc(s.bars, func(b *bars) bool { return b.id == id })
+}
+
+// Remove removes the derived stream id, if the Set holds it.
+func (s *Set) Remove(id venue.Stream) {
+	s.bars = slices.DeleteFunc(s.bars, func(b *bars) bool { return b.id == id })
+	for i, g := range s.groups {
+		g.members = slices.DeleteFunc(g.members, func(m *member) bool { return m.id == id })
+		if len(g.members) == 0 {
+			if g.every > 0 && !g.pending {
+				s.idle--
+			}
+			s.groups = slices.Delete(s.groups, i, i+1)
+			break
+		}
+	}
+	s.schedule()
+}
+
+// Seed starts the stream id from the source's current book (nil for a
+// trades source) as of t, the receive time of its last event: an
+// every-change stream emits the book's top at once, an interval stream at
+// the end of the interval that holds t.
+func (s *Set) Seed(id venue.Stream, book *venue.Book, t time.Time) {
+	if book == nil {
+		return
+	}
+	for _, g := range s.groups {
+		for _, m := range g.members {
+			if m.id != id {
+				continue
+			}
+			if g.every == 0 {
+				s.read(book, m.depth)
+				s.flush(m, t, s.bids, s.asks)
+				return
+			}
+			s.touch(g, t)
+			s.schedule()
+			return
+		}
+	}
+}
+
+// Pause stops computing the book stream id (not a trade bar, whose every
+// bar counts): it emits nothing and costs nothing per source event until
+// Resume. A feed pauses a stream none of whose subscribers has a
+// connection: what such a subscriber needs on reattaching is the current
+// state, which Resume computes then.
+func (s *Set) Pause(id venue.Stream) {
+	if m := s.member(id); m != nil {
+		m.paused = true
+	}
+}
+
+// Resume computes the paused book stream id again and emits its top at
+// once, stamped t, the receive time of the source's last event (book is
+// the source's book; nil emits nothing). It may be called while the Set
+// is emitting: it reads the book into buffers of its own.
+func (s *Set) Resume(id venue.Stream, book *venue.Book, t time.Time) {
+	m := s.member(id)
+	if m == nil || !m.paused {
+		return
+	}
+	m.paused = false
+	if book == nil {
+		return
+	}
+	s.reads++
+	m.emitted = false
+	s.flush(m, t, book.Top(nil, venue.Bid, m.depth), book.Top(nil, venue.Ask, m.depth))
+}
+
+func (s *Set) member(id venue.Stream) *member {
+	for _, g := range s.groups {
+		for _, m := range g.members {
+			if m.id == id {
+				return m
+			}
+		}
+	}
+	return nil
+}
+
+// Advance closes every interval that ends at or before t; book is the
+// source's book before any event received at t is applied.
+func (s *Set) Advance(t time.Time, book *venue.Book) {
+	if s.due.IsZero() || t.Before(s.due) {
+		return
+	}
+	depth, closing := 0, false
+	for _, g := range s.groups {
+		if g.every > 0 && g.pending && !t.Before(g.next) {
+			depth, closing = max(depth, deepest(g.members)), true
+		}
+	}
+	if closing {
+		if depth > 0 {
+			s.read(book, depth)
+		}
+		for _, g := range s.groups {
+			if g.every == 0 || !g.pending || t.Before(g.next) {
+				continue
+			}
+			if depth > 0 {
+				for _, m := range g.members {
+					if !m.paused {
+						s.flush(m, g.next, s.bids, s.asks)
+					}
+				}
+			}
+			g.pending, g.last = false, g.next
+			s.idle++
+		}
+	}
+	for _, b := range s.bars {
+		b.Advance(t, nil, b.emit)
+	}
+	s.schedule()
+}
+
+// Apply takes ev, an event of the source stream, after it has been
+// applied to book.
+func (s *Set) Apply(ev *venue.Event, book *venue.Book) {
+	switch ev.Kind {
+	case venue.KindTrade:
+		if len(s.bars) > 0 {
+			for _, b := range s.bars {
+				b.Apply(ev, nil, b.emit)
+			}
+			s.schedule()
+		}
+		return
+	case venue.KindBook:
+	default:
+		return
+	}
+	s.vtime, s.vseq = ev.VenueTime, ev.VenueSeq
+	if len(s.groups) == 0 {
+		return
+	}
+	if g := s.groups[0]; g.every == 0 {
+		// The streams whose top ev may have changed are those of depth
+		// at or past the first it touches (touches is monotone in depth).
+		i := 0
+		if !ev.Snapshot {
+			i, _ = slices.BinarySearchFunc(g.members, true, func(m *member, _ bool) int {
+				if touches(ev, book, m.depth) {
+					return 1
+				}
+				return -1
+			})
+		}
+		if d := deepest(g.members[i:]); d > 0 {
+			s.read(book, d)
+			for _, m := range g.members[i:] {
+				if !m.paused {
+					s.flush(m, ev.RecvTime, s.bids, s.asks)
+				}
+			}
+		}
+	}
+	if s.idle > 0 {
+		for _, g := range s.groups {
+			if g.every > 0 && !g.pending {
+				s.touch(g, ev.RecvTime)
+			}
+		}
+		s.schedule()
+	}
+}
+
+// Due returns when the earliest open interval closes, or the zero time if
+// none is open.
+func (s *Set) Due() time.Time { return s.due }
+
+// Break records that the source had a discontinuity at t (its link
+// dropped): a trade bar that spans it is marked.
+func (s *Set) Break(t time.Time) {
+	for _, b := range s.bars {
+		b.Break(t)
+	}
+}
+
+// touch opens g's interval that holds t (or the one after its last close).
+func (s *Set) touch(g *group, t time.Time) {
+	if g.pending {
+		return
+	}
+	g.pending = true
+	s.idle--
+	from := t
+	if g.last.After(from) {
+		from = g.last
+	}
+	g.next = boundary(from, g.every)
+}
+
+// schedule recomputes Due.
+func (s *Set) schedule() {
+	var due time.Time
+	for _, g := range s.groups {
+		if g.every > 0 && g.pending && (due.IsZero() || g.next.Before(due)) {
+			due = g.next
+		}
+	}
+	for _, b := range s.bars {
+		if d := b.Due(); !d.IsZero() && (due.IsZero() || d.Before(due)) {
+			due = d
+		}
+	}
+	s.due = due
+}
+
+// read reads the top depth levels of each side of book into s.bids and
+// s.asks: the one read every stream due now slices.
+func (s *Set) read(book *venue.Book, depth int) {
+	s.reads++
+	s.bids = book.Top(s.bids[:0], venue.Bid, depth)
+	s.asks = book.Top(s.asks[:0], venue.Ask, depth)
+}
+
+// deepest returns the largest depth of the members of ms not paused, 0 if
+// none; ms is by depth ascending.
+func deepest(ms []*member) int {
+	for i := len(ms) - 1; i >= 0; i-- {
+		if !ms[i].paused {
+			return ms[i].depth
+		}
+	}
+	return 0
+}
+
+// flush emits m's top, sliced from a read of the book (bids, asks) and
+// stamped at, if it differs from the last m emitted.
+func (s *Set) flush(m *member, at time.Time, bids, asks []venue.Level) {
+	bids, asks = bids[:min(m.depth, len(bids))], asks[:min(m.depth, len(asks))]
+	if m.emitted && levelsEqual(bids, m.bids) && levelsEqual(asks, m.asks) {
+		return
+	}
+	m.emitted = true
+	m.bids = append(m.bids[:0], bids...)
+	m.asks = append(m.asks[:0], asks...)
+	ev := &venue.Event{Stream: m.id, RecvTime: at, VenueTime: s.vtime}
+	if m.quote {
+		ev.Kind = venue.KindQuote
+		if len(bids) > 0 {
+			ev.Bid, ev.BidSize = bids[0].Price, bids[0].Size
+		}
+		if len(asks) > 0 {
+			ev.Ask, ev.AskSize = asks[0].Price, asks[0].Size
+		}
+	} else {
+		ev.Kind, ev.Snapshot, ev.VenueSeq = venue.KindBook, true, s.vseq
+		ev.Bids, ev.Asks = slices.Clone(bids), slices.Clone(asks)
+	}
+	m.emit(Out{Event: ev})
+}
+
+func levelsEqual(a, b []venue.Level) bool {
+	return slices.EqualFunc(a, b, func(x, y venue.Level) bool { return x.Price.Equal(y.Price) && x.Size.Equal(y.Size) })
+}
