@@ -212,11 +212,11 @@ func (s *Set) Advance(t time.Time, book *venue.Book) {
 			if g.every == 0 || !g.pending || t.Before(g.next) {
 				continue
 			}
-			if depth > 0 {
-				for _, m := range g.members {
-					if !m.paused {
-						s.flush(m, g.next, s.bids, s.asks)
-					}
+			for _, m := range g.members {
+				// A member deeper than the read was paused when it was
+				// made (a Resume during this loop emitted it).
+				if !m.paused && m.depth <= depth {
+					s.flush(m, g.next, s.bids, s.asks)
 				}
 			}
 			g.pending, g.last = false, g.next
@@ -264,7 +264,7 @@ func (s *Set) Apply(ev *venue.Event, book *venue.Book) {
 		if d := deepest(g.members[i:]); d > 0 {
 			s.read(book, d)
 			for _, m := range g.members[i:] {
-				if !m.paused {
+				if !m.paused && m.depth <= d {
 					s.flush(m, ev.RecvTime, s.bids, s.asks)
 				}
 			}

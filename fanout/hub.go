@@ -177,7 +177,11 @@ func (h *Hub) Detach(s *subscriber.Subscriber, c *subscriber.Mailbox) bool {
 		return ok
 	}
 	h.closeConn(s, c)
-	return h.reg.Detach(s, c)
+	ok := h.reg.Detach(s, c)
+	for _, f := range h.Feeds() {
+		f.detached(s)
+	}
+	return ok
 }
 
 // ExpireAfter forgets the named subscriber s, as Forget does, once no
