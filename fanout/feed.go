@@ -55,17 +55,18 @@ type Options struct {
 // Counters are a feed's running totals, for metrics. All fields are read
 // with atomic loads and only ever grow, except Dropping.
 type Counters struct {
-	Published atomic.Uint64 // events published
-	Delivered atomic.Uint64 // event deliveries queued to subscribers
-	Dropped   atomic.Uint64 // deliveries dropped at a subscriber's bound
-	Missed    atomic.Uint64 // deliveries skipped while a named subscriber was detached
-	Replaced  atomic.Uint64 // conflated messages that replaced an unsent older one
+	Published atomic.Uint64                  // events published
+	Delivered atomic.Uint64                  // event deliveries queued to subscribers
+	Dropped   atomic.Uint64                  // deliveries dropped at a subscriber's bound
+	Missed    atomic.Uint64                  // deliveries skipped while a named subscriber was detached
+	Replaced  atomic.Uint64                  // conflated messages that replaced an unsent older one
+	Dropping  atomic.Int64                   // subscribers dropping now
+	Notices   [notice.NumKinds]atomic.Uint64 // by notice.Kind
+
 	// DerivedReads counts reads of a source book's top for its derived
 	// streams: at most two per source event (closing intervals, applying
 	// the event), whatever the number of derived streams (derive.Set).
 	DerivedReads atomic.Uint64
-	Dropping     atomic.Int64                   // subscribers dropping now
-	Notices      [notice.NumKinds]atomic.Uint64 // by notice.Kind
 }
 
 // Feed delivers one venue's events to the subscribers of their streams.
