@@ -288,6 +288,7 @@ func TestDerivedTimerSpeed(t *testing.T) {
 func TestDerivedOneReadPerEvent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h, f := newClockHub(t, 1<<20)
+		h.SetDerivedLimits(DerivedLimits{PerToken: 1000, PerSource: 1000, Weight: 1 << 20})
 		f.Publish(at(bookSnap(l2)))
 		c := subscriber.NewMailbox()
 		s := h.NewEphemeral(c)
