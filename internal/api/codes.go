@@ -30,6 +30,7 @@ const (
 	CodeShuttingDown       Code = "shutting_down"        // HTTP 503: the daemon is shutting down
 	CodeUnknownSymbol      Code = "unknown_symbol"       // the venue's instrument list does not have the symbol
 	CodeTooManySymbols     Code = "too_many_symbols"     // the venue already subscribes venues.<v>.max_symbols symbols
+	CodeTooManyDerived     Code = "too_many_derived"     // the subscription would pass limits.max_derived_per_token, max_derived_per_source or max_derived_weight
 
 	// Codes of the HTTP routes only.
 	CodeMethodNotAllowed    Code = "method_not_allowed"    // 405
@@ -52,7 +53,7 @@ const (
 var Codes = []Code{CodeBadRequest, CodeUnknownOp, CodeUnknownStream, CodeTooManyStreams, CodeUnauthorized,
 	CodeRateLimited, CodeMessageTooLarge, CodeNotSubscribed, CodeNotLevel2, CodeNoBook, CodeTakenOver,
 	CodeUnauthenticated, CodeTooManyConnections, CodeOriginNotAllowed, CodeBadName, CodeNameTaken, CodeShuttingDown,
-	CodeUnknownSymbol, CodeTooManySymbols}
+	CodeUnknownSymbol, CodeTooManySymbols, CodeTooManyDerived}
 
 // RouteCodes lists the codes only the HTTP routes answer.
 var RouteCodes = []Code{CodeMethodNotAllowed, CodeInvalidTenant, CodeInvalidID, CodeInvalidStream, CodeInvalidQuery, CodeNotFound,

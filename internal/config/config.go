@@ -82,6 +82,10 @@ type limitsConfig struct {
 	CommandsPerSecond       any `yaml:"commands_per_second"`
 	CommandBurst            any `yaml:"command_burst"`
 	MaxReplyBytes           any `yaml:"max_reply_bytes"`
+
+	MaxDerivedPerToken  any `yaml:"max_derived_per_token"`
+	MaxDerivedPerSource any `yaml:"max_derived_per_source"`
+	MaxDerivedWeight    any `yaml:"max_derived_weight"`
 }
 
 type venueConfig struct {
@@ -104,7 +108,8 @@ type Config struct {
 	LogLevel        string
 	ShutdownTimeout time.Duration
 	HTTP            HTTP
-	WS              wsapi.Options // Hub, Check, Auth, Metrics, Logger are the daemon's to set
+	WS              wsapi.Options        // Hub, Check, Auth, Metrics, Logger are the daemon's to set
+	Derived         fanout.DerivedLimits // limits.max_derived_*: the hub's caps on derived streams
 	Tokens          []api.Token
 	Venues          []Venue // enabled venues only, in venueNames order
 	ClaimCheck      ClaimCheck
@@ -482,6 +487,9 @@ func resolve(fc *fileConfig, getenv func(string) string) (*Config, error) {
 		{"limits.max_connections_per_token", fc.Limits.MaxConnectionsPerToken, 1, 1 << 24, &w.Limits.MaxConnsPerToken},
 		{"limits.command_burst", fc.Limits.CommandBurst, 1, 1 << 20, &w.Limits.CommandBurst},
 		{"limits.max_reply_bytes", fc.Limits.MaxReplyBytes, 1 << 10, 1 << 30, &w.Limits.MaxReplyBytes},
+		{"limits.max_derived_per_token", fc.Limits.MaxDerivedPerToken, 1, 1 << 20, &c.Derived.PerToken},
+		{"limits.max_derived_per_source", fc.Limits.MaxDerivedPerSource, 1, 1 << 20, &c.Derived.PerSource},
+		{"limits.max_derived_weight", fc.Limits.MaxDerivedWeight, 1, 1 << 30, &c.Derived.Weight},
 	} {
 		n, err := intIn(p.key, p.v, 0, p.lo, p.hi)
 		if err != nil {
