@@ -15,6 +15,7 @@
 package derive
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/fanoutd/fanoutd/venue"
@@ -22,10 +23,48 @@ import (
 
 // Out is one derived message: Event for a book snapshot (a KindBook event
 // with Snapshot set) or a quote (KindQuote), Bar for a trade bar. The
-// receiver assigns its Seq.
+// receiver assigns its Seq and encodes it with AppendJSON.
 type Out struct {
 	Event *venue.Event
 	Bar   *Bar
+	// Levels, if set, is the wire form of a book snapshot's levels, and
+	// Event has none: the streams of a Set share one encoding of the
+	// book's top. Its bytes are valid only during the emit call.
+	Levels *Levels
+}
+
+// Levels is each side's levels in wire form (["price","size"] arrays,
+// comma-separated, without the enclosing brackets).
+type Levels struct {
+	Bids, Asks []byte
+}
+
+// AppendJSON appends o's wire form, at its Seq (Event.Seq or Bar.Seq):
+// what venue.Event.AppendJSON (or Bar.AppendJSON) writes.
+func (o Out) AppendJSON(dst []byte) []byte {
+	switch {
+	case o.Bar != nil:
+		return o.Bar.AppendJSON(dst)
+	case o.Levels == nil:
+		return o.Event.AppendJSON(dst)
+	}
+	e := o.Event
+	dst = e.AppendJSONHead(dst)
+	dst = strconv.AppendUint(dst, e.Seq, 10)
+	dst = append(dst, `,"snapshot":true`...)
+	if e.VenueSeq != 0 {
+		dst = append(dst, `,"venue_seq":`...)
+		dst = strconv.AppendInt(dst, e.VenueSeq, 10)
+	}
+	if !e.VenueTime.IsZero() {
+		dst = appendTime(dst, `,"venue_time":"`, e.VenueTime)
+	}
+	dst = appendTime(dst, `,"recv_time":"`, e.RecvTime)
+	dst = append(dst, `,"bids":[`...)
+	dst = append(dst, o.Levels.Bids...)
+	dst = append(dst, `],"asks":[`...)
+	dst = append(dst, o.Levels.Asks...)
+	return append(dst, "]}"...)
 }
 
 // Deriver computes one derived stream.
@@ -54,13 +93,15 @@ type Deriver interface {
 }
 
 // New returns the Deriver of the derived stream id alone: a Set of one
-// stream.
+// stream, whose book snapshots carry decimal levels (Event.Bids and Asks).
 func New(id venue.Stream) (Deriver, error) {
 	d, err := id.Channel().Derivation()
 	if err != nil {
 		return nil, err
 	}
-	o := &one{id: id, set: NewSet(venue.NewStream(id.Venue(), id.Channel().Source(), id.Symbol())), conflated: d.Kind != venue.KindBar}
+	set := NewSet(venue.NewStream(id.Venue(), id.Channel().Source(), id.Symbol()))
+	set.decimals = true
+	o := &one{id: id, set: set, conflated: d.Kind != venue.KindBar}
 	if err := o.set.Add(id, func(x Out) { o.out(x) }); err != nil {
 		return nil, err
 	}

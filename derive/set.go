@@ -1,6 +1,7 @@
 package derive
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"time"
@@ -29,8 +30,10 @@ type Set struct {
 	reads  uint64    // times the book's top was read
 	vtime  time.Time // VenueTime of the last book event applied
 	vseq   int64     // VenueSeq of the last book event applied
-	bids   []venue.Level
-	asks   []venue.Level
+	cur    top       // the last read
+	// decimals: emit book snapshots with decimal levels (Event.Bids and
+	// Asks), not their shared wire form (Out.Levels).
+	decimals bool
 }
 
 // group is the book streams of one interval, by depth ascending.
@@ -48,12 +51,15 @@ type member struct {
 	depth      int
 	quote      bool
 	emit       func(Out)
-	bids, asks []venue.Level // the top last emitted
+	bids, asks []venue.Level // the top last emitted (decimals)
+	wire       [2][]byte     // the top last emitted (wire form)
 	emitted    bool
 	paused     bool // not computed (Pause)
 }
 
-// NewSet returns an empty Set of the derived streams of src.
+// NewSet returns an empty Set of the derived streams of src. Its book
+// snapshots carry their levels in wire form (Out.Levels), sliced from one
+// encoding of the deepest top read.
 func NewSet(src venue.Stream) *Set { return &Set{src: src} }
 
 // Source returns the stream the Set reads.
@@ -141,8 +147,8 @@ func (s *Set) Seed(id venue.Stream, book *venue.Book, t time.Time) {
 				continue
 			}
 			if g.every == 0 {
-				s.read(book, m.depth)
-				s.flush(m, t, s.bids, s.asks)
+				s.read(book, m.depth, &s.cur)
+				s.flush(m, t, &s.cur)
 				return
 			}
 			s.touch(g, t)
@@ -176,9 +182,10 @@ func (s *Set) Resume(id venue.Stream, book *venue.Book, t time.Time) {
 	if book == nil {
 		return
 	}
-	s.reads++
+	var own top
+	s.read(book, m.depth, &own)
 	m.emitted = false
-	s.flush(m, t, book.Top(nil, venue.Bid, m.depth), book.Top(nil, venue.Ask, m.depth))
+	s.flush(m, t, &own)
 }
 
 func (s *Set) member(id venue.Stream) *member {
@@ -206,7 +213,7 @@ func (s *Set) Advance(t time.Time, book *venue.Book) {
 	}
 	if closing {
 		if depth > 0 {
-			s.read(book, depth)
+			s.read(book, depth, &s.cur)
 		}
 		for _, g := range s.groups {
 			if g.every == 0 || !g.pending || t.Before(g.next) {
@@ -216,7 +223,7 @@ func (s *Set) Advance(t time.Time, book *venue.Book) {
 				// A member deeper than the read was paused when it was
 				// made (a Resume during this loop emitted it).
 				if !m.paused && m.depth <= depth {
-					s.flush(m, g.next, s.bids, s.asks)
+					s.flush(m, g.next, &s.cur)
 				}
 			}
 			g.pending, g.last = false, g.next
@@ -262,10 +269,10 @@ func (s *Set) Apply(ev *venue.Event, book *venue.Book) {
 			})
 		}
 		if d := deepest(g.members[i:]); d > 0 {
-			s.read(book, d)
+			s.read(book, d, &s.cur)
 			for _, m := range g.members[i:] {
 				if !m.paused && m.depth <= d {
-					s.flush(m, ev.RecvTime, s.bids, s.asks)
+					s.flush(m, ev.RecvTime, &s.cur)
 				}
 			}
 		}
@@ -322,12 +329,52 @@ func (s *Set) schedule() {
 	s.due = due
 }
 
-// read reads the top depth levels of each side of book into s.bids and
-// s.asks: the one read every stream due now slices.
-func (s *Set) read(book *venue.Book, depth int) {
+// top is one read of a book's top: as levels (a Set of decimals), or as
+// each side's levels in wire form, encoded once, with the end of each
+// level's bytes, so that every depth is a prefix of it.
+type top struct {
+	bids, asks []venue.Level
+	wire       [2][]byte
+	ends       [2][]int
+	best       [2]venue.Level // wire: the best level of each side (quote)
+}
+
+// read reads the top depth levels of each side of book into t: the one
+// read every stream due now slices.
+func (s *Set) read(book *venue.Book, depth int, t *top) {
 	s.reads++
-	s.bids = book.Top(s.bids[:0], venue.Bid, depth)
-	s.asks = book.Top(s.asks[:0], venue.Ask, depth)
+	if s.decimals {
+		t.bids = book.Top(t.bids[:0], venue.Bid, depth)
+		t.asks = book.Top(t.asks[:0], venue.Ask, depth)
+		return
+	}
+	for i, side := range [2]venue.BookSide{venue.Bid, venue.Ask} {
+		w, ends := t.wire[i][:0], t.ends[i][:0]
+		n := min(depth, book.Len(side))
+		for j := range n {
+			if j > 0 {
+				w = append(w, ',')
+			}
+			w = append(w, `["`...)
+			if l, ok := book.LevelFixed(side, j); ok {
+				w = venue.AppendFixed(w, l.Price)
+				w = append(w, `","`...)
+				w = venue.AppendFixed(w, l.Size)
+			} else {
+				l := book.Level(side, j)
+				w = venue.AppendDecimal(w, l.Price)
+				w = append(w, `","`...)
+				w = venue.AppendDecimal(w, l.Size)
+			}
+			w = append(w, `"]`...)
+			ends = append(ends, len(w))
+		}
+		t.wire[i], t.ends[i] = w, ends
+		t.best[i] = venue.Level{}
+		if n > 0 {
+			t.best[i], _ = book.Best(side)
+		}
+	}
 }
 
 // deepest returns the largest depth of the members of ms not paused, 0 if
@@ -341,10 +388,14 @@ func deepest(ms []*member) int {
 	return 0
 }
 
-// flush emits m's top, sliced from a read of the book (bids, asks) and
-// stamped at, if it differs from the last m emitted.
-func (s *Set) flush(m *member, at time.Time, bids, asks []venue.Level) {
-	bids, asks = bids[:min(m.depth, len(bids))], asks[:min(m.depth, len(asks))]
+// flush emits m's top, sliced from t and stamped at, if it differs from
+// the last m emitted.
+func (s *Set) flush(m *member, at time.Time, t *top) {
+	if !s.decimals {
+		s.flushWire(m, at, t)
+		return
+	}
+	bids, asks := t.bids[:min(m.depth, len(t.bids))], t.asks[:min(m.depth, len(t.asks))]
 	if m.emitted && levelsEqual(bids, m.bids) && levelsEqual(asks, m.asks) {
 		return
 	}
@@ -365,6 +416,33 @@ func (s *Set) flush(m *member, at time.Time, bids, asks []venue.Level) {
 		ev.Bids, ev.Asks = slices.Clone(bids), slices.Clone(asks)
 	}
 	m.emit(Out{Event: ev})
+}
+
+// flushWire is flush for a Set in wire form: m's levels are a prefix of
+// t's encoding, compared as bytes and handed on as bytes (Out.Levels).
+func (s *Set) flushWire(m *member, at time.Time, t *top) {
+	var w [2][]byte
+	for i := range w {
+		if n := min(m.depth, len(t.ends[i])); n > 0 {
+			w[i] = t.wire[i][:t.ends[i][n-1]]
+		}
+	}
+	if m.emitted && bytes.Equal(w[0], m.wire[0]) && bytes.Equal(w[1], m.wire[1]) {
+		return
+	}
+	m.emitted = true
+	m.wire[0] = append(m.wire[0][:0], w[0]...)
+	m.wire[1] = append(m.wire[1][:0], w[1]...)
+	ev := &venue.Event{Stream: m.id, RecvTime: at, VenueTime: s.vtime}
+	if m.quote {
+		ev.Kind = venue.KindQuote
+		ev.Bid, ev.BidSize = t.best[0].Price, t.best[0].Size
+		ev.Ask, ev.AskSize = t.best[1].Price, t.best[1].Size
+		m.emit(Out{Event: ev})
+		return
+	}
+	ev.Kind, ev.Snapshot, ev.VenueSeq = venue.KindBook, true, s.vseq
+	m.emit(Out{Event: ev, Levels: &Levels{Bids: w[0], Asks: w[1]}})
 }
 
 func levelsEqual(a, b []venue.Level) bool {

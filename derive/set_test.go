@@ -1,6 +1,7 @@
 package derive_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -32,11 +33,15 @@ func TestSetOnCaptures(t *testing.T) {
 			t.Run(string(src), func(t *testing.T) {
 				sevs := sourceEvents(evs, src)
 				set := derive.NewSet(src)
-				got := map[venue.Stream][]emitted{}
+				// What each stream sent, in wire form, at seq 1, 2, …
+				got := map[venue.Stream][]string{}
 				n := 0
 				for _, ch := range setChannels {
 					id := venue.Stream(src.Venue() + ":" + ch + ":" + src.Symbol())
-					if err := set.Add(id, func(o derive.Out) { got[id] = append(got[id], emitted{o, n}) }); err != nil {
+					if err := set.Add(id, func(o derive.Out) {
+						o.Event.Seq = uint64(len(got[id]) + 1)
+						got[id] = append(got[id], fmt.Sprintf("after %d: %s", n, o.AppendJSON(nil)))
+					}); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -66,8 +71,9 @@ func TestSetOnCaptures(t *testing.T) {
 						t.Fatalf("%s: %d messages in the set, %d alone (want at least 2)", ch, len(g), len(want))
 					}
 					for i := range g {
-						if a, b := outString(g[i]), outString(want[i]); a != b {
-							t.Fatalf("%s message %d:\n set   %s\n alone %s", ch, i, a, b)
+						want[i].out.Event.Seq = uint64(i + 1)
+						if w := fmt.Sprintf("after %d: %s", want[i].applied, want[i].out.AppendJSON(nil)); g[i] != w {
+							t.Fatalf("%s message %d:\n set   %s\n alone %s", ch, i, g[i], w)
 						}
 					}
 				}
@@ -76,9 +82,14 @@ func TestSetOnCaptures(t *testing.T) {
 	}
 }
 
-func outString(e emitted) string {
-	ev := e.out.Event
-	return fmt.Sprintf("after %d: %s %v %v %v %v %s %s %s %s", e.applied, ev.Kind, ev.RecvTime.UnixNano(), ev.VenueSeq, ev.Bids, ev.Asks, ev.Bid, ev.BidSize, ev.Ask, ev.AskSize)
+// decode is the event o's wire form says.
+func decode(t *testing.T, o derive.Out) *venue.Event {
+	t.Helper()
+	var ev venue.Event
+	if err := json.Unmarshal(o.AppendJSON(nil), &ev); err != nil {
+		t.Fatalf("%s: %v", o.AppendJSON(nil), err)
+	}
+	return &ev
 }
 
 // TestSetSlices: streams of several depths of one interval share one read
@@ -90,7 +101,7 @@ func TestSetSlices(t *testing.T) {
 	out := map[venue.Stream][]*venue.Event{}
 	add := func(ch string) venue.Stream {
 		id := venue.Stream("okx:" + ch + ":BTC-USDT")
-		if err := set.Add(id, func(o derive.Out) { out[id] = append(out[id], o.Event) }); err != nil {
+		if err := set.Add(id, func(o derive.Out) { out[id] = append(out[id], decode(t, o)) }); err != nil {
 			t.Fatal(err)
 		}
 		return id
@@ -151,7 +162,8 @@ func TestSetIntervalsShareSchedule(t *testing.T) {
 	for _, ch := range []string{"book_snapshot_1_10ms", "book_snapshot_4_10ms", "book_snapshot_2_20ms"} {
 		id := venue.Stream("okx:" + ch + ":BTC-USDT")
 		set.Add(id, func(o derive.Out) {
-			got = append(got, fmt.Sprintf("%s@%d/%d", ch, o.Event.RecvTime.UnixMilli()%1000, len(o.Event.Bids)))
+			ev := decode(t, o)
+			got = append(got, fmt.Sprintf("%s@%d/%d", ch, ev.RecvTime.UnixMilli()%1000, len(ev.Bids)))
 		})
 	}
 	book := &venue.Book{}
@@ -188,7 +200,7 @@ func TestSetPause(t *testing.T) {
 	set := derive.NewSet(src)
 	var got []*venue.Event
 	id := venue.Stream("okx:book_snapshot_5_0ms:BTC-USDT")
-	set.Add(id, func(o derive.Out) { got = append(got, o.Event) })
+	set.Add(id, func(o derive.Out) { got = append(got, decode(t, o)) })
 	book := &venue.Book{}
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	apply := func(ms, p int) {

@@ -398,11 +398,10 @@ func (f *Feed) publishDerived(st *stream, o derive.Out) {
 	st.seq++
 	if o.Bar != nil {
 		o.Bar.Seq = st.seq
-		f.scratch = o.Bar.AppendJSON(f.scratch[:0])
 	} else {
 		o.Event.Seq = st.seq
-		f.scratch = o.Event.AppendJSON(f.scratch[:0])
 	}
+	f.scratch = o.AppendJSON(f.scratch[:0])
 	m := &subscriber.Message{Stream: string(st.id), Seq: st.seq, Data: slices.Clone(f.scratch), Published: f.now(), Conflate: st.conflate}
 	f.counters.Published.Add(1)
 	if st.conflate {
