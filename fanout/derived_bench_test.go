@@ -142,3 +142,52 @@ func TestDerivedEventAllocatesNothing(t *testing.T) {
 		t.Fatalf("%v allocations per source event with 64 derived streams and no interval closing", n)
 	}
 }
+
+// BenchmarkDerivedAtDefaultCaps: the worst one source can be made to
+// cost at the default caps: DefaultMaxDerivedPerSource every-change
+// streams whose depths fill DefaultMaxDerivedWeight (eight of 1000 levels,
+// the rest shallow) on a 1000-level book, and updates at the best bid, so
+// that every event changes every stream's top and each sends a message.
+func BenchmarkDerivedAtDefaultCaps(b *testing.B) {
+	h, f := newHub(b, DefaultMaxQueueLen)
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	snap := &venue.Event{Kind: venue.KindBook, Stream: l2, Snapshot: true, RecvTime: start}
+	for i := range 1000 {
+		snap.Bids = append(snap.Bids, lvl(int64(100000-i), 1))
+		snap.Asks = append(snap.Asks, lvl(int64(100001+i), 1))
+	}
+	f.Publish(snap)
+	var conns []*subscriber.Mailbox
+	weight := 0
+	for i := range DefaultMaxDerivedPerSource {
+		d := 1000
+		if i >= 8 {
+			d = 1 + i
+		}
+		if weight+d > DefaultMaxDerivedWeight {
+			d = DefaultMaxDerivedWeight - weight - (DefaultMaxDerivedPerSource - 1 - i)
+		}
+		weight += d
+		c := subscriber.NewMailbox()
+		conns = append(conns, c)
+		if err := h.Subscribe(h.NewOwnedEphemeral(c, fmt.Sprint(i)), venue.Stream(fmt.Sprintf("coinbase:book_snapshot_%d_0ms:BTC-USD", d))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	buf := make([]*subscriber.Message, 0, 256)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if i%64 == 63 {
+			b.StopTimer()
+			for _, c := range conns {
+				buf, _ = c.Drain(buf[:0], math.MaxInt, math.MaxInt)
+			}
+			b.StartTimer()
+		}
+		f.Publish(&venue.Event{Kind: venue.KindBook, Stream: l2, RecvTime: start.Add(time.Duration(i+1) * time.Millisecond),
+			Bids: []venue.Level{lvl(100000, int64(2+i%2))}})
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(weight), "weight")
+}
