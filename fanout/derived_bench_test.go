@@ -65,6 +65,11 @@ func BenchmarkDerivedVsRaw(b *testing.B) {
 	}
 }
 
+// flvl is a level in fixed point, as the venue adapters decode them.
+func flvl(p, s int) venue.FixedLevel {
+	return venue.FixedLevel{Price: venue.Fixed{M: int64(p), Scale: 1}, Size: venue.Fixed{M: int64(s)}}
+}
+
 // derivedLoad is a feed whose level2 source has a 1000-level book and n
 // distinct derived streams book_snapshot_<depth>_<interval> (depths 1 to
 // 1000, intervals 10ms to 1s), one subscriber each, and updates near the
@@ -75,8 +80,8 @@ func derivedLoad(tb testing.TB, n int) (*Feed, []*subscriber.Mailbox, []*venue.E
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	snap := &venue.Event{Kind: venue.KindBook, Stream: l2, Snapshot: true, RecvTime: start}
 	for i := range 1000 {
-		snap.Bids = append(snap.Bids, lvl(int64(100000-i), 1))
-		snap.Asks = append(snap.Asks, lvl(int64(100001+i), 1))
+		snap.FixedBids = append(snap.FixedBids, flvl(100000-i, 1))
+		snap.FixedAsks = append(snap.FixedAsks, flvl(100001+i, 1))
 	}
 	f.Publish(snap)
 	ivs := []string{"10ms", "100ms", "250ms", "1s"}
@@ -92,7 +97,7 @@ func derivedLoad(tb testing.TB, n int) (*Feed, []*subscriber.Mailbox, []*venue.E
 	evs := make([]*venue.Event, 4096)
 	for i := range evs {
 		evs[i] = &venue.Event{Kind: venue.KindBook, Stream: l2,
-			Bids: []venue.Level{lvl(int64(100000-r.IntN(20)), int64(r.IntN(4)))}, Asks: []venue.Level{lvl(int64(100001+r.IntN(20)), int64(r.IntN(4)))}}
+			FixedBids: []venue.FixedLevel{flvl(100000-r.IntN(20), r.IntN(4))}, FixedAsks: []venue.FixedLevel{flvl(100001+r.IntN(20), r.IntN(4))}}
 	}
 	return f, conns, evs, start
 }
@@ -153,8 +158,8 @@ func BenchmarkDerivedAtDefaultCaps(b *testing.B) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	snap := &venue.Event{Kind: venue.KindBook, Stream: l2, Snapshot: true, RecvTime: start}
 	for i := range 1000 {
-		snap.Bids = append(snap.Bids, lvl(int64(100000-i), 1))
-		snap.Asks = append(snap.Asks, lvl(int64(100001+i), 1))
+		snap.FixedBids = append(snap.FixedBids, flvl(100000-i, 1))
+		snap.FixedAsks = append(snap.FixedAsks, flvl(100001+i, 1))
 	}
 	f.Publish(snap)
 	var conns []*subscriber.Mailbox
@@ -186,7 +191,7 @@ func BenchmarkDerivedAtDefaultCaps(b *testing.B) {
 			b.StartTimer()
 		}
 		f.Publish(&venue.Event{Kind: venue.KindBook, Stream: l2, RecvTime: start.Add(time.Duration(i+1) * time.Millisecond),
-			Bids: []venue.Level{lvl(100000, int64(2+i%2))}})
+			FixedBids: []venue.FixedLevel{flvl(100000, 2+i%2)}})
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(weight), "weight")
