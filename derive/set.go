@@ -2,6 +2,7 @@ package derive
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -9,15 +10,15 @@ import (
 	"github.com/fanoutd/fanoutd/venue"
 )
 
-// Set computes every derived stream of one source stream. Its cost per
-// source event does not grow with the number of book streams it holds:
-// the book's top is read at most once per Advance and once per Apply, at
-// the largest depth the streams due need, and each stream takes its
-// depth from that read. Book streams of one interval share one schedule,
-// so an interval closes once per source, not once per stream. What grows
-// with the streams is only what they emit (and the comparison of each
-// due stream's top with the last it emitted), which a caller bounds by
-// capping the streams and their depths.
+// Set computes every derived stream of one source stream, sharing the
+// work on the source among them: the book's top is read at most once per
+// Advance and once per Apply, at the deepest depth the streams due need,
+// and encoded once (NewSet); each book stream takes the prefix of its
+// depth. Book streams of one interval share one schedule, so an interval
+// closes once per source, not once per stream. What grows with the
+// streams is what they emit, the comparison of each due stream's top
+// with the last it emitted, and each trade bar's update per trade, which
+// a caller bounds by capping the streams and their depths.
 //
 // The zero Set is not usable; call NewSet. A Set is not safe for
 // concurrent use: its feed's lock guards it.
@@ -100,7 +101,7 @@ func (s *Set) Add(id venue.Stream, emit func(Out)) error {
 	if d.Kind == venue.KindQuote {
 		m.depth, m.quote = 1, true
 	}
-	i, ok := slices.BinarySearchFunc(s.groups, d.Interval, func(g *group, iv time.Duration) int { return int(g.every - iv) })
+	i, ok := slices.BinarySearchFunc(s.groups, d.Interval, func(g *group, iv time.Duration) int { return cmp.Compare(g.every, iv) })
 	if !ok {
 		s.groups = slices.Insert(s.groups, i, &group{every: d.Interval})
 		if d.Interval > 0 {
@@ -108,7 +109,7 @@ func (s *Set) Add(id venue.Stream, emit func(Out)) error {
 		}
 	}
 	g := s.groups[i]
-	j, _ := slices.BinarySearchFunc(g.members, m.depth, func(x *member, d int) int { return x.depth - d })
+	j, _ := slices.BinarySearchFunc(g.members, m.depth, func(x *member, d int) int { return cmp.Compare(x.depth, d) })
 	g.members = slices.Insert(g.members, j, m)
 	return nil
 }
