@@ -22,8 +22,9 @@ type Hub struct {
 	expired atomic.Uint64 // named subscribers forgotten by ExpireAfter
 	budget  *budget       // derived streams against DerivedLimits
 
-	mu    sync.RWMutex // protects feeds
+	mu    sync.RWMutex // protects feeds and rec
 	feeds map[string]*Feed
+	rec   *recoveryBudget // SetRecovery; nil: off
 
 	timerMu sync.Mutex // protects timers
 	timers  map[*subscriber.Subscriber]*time.Timer
@@ -70,6 +71,7 @@ func (h *Hub) AddFeed(o Options) (*Feed, error) {
 		return nil, fmt.Errorf("fanout: feed %q added twice", o.Venue)
 	}
 	f := newFeed(o)
+	f.rec = h.rec
 	h.feeds[o.Venue] = f
 	return f, nil
 }
@@ -102,6 +104,17 @@ func (h *Hub) feedOf(st venue.Stream) (*Feed, error) {
 		return nil, fmt.Errorf("%w %q in stream %q", ErrUnknownVenue, st.Venue(), st)
 	}
 	return f, nil
+}
+
+// Release gives back what Admit reserved for s among sts and s has not
+// subscribed to (a command refused after its Admit).
+func (h *Hub) Release(s *subscriber.Subscriber, sts []venue.Stream) {
+	have := s.Streams()
+	for _, st := range sts {
+		if _, ok := slices.BinarySearch(have, st); !ok {
+			h.budget.release(s, st)
+		}
+	}
 }
 
 // Subscribe subscribes s to st. A level2 stream with a book starts with a
