@@ -34,6 +34,7 @@ const (
 	CodeTooManySymbols     Code = "too_many_symbols"     // the venue already subscribes venues.<v>.max_symbols symbols
 	CodeHostNotAllowed     Code = "host_not_allowed"     // HTTP 403: without tokens, Host (or a websocket's Origin) is neither a loopback name nor the listen address
 	CodeTooManyNamed       Code = "too_many_named"       // HTTP 429: a new ?name= would pass limits.max_named_per_token or limits.max_named
+	CodeTooManyDerived     Code = "too_many_derived"     // the subscription would pass limits.max_derived_per_token, max_derived_per_source or max_derived_weight
 
 	// Codes of the HTTP routes only.
 	CodeMethodNotAllowed    Code = "method_not_allowed"    // 405
@@ -56,7 +57,7 @@ const (
 var Codes = []Code{CodeBadRequest, CodeUnknownOp, CodeUnknownStream, CodeTooManyStreams, CodeUnauthorized,
 	CodeRateLimited, CodeMessageTooLarge, CodeNotSubscribed, CodeNotLevel2, CodeNoBook, CodeTakenOver,
 	CodeUnauthenticated, CodeTooManyConnections, CodeOriginNotAllowed, CodeBadName, CodeNameTaken, CodeShuttingDown,
-	CodeUnknownSymbol, CodeTooManySymbols, CodeNotRecoverable, CodeHostNotAllowed, CodeTooManyNamed}
+	CodeUnknownSymbol, CodeTooManySymbols, CodeNotRecoverable, CodeHostNotAllowed, CodeTooManyNamed, CodeTooManyDerived}
 
 // RouteCodes lists the codes only the HTTP routes answer.
 var RouteCodes = []Code{CodeMethodNotAllowed, CodeInvalidTenant, CodeInvalidID, CodeInvalidStream, CodeInvalidQuery, CodeNotFound,

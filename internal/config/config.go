@@ -91,6 +91,10 @@ type limitsConfig struct {
 	MaxReplyBytes           any `yaml:"max_reply_bytes"`
 	MaxNamedPerToken        any `yaml:"max_named_per_token"`
 	MaxNamed                any `yaml:"max_named"`
+
+	MaxDerivedPerToken  any `yaml:"max_derived_per_token"`
+	MaxDerivedPerSource any `yaml:"max_derived_per_source"`
+	MaxDerivedWeight    any `yaml:"max_derived_weight"`
 }
 
 type venueConfig struct {
@@ -113,7 +117,8 @@ type Config struct {
 	LogLevel        string
 	ShutdownTimeout time.Duration
 	HTTP            HTTP
-	WS              wsapi.Options // Hub, Check, Auth, Metrics, Logger are the daemon's to set
+	WS              wsapi.Options        // Hub, Check, Auth, Metrics, Logger are the daemon's to set
+	Derived         fanout.DerivedLimits // limits.max_derived_*: the hub's caps on derived streams
 	Tokens          []api.Token
 	Venues          []Venue // enabled venues only, in venueNames order
 	ClaimCheck      ClaimCheck
@@ -495,6 +500,9 @@ func resolve(fc *fileConfig, getenv func(string) string) (*Config, error) {
 		{"limits.max_reply_bytes", fc.Limits.MaxReplyBytes, 1 << 10, 1 << 30, &w.Limits.MaxReplyBytes},
 		{"limits.max_named_per_token", fc.Limits.MaxNamedPerToken, 1, 1 << 24, &w.Limits.MaxNamedPerToken},
 		{"limits.max_named", fc.Limits.MaxNamed, 1, 1 << 24, &w.Limits.MaxNamed},
+		{"limits.max_derived_per_token", fc.Limits.MaxDerivedPerToken, 1, 1 << 20, &c.Derived.PerToken},
+		{"limits.max_derived_per_source", fc.Limits.MaxDerivedPerSource, 1, 1 << 20, &c.Derived.PerSource},
+		{"limits.max_derived_weight", fc.Limits.MaxDerivedWeight, 1, 1 << 30, &c.Derived.Weight},
 	} {
 		n, err := intIn(p.key, p.v, 0, p.lo, p.hi)
 		if err != nil {

@@ -119,6 +119,7 @@ func New(o Options) (*Daemon, error) {
 	cfg, log := o.Config, o.Logger
 	d := &Daemon{o: o, cfg: cfg, log: log, hub: fanout.NewHub(subscriber.NewRegistry()), reg: prometheus.NewRegistry(),
 		byName: map[string]*venueRun{}, stopped: make(chan struct{})}
+	d.hub.SetDerivedLimits(cfg.Derived)
 	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var err error
 	if d.claims, err = openClaims(context.Background(), cfg.ClaimCheck, claimcheck.Options{Registerer: d.reg, Authorize: d.authorizeTenant, AuthorizeStream: d.authorizeStream}, log); err != nil {

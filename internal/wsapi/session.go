@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/fanoutd/fanoutd/fanout"
 	"github.com/fanoutd/fanoutd/subscriber"
 	"github.com/fanoutd/fanoutd/venue"
 )
@@ -957,6 +959,23 @@ func (o *Options) admits(st venue.Stream) error {
 	return nil
 }
 
+// derivedKeys are the configuration keys of the derived streams' caps.
+var derivedKeys = map[fanout.Cap]string{
+	fanout.CapPerToken:  "limits.max_derived_per_token",
+	fanout.CapPerSource: "limits.max_derived_per_source",
+	fanout.CapWeight:    "limits.max_derived_weight",
+}
+
+// refuseDerived refuses a subscription the hub's budget of derived
+// streams did not admit (too_many_derived), naming the cap's key.
+func (s *session) refuseDerived(id string, err error) {
+	msg := err.Error()
+	if be, ok := errors.AsType[*fanout.BudgetError](err); ok {
+		msg = fmt.Sprintf("%s: subscription would pass %s (%d)", be.Stream, derivedKeys[be.Cap], be.Limit)
+	}
+	s.refuse(id, api.CodeTooManyDerived, msg)
+}
+
 // namesChanged tells the cluster's record of names that a named
 // subscriber's subscriptions changed.
 func (s *session) namesChanged(changed bool) {
@@ -999,10 +1018,15 @@ func (s *session) handle(b []byte) {
 			s.refuse(cmd.ID, api.CodeTooManyStreams, "subscription would pass limits.max_streams_per_connection")
 			return
 		}
+		if err := hub.Admit(s.sub, fresh); err != nil {
+			s.refuseDerived(cmd.ID, err)
+			return
+		}
 		// Only a command that passed every check and limit asks another
 		// node for anything.
 		for _, st := range cmd.Streams {
 			if !s.want(cmd.ID, st) {
+				hub.Release(s.sub, fresh)
 				return
 			}
 		}
