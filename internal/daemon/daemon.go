@@ -164,7 +164,7 @@ func New(o Options) (*Daemon, error) {
 		d.venues = append(d.venues, vr)
 		d.byName[vc.Name] = vr
 	}
-	d.auth = api.NewAuth(cfg.Tokens)
+	d.auth = api.NewAuthWithJWT(cfg.Tokens, cfg.JWT)
 	wo := cfg.WS
 	wo.Hub, wo.Auth, wo.Logger = d.hub, d.auth, log
 	wo.Metrics = wsapi.NewMetrics(d.reg)
