@@ -94,6 +94,7 @@ type Auth struct {
 // authState is one generation of an Auth's tokens and keys; never
 // modified once stored.
 type authState struct {
+	gen      uint64 // Replace's count: 0 for NewAuth's
 	byDigest map[[32]byte]*Token
 	jwt      *jwtVerifier // nil: no JWTs accepted
 }
@@ -130,7 +131,22 @@ func (a *Auth) JWT() bool { return a != nil && a.st.Load().jwt != nil }
 
 // Replace gives a the tokens and keys of b, at once. Both must be
 // enabled: turning authentication on or off is not a reload.
-func (a *Auth) Replace(b *Auth) { a.st.Store(b.st.Load()) }
+func (a *Auth) Replace(b *Auth) {
+	st := *b.st.Load()
+	st.gen = a.st.Load().gen + 1
+	a.st.Store(&st)
+}
+
+// Generation counts the Replace calls so far: a caller that read it
+// before Authenticate knows, reading it again, whether the token it was
+// given may have been revoked since (and then calls Recheck). A nil Auth
+// is always at generation 0.
+func (a *Auth) Generation() uint64 {
+	if a == nil {
+		return 0
+	}
+	return a.st.Load().gen
+}
 
 // Errors of Verify and Recheck.
 var (

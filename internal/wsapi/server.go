@@ -484,6 +484,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.o.Metrics.refused(code)
 		api.WriteError(w, status, code, msg)
 	}
+	gen := s.o.Auth.Generation()
 	tok, ok := s.o.Auth.Authenticate(r)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="fanoutd"`)
@@ -606,6 +607,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		s.setSub(sess, s.o.Hub.NewOwnedEphemeral(sess.q, tokName))
 	}
+	if s.o.Auth.Generation() != gen {
+		s.recheck(sess) // a reload since Authenticate that Reauthenticate did not see sess in
+	}
 	// The session's reader runs on a goroutine of its own and this handler
 	// returns, so that net/http's connection state (its buffers, the
 	// request, the handler goroutine's deep stack) is freed rather than
@@ -657,25 +661,33 @@ func (s *Server) Reauthenticate() int {
 	s.mu.Unlock()
 	closed := 0
 	for _, sess := range list {
-		old := sess.tok.Load()
-		nt, err := s.o.Auth.Recheck(old)
-		if err == nil {
-			for _, st := range sess.sub.Streams() {
-				if !nt.Allows(st) {
-					err = errors.New(string(st) + " is outside the reloaded token's scopes")
-					break
-				}
-			}
-		}
-		if err != nil {
-			s.log.Info("wsapi: closing a connection whose token the reload revoked", "subscriber", sess.sub.ID(), "token", owner(old), "why", err.Error())
-			sess.end(TokenRevoked)
+		if !s.recheck(sess) {
 			closed++
-			continue
 		}
-		sess.tok.CompareAndSwap(old, nt) // a refresh meanwhile is newer
 	}
 	return closed
+}
+
+// recheck is Reauthenticate for one connection, whose sub is set: it
+// returns false if it closed it.
+func (s *Server) recheck(sess *session) bool {
+	old := sess.tok.Load()
+	nt, err := s.o.Auth.Recheck(old)
+	if err == nil {
+		for _, st := range sess.sub.Streams() {
+			if !nt.Allows(st) {
+				err = errors.New(string(st) + " is outside the reloaded token's scopes")
+				break
+			}
+		}
+	}
+	if err != nil {
+		s.log.Info("wsapi: closing a connection whose token the reload revoked", "subscriber", sess.sub.ID(), "token", owner(old), "why", err.Error())
+		sess.end(TokenRevoked)
+		return false
+	}
+	sess.tok.CompareAndSwap(old, nt) // a refresh meanwhile is newer
+	return true
 }
 
 // setSub records the subscriber of sess, which s.sessions already lists:
