@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -459,9 +460,12 @@ func TestReloadRemovesStaticToken(t *testing.T) {
 }
 
 // TestReloadSymbols: a symbol added to venues.<v>.symbols is subscribed
-// at the venue by a reload, with no connection dropped.
+// at the venue by a reload, with no connection dropped; one removed that
+// no subscriber holds is unsubscribed after unsubscribe_after, one a
+// subscriber holds stays.
 func TestReloadSymbols(t *testing.T) {
-	yml := twoVenues + "tokens:\n  - {name: b, token: secret-b}\n"
+	yml := strings.Replace(twoVenues, "symbols: [BTC-USD]", "symbols: [BTC-USD]\n    unsubscribe_after: 1s", 1) +
+		"tokens:\n  - {name: b, token: secret-b}\n"
 	h := startHostile(t, yml)
 	ws, _, err := wsDial(t, websocket.DefaultDialer, h, "", "secret-b")
 	if err != nil {
@@ -482,4 +486,15 @@ func TestReloadSymbols(t *testing.T) {
 		t.Fatalf("ETH-USD not subscribed at the venue: %v", h.src.Symbols())
 	}
 	delivers(t, h, ws, cbTrades, "still")
+
+	if err := reload(t, h, strings.Replace(yml, "symbols: [BTC-USD]", "symbols: [SOL-USD]", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(20*time.Second, func() bool { return !slices.Contains(h.src.Symbols(), "ETH-USD") }) {
+		t.Fatalf("ETH-USD, removed and not held, still subscribed at the venue: %v", h.src.Symbols())
+	}
+	if syms := h.src.Symbols(); !slices.Contains(syms, "BTC-USD") || !slices.Contains(syms, "SOL-USD") {
+		t.Fatalf("symbols at the venue %v, want BTC-USD (held) and SOL-USD (added)", syms)
+	}
+	delivers(t, h, ws, cbTrades, "held")
 }

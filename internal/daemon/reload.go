@@ -71,7 +71,7 @@ func (d *Daemon) Reload(cfg *config.Config) error {
 			}
 		}
 	}
-	d.log.Info("configuration reloaded", "tokens", len(cfg.Tokens), "jwt", cfg.JWT != nil, "connections_revoked", revoked,
+	d.log.Info("configuration reloaded (tokens, auth.jwt and venues.<v>.symbols; other keys take effect at restart)", "tokens", len(cfg.Tokens), "jwt", cfg.JWT != nil, "connections_revoked", revoked,
 		"symbols_pinned", added, "symbols_unpinned", unpinned)
 	return nil
 }
