@@ -39,7 +39,7 @@ type Field struct {
 	Key      string
 	Type     Type
 	Required bool   // always present
-	Doc      string // what it says, for the README table
+	Doc      string // what it says, for the docs/protocol.md table
 }
 
 // Schema is the details contract of one kind: the keys a notice of the kind

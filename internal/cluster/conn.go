@@ -93,7 +93,7 @@ func Connect(c config.Cluster, log *slog.Logger, h Handlers) (*nats.Conn, error)
 // rawDialer dials as nats.go's default dialer does, but the connection
 // reads with RawSyscall (wsconn.RawRead, as a venue link does): an edge
 // reads NATS about once per event, and each plain read woke the runtime's
-// sysmon thread into its 20 µs polling loop (docs/design-notes.md, where
+// sysmon thread into its 20 µs polling loop (docs/design.md, where
 // an edge's CPU goes). TLS, if configured, runs over it.
 type rawDialer struct{}
 

@@ -45,7 +45,7 @@ const (
 
 	// DefaultWriteDelay is the daemon's write delay. It is not a zero
 	// field's default: a zero WriteDelay means no write pool. See
-	// docs/design-notes.md for how it was chosen.
+	// docs/design.md for how it was chosen.
 	DefaultWriteDelay = 3 * time.Millisecond
 )
 
@@ -258,7 +258,7 @@ func NewServer(o Options) *Server {
 // socket is backed up, so one slow socket never holds up a worker and the
 // write deadline still applies to it. With io_uring, a worker hands all of
 // a tick's sends to the kernel in one io_uring_enter (MSG_DONTWAIT: a full
-// socket is met as by a non-blocking write). docs/design-notes.md says
+// socket is met as by a non-blocking write). docs/design.md says
 // what each saves.
 type writeShard struct {
 	mu       sync.Mutex // protects sessions

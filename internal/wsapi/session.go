@@ -731,7 +731,7 @@ func (s *session) waitWrite(b []byte) (int, error) {
 // It goes through RawConn.Control, which keeps the descriptor open while
 // the callback runs (all a write that never waits needs), and makes a
 // RawSyscall, since write(2) on a non-blocking socket does not block; why
-// not RawConn.Write or Syscall is in docs/design-notes.md.
+// not RawConn.Write or Syscall is in docs/design.md.
 func (s *session) rawWrite(b []byte) (int, error) {
 	s.rawBuf = b
 	err := s.raw.Control(s.rawFn)

@@ -147,7 +147,7 @@ func (c *rawClient) read() {
 			if op == 1 || op == 0 {
 				// bytes.Count, not a byte loop: the loop's speed moved
 				// with the code's alignment in the binary, by a tenth of
-				// the benchmark's CPU (docs/design-notes.md).
+				// the benchmark's CPU (docs/design.md).
 				count += int64(bytes.Count(p, nl))
 			}
 			r.Discard(len(p))

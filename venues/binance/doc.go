@@ -117,8 +117,8 @@
 // a frame carrying one is published with decimal levels. A depth update
 // is published in one event the decoder reuses (venue.Sink), with its
 // levels in fixed point: decode, book apply and event cost no allocation
-// (TestDepthAllocBudget). Figures: BenchmarkDecodeDepth, in the README's
-// Performance section and docs/design-notes.md.
+// (TestDepthAllocBudget). Figures: BenchmarkDecodeDepth, in
+// docs/performance.md and docs/design.md.
 //
 // # What was verified, and against what
 //

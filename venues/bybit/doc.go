@@ -115,7 +115,7 @@
 // (TestDecodeAllocs). A value too long for fixed point (more than 18
 // digits, or an exponent) takes the decimal path, as before. Trades and
 // tickers get their decimals through a small direct-mapped cache. Figures:
-// BenchmarkDecodeLevel2, in the README's Performance section.
+// BenchmarkDecodeLevel2, in docs/performance.md.
 //
 // # What was verified, and against what
 //

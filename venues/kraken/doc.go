@@ -101,8 +101,7 @@
 // exists) makes the snapshot bad. What limits the rate is scanning, then
 // the checksum (40 numbers written and a CRC over ~300 bytes per message;
 // a direct-mapped cache of the digits of recent values halves the
-// writing). Figures: BenchmarkDecodeLevel2, in the README's Performance
-// section.
+// writing). Figures: BenchmarkDecodeLevel2, in docs/performance.md.
 //
 // # Verified, and against what
 //

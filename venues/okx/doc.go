@@ -106,8 +106,8 @@
 // event the decoder reuses (venue.Sink), with its levels in fixed point: a
 // typical update costs no allocation (TestAllocBudget); a size of more
 // than 18 digits is kept as a decimal, and a frame carrying one is
-// published with decimal levels. Figures: BenchmarkDecodeBooks, in the
-// README's Performance section.
+// published with decimal levels. Figures: BenchmarkDecodeBooks, in
+// docs/performance.md.
 //
 // # Replay
 //
