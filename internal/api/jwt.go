@@ -97,10 +97,9 @@ func newJWTVerifier(o JWTOptions) *jwtVerifier {
 }
 
 // looksLikeJWT reports whether a bearer secret has a JWT's shape (three
-// dot-separated parts), so a static secret is never parsed as one.
-func looksLikeJWT(s string) bool {
-	return strings.Count(s, ".") == 2 && strings.HasPrefix(s, "eyJ")
-}
+// dot-separated parts): an unknown static secret of another shape is
+// refused without being parsed.
+func looksLikeJWT(s string) bool { return strings.Count(s, ".") == 2 }
 
 // Errors a JWT is refused with, wrapped with detail.
 var (

@@ -360,6 +360,7 @@ func TestJWTExpiryCloses(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reattach: %v (%v)", err, resp)
 	}
+	next(t, ws2, "resumed (reattached)", func(o map[string]any) bool { return o["kind"] == "resumed" })
 	delivers(t, h, ws2, cbTrades, "2") // no subscribe: the subscriber kept it
 }
 

@@ -136,7 +136,9 @@ func newSession(srv *Server, ws *websocket.Conn, tok *api.Token) *session {
 		writerDone: make(chan struct{}), allowance: float64(srv.o.Limits.CommandBurst), last: time.Now()}
 	s.tok.Store(tok)
 	s.exp = expiry{lead: srv.o.ExpiringNotice, expire: func() { s.end(TokenExpired) },
-		warn: func(exp time.Time) { s.reply(appendTokenExpiring(nil, exp, time.Now())) }}
+		// A daemon notice, on the notice path (not a reply: never dropped);
+		// at most one per refresh, which the command rate bounds.
+		warn: func(exp time.Time) { s.q.Notify(&subscriber.Message{Data: appendTokenExpiring(nil, exp, time.Now())}) }}
 	s.ping = time.AfterFunc(time.Hour, func() { s.pingDue.Store(true); s.poke() })
 	s.ping.Stop()
 	if sc, ok := ws.NetConn().(syscall.Conn); ok {
