@@ -32,8 +32,8 @@ type Token struct {
 	// token below limits.max_connections_per_token (a JWT's
 	// max_connections claim).
 	MaxConns int
-	// Expires is when the token stops being accepted (a JWT's exp); zero
-	// means never (a static token).
+	// Expires is when the token stops being accepted: a JWT's exp plus
+	// the leeway allowed; zero means never (a static token).
 	Expires time.Time
 
 	jwt string // the JWT presented ("" for a static token), to verify it again when keys are reloaded

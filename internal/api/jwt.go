@@ -121,7 +121,7 @@ func (v *jwtVerifier) verify(raw string) (*Token, error) {
 		return nil, fmt.Errorf("%w: sub must be 1 to %d bytes", ErrBadClaims, maxSubjectBytes)
 	}
 	t := &Token{Name: JWTOwnerPrefix + c.Subject, Venues: c.Venues, Streams: c.Streams, Tenants: c.Tenants,
-		Expires: c.ExpiresAt.Time, jwt: raw}
+		Expires: c.ExpiresAt.Time.Add(v.o.Leeway), jwt: raw}
 	if c.MaxConnections != nil {
 		if *c.MaxConnections < 1 {
 			return nil, fmt.Errorf("%w: max_connections must be a positive integer", ErrBadClaims)

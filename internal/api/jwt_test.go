@@ -169,6 +169,26 @@ func TestJWTRefused(t *testing.T) {
 	}
 }
 
+// TestJWTLeeway: within the leeway an expired JWT is accepted, and its
+// token expires at exp plus the leeway (so a connection opened with it
+// is not closed at once).
+func TestJWTLeeway(t *testing.T) {
+	k := genKeys(t)
+	a := NewAuthWithJWT(nil, &JWTOptions{Issuer: testIss, Audience: testAud, Leeway: 30 * time.Second,
+		Keys: []JWTKey{{ID: "h1", Alg: AlgHS256, Key: k.hmac}}})
+	exp := time.Now().Add(-10 * time.Second).Truncate(time.Second)
+	tok, err := a.Verify(sign(t, jwt.SigningMethodHS256, "h1", k.hmac, jwt.MapClaims{"exp": exp.Unix()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tok.Expires.Equal(exp.Add(30 * time.Second)) {
+		t.Fatalf("expires %v, want exp+30s %v", tok.Expires, exp.Add(30*time.Second))
+	}
+	if _, err := a.Verify(sign(t, jwt.SigningMethodHS256, "h1", k.hmac, jwt.MapClaims{"exp": time.Now().Add(-time.Minute).Unix()})); !errors.Is(err, jwt.ErrTokenExpired) {
+		t.Fatalf("past the leeway: %v", err)
+	}
+}
+
 func TestJWTScopesChecked(t *testing.T) {
 	k := genKeys(t)
 	a := NewAuthWithJWT(nil, &JWTOptions{Issuer: testIss, Audience: testAud, Keys: []JWTKey{{ID: "h1", Alg: AlgHS256, Key: k.hmac}},
