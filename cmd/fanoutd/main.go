@@ -167,10 +167,7 @@ func reloadOn(ctx context.Context, hup <-chan os.Signal, path string, d *daemon.
 			return
 		case <-hup:
 		}
-		cfg, err := loadCommandConfig(path)
-		if err == nil {
-			err = d.Reload(cfg)
-		}
+		err := d.ReloadFrom(func() (*config.Config, error) { return loadCommandConfig(path) })
 		if err != nil {
 			printErr(stderr, err, " (reload refused: nothing changed)")
 		}

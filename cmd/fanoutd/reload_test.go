@@ -1,15 +1,23 @@
 package main
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/gorilla/websocket"
 
 	"github.com/fanoutd/fanoutd/venues/kraken/krakentest"
@@ -70,6 +78,32 @@ func closedWith(ws *websocket.Conn) int {
 	}
 }
 
+// writeKeySet writes the JWKS of the public half of key as kid.
+func writeKeySet(t *testing.T, path, kid string, key *ecdsa.PrivateKey) {
+	t.Helper()
+	raw, err := key.PublicKey.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b64 := base64.RawURLEncoding.EncodeToString
+	b, _ := json.Marshal(map[string]any{"keys": []map[string]string{{"kty": "EC", "kid": kid, "crv": "P-256", "x": b64(raw[1:33]), "y": b64(raw[33:])}}})
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// es256 is a JWT of issuer i, audience fanoutd, for an hour, by key as kid.
+func es256(t *testing.T, kid string, key *ecdsa.PrivateKey) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"iss": "i", "aud": "fanoutd", "sub": "desk", "exp": time.Now().Add(time.Hour).Unix()})
+	tok.Header["kid"] = kid
+	s, err := tok.SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func upgradeStatus(t *testing.T, c *child, secret string) int {
 	ws, resp, err := websocket.DefaultDialer.Dial("ws://"+c.addr+"/v1/stream", http.Header{"Authorization": {"Bearer " + secret}})
 	if err == nil {
@@ -82,22 +116,35 @@ func upgradeStatus(t *testing.T, c *child, secret string) int {
 	return resp.StatusCode
 }
 
-// TestSIGHUPReload: `fanoutd serve` in its own process, two tokens'
-// connections streaming. The file loses token a, then SIGHUP: a's
-// connection is closed with 4004, b's keeps streaming. The file is then
-// made bad (two bad keys), then SIGHUP: both are named on stderr as
-// "fanoutd: config: …", nothing changes (b streams, b connects, a stays
-// refused), and the process goes on.
+// TestSIGHUPReload: `fanoutd serve` in its own process, the connections
+// of two static tokens and of a JWT streaming. The file loses token a and
+// the JWKS file's key e1 is replaced by e2, then SIGHUP: a's and the e1
+// JWT's connections are closed with 4004, b's keeps streaming, an e2 JWT
+// is accepted. The file is then made bad (two bad keys), then SIGHUP: both
+// are named on stderr as "fanoutd: config: …", nothing changes (b
+// streams, b connects, a stays refused), and the process goes on.
 func TestSIGHUPReload(t *testing.T) {
 	m := &krakentest.Mock{}
 	m.Start(t)
 	stepping(t, m)
 	claims := t.TempDir()
-	path := writeConfig(t, reloadYAML(t, m, claims, "tokens:\n  - {name: a, token: secret-a}\n  - {name: b, token: secret-b}\n"))
+	jwks := filepath.Join(t.TempDir(), "jwks.json")
+	e1, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e2, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeKeySet(t, jwks, "e1", e1)
+	withJWT := "auth:\n  jwt:\n    issuer: i\n    audience: fanoutd\n    jwks_file: " + jwks + "\n"
+	path := writeConfig(t, reloadYAML(t, m, claims, "tokens:\n  - {name: a, token: secret-a}\n  - {name: b, token: secret-b}\n"+withJWT))
 	c := startChild(t, path)
 	st := "kraken:level2:" + m.Symbol()
 	wa := dialSubscribed(t, c, "secret-a", st)
 	wb := dialSubscribed(t, c, "secret-b", st)
+	wj := dialSubscribed(t, c, es256(t, "e1", e1), st)
 
 	write := func(yml string) {
 		if err := os.WriteFile(path, []byte(yml), 0o600); err != nil {
@@ -107,10 +154,18 @@ func TestSIGHUPReload(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write(reloadYAML(t, m, claims, "tokens:\n  - {name: b, token: secret-b}\n"))
+	writeKeySet(t, jwks, "e2", e2)
+	write(reloadYAML(t, m, claims, "tokens:\n  - {name: b, token: secret-b}\n"+withJWT))
 	if code := closedWith(wa); code != 4004 {
 		t.Fatalf("a's connection closed with %d, want 4004:\n%s", code, c.log())
 	}
+	if code := closedWith(wj); code != 4004 {
+		t.Fatalf("the e1 JWT's connection closed with %d, want 4004", code)
+	}
+	if s := upgradeStatus(t, c, es256(t, "e1", e1)); s != 401 {
+		t.Fatalf("an e1 JWT after the rotation: %d, want 401", s)
+	}
+	dialSubscribed(t, c, es256(t, "e2", e2), st)
 	if !readsStream(wb, st) {
 		t.Fatal("b's connection stopped streaming at the reload")
 	}
@@ -139,6 +194,18 @@ func TestSIGHUPReload(t *testing.T) {
 	case <-c.exited:
 		t.Fatalf("the process exited (%d) at a bad reload:\n%s", c.code, c.log())
 	default:
+	}
+	resp, err := http.Get("http://" + c.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`fanoutd_config_reloads_total{result="applied"} 1`, `fanoutd_config_reloads_total{result="refused"} 1`,
+		`fanoutd_closes_total{reason="token_revoked"} 2`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 	if code := c.term(t); code != 0 {
 		t.Fatalf("exit %d after SIGTERM", code)

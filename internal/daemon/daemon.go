@@ -76,6 +76,8 @@ type Daemon struct {
 	conns  *connGuard // caps idle connections without a token (conns.go)
 
 	released *prometheus.CounterVec // symbols unsubscribed at their venue by the sweep
+	reloads  *prometheus.CounterVec // configuration reloads, by result (reload.go)
+	reloadMu sync.Mutex             // one Reload at a time
 	stopped  chan struct{}
 
 	shutdownOnce sync.Once
@@ -177,6 +179,11 @@ func New(o Options) (*Daemon, error) {
 	d.released = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fanoutd_symbols_unsubscribed_total",
 		Help: "Symbols unsubscribed at their venue because no subscriber held them for unsubscribe_after."}, []string{"venue"})
 	d.reg.MustRegister(d.released)
+	d.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fanoutd_config_reloads_total",
+		Help: "Configuration reloads (SIGHUP), by result: applied, or refused (the file did not load; nothing changed)."}, []string{"result"})
+	d.reloads.WithLabelValues("applied")
+	d.reloads.WithLabelValues("refused")
+	d.reg.MustRegister(d.reloads)
 	for _, vr := range d.venues {
 		d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fanoutd_venue_symbols",
 			Help: "Symbols subscribed at the venue now.", ConstLabels: prometheus.Labels{"venue": vr.cfg.Name}}, vr.symbolCount))

@@ -9,6 +9,18 @@ import (
 	"github.com/fanoutd/fanoutd/internal/config"
 )
 
+// ReloadFrom reloads the configuration load returns (Reload); a load
+// that fails changes nothing, is counted as refused, and its error is
+// returned as is.
+func (d *Daemon) ReloadFrom(load func() (*config.Config, error)) error {
+	cfg, err := load()
+	if err != nil {
+		d.reloads.WithLabelValues("refused").Inc()
+		return err
+	}
+	return d.Reload(cfg)
+}
+
 // ErrReloadAuth refuses a reload that would turn authentication on or
 // off: which routes need a token, and who owns the subscribers already
 // created, are fixed for the process's life.
@@ -29,8 +41,11 @@ var ErrReloadAuth = errors.New("daemon: a reload cannot turn authentication on o
 // Every other key is read at start only. It returns ErrReloadAuth, having
 // changed nothing, if cfg turns authentication on or off.
 func (d *Daemon) Reload(cfg *config.Config) error {
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
 	na := api.NewAuthWithJWT(cfg.Tokens, cfg.JWT)
 	if na.Enabled() != d.auth.Enabled() {
+		d.reloads.WithLabelValues("refused").Inc()
 		return ErrReloadAuth
 	}
 	revoked := 0
@@ -71,6 +86,7 @@ func (d *Daemon) Reload(cfg *config.Config) error {
 			}
 		}
 	}
+	d.reloads.WithLabelValues("applied").Inc()
 	d.log.Info("configuration reloaded (tokens, auth.jwt and venues.<v>.symbols; other keys take effect at restart)", "tokens", len(cfg.Tokens), "jwt", cfg.JWT != nil, "connections_revoked", revoked,
 		"symbols_pinned", added, "symbols_unpinned", unpinned)
 	return nil
