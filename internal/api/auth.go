@@ -163,21 +163,38 @@ var (
 // secret is hashed and compared by digest; no secret is logged or kept
 // past the request, except a JWT's in the Token it gives.
 func (a *Auth) Authenticate(r *http.Request) (*Token, bool) {
+	t, err := a.Check(r)
+	return t, err == nil
+}
+
+// Check is Authenticate with the reason of a refusal (Verify's error).
+func (a *Auth) Check(r *http.Request) (*Token, error) {
 	if a == nil {
-		return nil, true
+		return nil, nil
 	}
 	secret := ""
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, rest, ok := strings.Cut(h, " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") {
-			return nil, false
+			return nil, ErrNoToken
 		}
 		secret = strings.TrimSpace(rest)
 	} else {
 		secret = r.URL.Query().Get("token")
 	}
-	t, err := a.Verify(secret)
-	return t, err == nil
+	return a.Verify(secret)
+}
+
+// RefusalMessage is the message of the 401 answering Check's err: a
+// refused JWT's says which check failed (the client holds the JWT, and
+// needs to know whether to refresh it or fix its issuer's settings); an
+// unknown static secret's says nothing more.
+func RefusalMessage(err error) string {
+	const msg = "a valid bearer token is required"
+	if err == nil || errors.Is(err, ErrNoToken) || errors.Is(err, ErrUnknownToken) {
+		return msg
+	}
+	return msg + " (the JWT: " + err.Error() + ")"
 }
 
 // Verify returns the token secret is: a static token by its digest, or

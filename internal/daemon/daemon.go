@@ -480,10 +480,10 @@ func (d *Daemon) routes() http.Handler {
 // authed requires a valid token on a /v1 route when tokens are configured.
 func (d *Daemon) authed(h func(http.ResponseWriter, *http.Request, *api.Token)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		tok, ok := d.auth.Authenticate(r)
-		if !ok {
+		tok, err := d.auth.Check(r)
+		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="fanoutd"`)
-			api.WriteError(w, http.StatusUnauthorized, api.CodeUnauthenticated, "a valid bearer token is required")
+			api.WriteError(w, http.StatusUnauthorized, api.CodeUnauthenticated, api.RefusalMessage(err))
 			return
 		}
 		h(w, r, tok)

@@ -225,6 +225,9 @@ func TestJWTUpgrade(t *testing.T) {
 			t.Errorf("%s: /v1/subscribers answered %d", tc.name, r.StatusCode)
 		}
 		errorBody(t, tc.name, r, body, "unauthenticated")
+		if !strings.Contains(string(body), "(the JWT: ") {
+			t.Errorf("%s: the 401 does not say why: %s", tc.name, body)
+		}
 	}
 	if _, resp, err := wsDial(t, websocket.DefaultDialer, h, "", "secret-a"); err != nil {
 		t.Fatalf("a static token beside JWTs: %v (%v)", err, resp)

@@ -485,10 +485,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, status, code, msg)
 	}
 	gen := s.o.Auth.Generation()
-	tok, ok := s.o.Auth.Authenticate(r)
-	if !ok {
+	tok, aerr := s.o.Auth.Check(r)
+	if aerr != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="fanoutd"`)
-		refuse(http.StatusUnauthorized, api.CodeUnauthenticated, "a valid bearer token is required")
+		refuse(http.StatusUnauthorized, api.CodeUnauthenticated, api.RefusalMessage(aerr))
 		return
 	}
 	if !s.checkOrigin(r) {
