@@ -79,10 +79,13 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"tokens:\n  - {name: a, token: s, streams: [\"coinbase:levl2:*\"]}\n", `tokens[0].streams[0]: "coinbase:levl2:*" names channel "levl2"`},
 		{"tokens:\n  - {name: a, token: s, streams: [\"ftx:*\"]}\n", `tokens[0].streams[0]: "ftx:*" names venue "ftx"`},
 		{"tokens:\n  - {name: a, token: s, streams: [\"coinbase:level2\"]}\n", `tokens[0].streams[0]: "coinbase:level2" is not a stream`},
+		{"tokens:\n  - {name: a, token: s, streams: [\"*BTC*\"]}\n", `tokens[0].streams[0]: "*BTC*" venue part "*BTC*" matches no venue`},
 		{"http:\n  idle_timeout: 0s\n", `http.idle_timeout: "0s"`},
 		{"http:\n  max_anonymous_connections: -1\n", "http.max_anonymous_connections: -1"},
 		{"websocket:\n  named_ttl: forever\n", `websocket.named_ttl: "forever" is not a duration from 1s to 8760h, or never`},
 		{"limits:\n  max_reply_bytes: 10\n", "limits.max_reply_bytes: 10 is not an integer from 1024"},
+		{"limits:\n  max_named_per_token: 0\n", "limits.max_named_per_token: 0 is not an integer from 1"},
+		{"limits:\n  max_named: many\n", `limits.max_named: "many" is not`},
 		{"tokens:\n  - {name: t1, token: s1, streams: [[\"x\"]]}\n", "tokens[0].streams[0]: cannot unmarshal !!seq"},
 		{"shutdown_timeout: 1000h\n", `shutdown_timeout: "1000h" is not a duration between 0 and 24h`},
 		// cluster: (issue 12); secrets are never echoed.

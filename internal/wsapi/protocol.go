@@ -2,6 +2,7 @@ package wsapi
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
 
 	"github.com/fanoutd/fanoutd/internal/api"
@@ -20,13 +21,15 @@ const (
 	OpSnapshot    Op = "snapshot"
 	OpPing        Op = "ping"
 	OpRefresh     Op = "refresh"
+	OpRecover     Op = "recover"
 )
 
 // Command is one parsed client command.
 type Command struct {
 	Op      Op
 	ID      string
-	Streams []venue.Stream // subscribe, unsubscribe; snapshot has exactly one
+	Streams []venue.Stream // subscribe, unsubscribe; snapshot and recover have exactly one
+	From    uint64         // recover: the first seq wanted, from 1
 	Token   string         // refresh: the new bearer token (never logged or echoed)
 }
 
@@ -48,11 +51,12 @@ const maxIDLen = 64
 const maxStreamsPerCommand = 1024
 
 type wireCommand struct {
-	Op      *string   `json:"op"`
-	ID      *string   `json:"id"`
-	Streams *[]string `json:"streams"`
-	Stream  *string   `json:"stream"`
-	Token   *string   `json:"token"`
+	Op      *string      `json:"op"`
+	ID      *string      `json:"id"`
+	Streams *[]string    `json:"streams"`
+	Stream  *string      `json:"stream"`
+	From    *json.Number `json:"from"`
+	Token   *string      `json:"token"`
 }
 
 // ParseCommand parses one client message. Every failure is a
@@ -110,6 +114,23 @@ func ParseCommand(b []byte) (Command, *CommandError) {
 		}
 		c.Streams = []venue.Stream{st}
 		return c, nil
+	case OpRecover:
+		if w.Stream == nil {
+			return bad(api.CodeBadRequest, "recover wants one stream")
+		}
+		st, err := venue.ParseStream(*w.Stream)
+		if err != nil {
+			return bad(api.CodeBadRequest, err.Error())
+		}
+		var from uint64
+		if w.From != nil {
+			from, err = strconv.ParseUint(string(*w.From), 10, 64)
+		}
+		if w.From == nil || err != nil || from == 0 {
+			return bad(api.CodeBadRequest, "recover wants from: the first seq wanted, an integer from 1")
+		}
+		c.Streams, c.From = []venue.Stream{st}, from
+		return c, nil
 	case OpRefresh:
 		if w.Token == nil || *w.Token == "" {
 			return bad(api.CodeBadRequest, "refresh wants a token")
@@ -117,7 +138,7 @@ func ParseCommand(b []byte) (Command, *CommandError) {
 		c.Token = *w.Token
 		return c, nil
 	}
-	return bad(api.CodeUnknownOp, "unknown op "+quote(*w.Op)+" (want subscribe, unsubscribe, snapshot, ping or refresh)")
+	return bad(api.CodeUnknownOp, "unknown op "+quote(*w.Op)+" (want subscribe, unsubscribe, snapshot, recover, ping or refresh)")
 }
 
 func clip(id string) string {
@@ -178,5 +199,20 @@ func appendError(dst []byte, id string, code api.Code, msg string) []byte {
 	dst = jsonw.AppendString(dst, string(code))
 	dst = append(dst, `,"message":`...)
 	dst = jsonw.AppendString(dst, msg)
+	return append(dst, '}')
+}
+
+// appendRecover appends {"type":"recover","id":…,"stream":…,"from":…,"to":…}:
+// the events of stream from seq from to seq to follow it (none if to is
+// from-1).
+func appendRecover(dst []byte, id string, st venue.Stream, from, to uint64) []byte {
+	dst = append(dst, `{"type":"recover","id":`...)
+	dst = jsonw.AppendString(dst, id)
+	dst = append(dst, `,"stream":`...)
+	dst = jsonw.AppendString(dst, string(st))
+	dst = append(dst, `,"from":`...)
+	dst = strconv.AppendUint(dst, from, 10)
+	dst = append(dst, `,"to":`...)
+	dst = strconv.AppendUint(dst, to, 10)
 	return append(dst, '}')
 }
