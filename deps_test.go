@@ -43,7 +43,7 @@ var policy = map[string][]string{
 	"claimcheck/claimchecktest": {"claimcheck", "claimcheck/s3store"},
 
 	// The websocket API and the daemon around it.
-	"internal/wsapi":             {"fanout", "subscriber", "venue", "internal/api", "internal/jsonw"},
+	"internal/wsapi":             {"fanout", "notice", "subscriber", "venue", "internal/api", "internal/jsonw"},
 	"internal/config":            {"claimcheck", "fanout", "internal/api", "internal/wsapi", "venue", "venues"},
 	"internal/testsource":        {"notice", "venue"},
 	"internal/cluster/natstest":  {}, // tests only

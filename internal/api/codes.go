@@ -13,10 +13,10 @@ type Code string
 // Error codes. The strings are part of the wire contract.
 const (
 	CodeBadRequest         Code = "bad_request"          // not a JSON object of the protocol, or a malformed stream name
-	CodeUnknownOp          Code = "unknown_op"           // op is not subscribe, unsubscribe, snapshot, recover or ping
+	CodeUnknownOp          Code = "unknown_op"           // op is not subscribe, unsubscribe, snapshot, recover, ping or refresh
 	CodeUnknownStream      Code = "unknown_stream"       // the stream's venue or channel is not served by this daemon
 	CodeTooManyStreams     Code = "too_many_streams"     // the subscription would pass limits.max_streams_per_connection
-	CodeUnauthorized       Code = "unauthorized"         // the token's scopes do not cover the stream
+	CodeUnauthorized       Code = "unauthorized"         // the token's scopes do not cover the stream; a refresh to another owner's token, or one of narrower scopes
 	CodeRateLimited        Code = "rate_limited"         // the command passed limits.commands_per_second
 	CodeMessageTooLarge    Code = "message_too_large"    // the command passed limits.max_message_bytes
 	CodeNotSubscribed      Code = "not_subscribed"       // snapshot of a stream the connection is not subscribed to
@@ -24,7 +24,7 @@ const (
 	CodeNoBook             Code = "no_book"              // snapshot of a level2 stream whose book has not arrived yet
 	CodeNotRecoverable     Code = "not_recoverable"      // recover from a seq the recovery window does not hold (the message names the oldest seq held), or of more events than the queue has room for
 	CodeTakenOver          Code = "taken_over"           // another connection attached under this name (the connection then closes)
-	CodeUnauthenticated    Code = "unauthenticated"      // HTTP 401: no token, or an unknown one
+	CodeUnauthenticated    Code = "unauthenticated"      // HTTP 401: no token, or one refused (unknown, or a JWT that does not verify); a refused refresh
 	CodeTooManyConnections Code = "too_many_connections" // HTTP 429: limits.max_connections_per_token reached
 	CodeOriginNotAllowed   Code = "origin_not_allowed"   // HTTP 403: Origin not in the allow-list
 	CodeBadName            Code = "bad_name"             // HTTP 400: ?name= outside [A-Za-z0-9_.-]{1,64}

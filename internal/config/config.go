@@ -37,6 +37,7 @@ type fileConfig struct {
 	ShutdownTimeout string                 `yaml:"shutdown_timeout"`
 	Origins         []string               `yaml:"origins"`
 	Tokens          []tokenConfig          `yaml:"tokens"`
+	Auth            authConfig             `yaml:"auth"`
 	Websocket       websocketConfig        `yaml:"websocket"`
 	Limits          limitsConfig           `yaml:"limits"`
 	Venues          map[string]venueConfig `yaml:"venues"`
@@ -120,13 +121,18 @@ type Config struct {
 	WS              wsapi.Options        // Hub, Check, Auth, Metrics, Logger are the daemon's to set
 	Derived         fanout.DerivedLimits // limits.max_derived_*: the hub's caps on derived streams
 	Tokens          []api.Token
-	Venues          []Venue // enabled venues only, in venueNames order
+	JWT             *api.JWTOptions // auth.jwt; nil: no JWTs (jwt.go)
+	Venues          []Venue         // enabled venues only, in venueNames order
 	ClaimCheck      ClaimCheck
 	Record          Record  // record.go
 	Cluster         Cluster // cluster.go
 	// Recovery bounds the recovery window (recovery.*); not On: off.
 	Recovery fanout.RecoveryOptions
 }
+
+// AuthEnabled reports whether requests need a token: static tokens or
+// JWTs are configured.
+func (c *Config) AuthEnabled() bool { return len(c.Tokens) > 0 || c.JWT != nil }
 
 // Serves reports whether the venue serves channel ch to subscribers: a raw
 // channel in Raw, or a derived one whose source the adapter subscribes and
@@ -522,6 +528,9 @@ func resolve(fc *fileConfig, getenv func(string) string) (*Config, error) {
 	if c.Tokens, err = resolveTokens(fc.Tokens, getenv("FANOUTD_TOKENS")); err != nil {
 		return nil, err
 	}
+	if c.JWT, w.ExpiringNotice, err = resolveJWT(fc.Auth.JWT); err != nil {
+		return nil, err
+	}
 	if c.Venues, err = resolveVenues(fc.Venues); err != nil {
 		return nil, err
 	}
@@ -554,6 +563,9 @@ func resolveTokens(tcs []tokenConfig, env string) ([]api.Token, error) {
 		}
 		if seen[tc.Name] {
 			return nil, cfgErr(key+".name", "%q used twice", tc.Name)
+		}
+		if strings.HasPrefix(tc.Name, api.JWTOwnerPrefix) {
+			return nil, cfgErr(key+".name", "%q starts with %q, which names a JWT's subject", tc.Name, api.JWTOwnerPrefix)
 		}
 		seen[tc.Name] = true
 		t := api.Token{Name: tc.Name, Venues: tc.Venues, Streams: tc.Streams, Tenants: tc.Tenants}
