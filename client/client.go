@@ -42,7 +42,19 @@ type Options struct {
 	MaxBackoff time.Duration
 	// HTTPClient dials the websocket. Defaults to http.DefaultClient.
 	HTTPClient *http.Client
+	// Raw, if set, receives each server object as received, before it is
+	// handled (on the reader goroutine; line is valid during the call).
+	Raw func(line []byte)
 }
+
+// ClosedError is a connection the daemon closed with a close code that is
+// not one of its errors (1001 on shutdown, for one).
+type ClosedError struct {
+	Code   int
+	Reason string
+}
+
+func (e *ClosedError) Error() string { return fmt.Sprintf("client: closed %d %s", e.Code, e.Reason) }
 
 // Client is a connection to fanoutd that stays connected: it reconnects
 // with backoff, resubscribes (ephemeral) or reattaches stating what it read
@@ -399,7 +411,7 @@ func (c *Client) session(ctx context.Context, u string, attempt int, stable func
 				case s == websocket.StatusPolicyViolation && ce.Reason == string(CodeNameTaken):
 					return &Error{Code: CodeNameTaken, Message: ce.Reason, CloseCode: int(s)}
 				}
-				return fmt.Errorf("client: closed %d %s", s, ce.Reason)
+				return &ClosedError{Code: int(s), Reason: ce.Reason}
 			}
 			if takenOver != nil {
 				return takenOver
@@ -409,6 +421,9 @@ func (c *Client) session(ctx context.Context, u string, attempt int, stable func
 		for len(msg) > 0 {
 			var line []byte
 			line, msg, _ = bytes.Cut(msg, []byte{'\n'})
+			if c.o.Raw != nil {
+				c.o.Raw(line)
+			}
 			if e := c.handle(line, id, stable); e != nil {
 				takenOver = e
 			}
