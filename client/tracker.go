@@ -27,6 +27,7 @@ type tstream struct {
 	need     Reason // the snapshot awaited: "" none, else why
 	min      uint64 // gap: the snapshot must reach at least this seq
 	asked    bool   // a snapshot op of ours is outstanding
+	holed    bool   // an update is missing since the last snapshot: levels no longer follow the daemon's
 }
 
 func newTracker() *tracker { return &tracker{streams: map[string]*tstream{}} }
@@ -195,7 +196,7 @@ func (t *tracker) book(st *tstream, w *wire, ev *BookEvent) bool {
 		err := b.apply(ev)
 		b.notify()
 		b.mu.Unlock()
-		st.last, st.fresh, st.have, st.asked = w.Seq, false, true, false
+		st.last, st.fresh, st.have, st.asked, st.holed = w.Seq, false, true, false, false
 		st.announced = slices.DeleteFunc(st.announced, func(a [2]uint64) bool { return a[1] <= w.Seq })
 		st.need = ""
 		if err != nil {
@@ -208,6 +209,7 @@ func (t *tracker) book(st *tstream, w *wire, ev *BookEvent) bool {
 		return false
 	}
 	if st.have && w.Seq > st.last+1 {
+		st.holed = true
 		t.hole(st, st.last+1, w.Seq-1)
 		if st.need == "" {
 			st.need, st.min = ReasonGap, w.Seq
@@ -218,7 +220,10 @@ func (t *tracker) book(st *tstream, w *wire, ev *BookEvent) bool {
 		}
 	}
 	st.last, st.fresh = w.Seq, false
-	if st.have && st.need == "" {
+	// During a resync or a link drop the updates still queued continue the
+	// daemon's book: applied, the levels stay equal to it at each seq (the
+	// book stays invalid all the same).
+	if st.have && !st.holed && (st.need == "" || st.need == ReasonResync || st.need == ReasonLinkDown) {
 		b := st.book
 		b.mu.Lock()
 		err := b.apply(ev)
