@@ -255,7 +255,13 @@ class Client:
             resub = self._id("resub")
             self._waiters.setdefault(resub, []).extend(self._queued)
             self._queued = []
-        dropper = asyncio.ensure_future(self._drop.wait())
+        dropped = [False]
+
+        async def drop():
+            await self._drop.wait()
+            dropped[0] = True
+            await ws.close()
+        dropper = asyncio.ensure_future(drop())
         taken_over = None
         try:
             await self._deliver([Connected(u, attempt)])
@@ -263,17 +269,12 @@ class Client:
                 await ws.send(json.dumps({"op": "subscribe", "id": resub, "streams": list(self._want)}))
             else:
                 stable[0] = True
-            recv = None
             while True:
-                recv = asyncio.ensure_future(ws.recv())
-                await asyncio.wait({recv, dropper}, return_when=asyncio.FIRST_COMPLETED)
-                if not recv.done():
-                    recv.cancel()
-                    await ws.close()
-                    raise ClosedError(1000, "reconnect")
                 try:
-                    msg = recv.result()
+                    msg = await ws.recv()
                 except websockets.exceptions.ConnectionClosed as e:
+                    if dropped[0]:
+                        raise ClosedError(1000, "reconnect") from None
                     code, reason = (e.rcvd.code, e.rcvd.reason) if e.rcvd else (1006, "")
                     if code == CLOSE_TAKEN_OVER:
                         raise taken_over or FanoutdError("taken_over", reason, close_code=code)
