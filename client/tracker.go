@@ -208,6 +208,19 @@ func (t *tracker) book(st *tstream, w *wire, ev *BookEvent) bool {
 	if w.Seq <= st.last {
 		return false
 	}
+	if !st.have && st.need == ReasonReconnecting && st.last > 0 {
+		// An update before any snapshot on a new connection: the book
+		// continues if nothing is missing, else the hole is named and a
+		// snapshot asked for.
+		if w.Seq == st.last+1 && st.book.Seq() == st.last {
+			st.have, st.need = true, ""
+		} else {
+			t.hole(st, st.last+1, w.Seq-1)
+			st.announce(st.last+1, w.Seq-1)
+			st.need, st.min, st.holed = ReasonGap, w.Seq, true
+			t.request(st)
+		}
+	}
 	if st.have && w.Seq > st.last+1 {
 		st.holed = true
 		t.hole(st, st.last+1, w.Seq-1)

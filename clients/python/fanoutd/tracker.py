@@ -170,6 +170,17 @@ class Tracker:
             return True
         if seq <= st.last:
             return False
+        if not st.have and st.need == B.REASON_RECONNECTING and st.last > 0:
+            # An update before any snapshot on a new connection: the book
+            # continues if nothing is missing, else the hole is named and a
+            # snapshot asked for.
+            if seq == st.last + 1 and st.book.seq == st.last:
+                st.have, st.need = True, ""
+            else:
+                self._hole(st, st.last + 1, seq - 1)
+                st.announce(st.last + 1, seq - 1)
+                st.need, st.min, st.holed = B.REASON_GAP, seq, True
+                self._request(st)
         if st.have and seq > st.last + 1:
             st.holed = True
             self._hole(st, st.last + 1, seq - 1)

@@ -287,17 +287,18 @@ class Run:
 
             def repaired():
                 ep = c.epoch
-                snaps = [seq for seq, snap, e in c.events.get(stream, []) if e == ep and snap]
-                b = c.c.book(stream)
-                if snaps and b.valid:
-                    info["epoch"], info["snap"] = ep, snaps[0]
+                evs = [(seq, snap) for seq, snap, e in c.events.get(stream, []) if e == ep]
+                if evs and c.c.book(stream).valid:
+                    info["epoch"], info["first"] = ep, evs[0]
                     return True
                 return False
             await wait_for(repaired, timeout, "the book valid after the reattach")
             last = c.drop_last.get(stream, 0)
             got = [(g.first, g.last) for g, e in c.gaps if e == info["epoch"] and g.stream == stream]
-            want = [(last + 1, info["snap"])] if info["snap"] > last else []
-            assert got == want, f"gaps {got} after the reattach, want {want} (last read {last})"
+            seq, snap = info["first"]
+            end = seq if snap else seq - 1  # a snapshot stands for the seqs up to its own
+            want = [(last + 1, end)] if end > last else []
+            assert got == want, f"gaps {got} after the reattach, want {want} (last read {last}, first event {info['first']})"
         elif op == "fatal":
             await asyncio.wait_for(c.c.wait_closed(), timeout)
             e = c.c.error
