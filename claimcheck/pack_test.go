@@ -296,7 +296,7 @@ func TestDirStoreRejectsEscapingKeys(t *testing.T) {
 	}
 }
 
-// The README's claim id lengths: 30 characters while both uvarints fit a
+// docs/claim-check.md's claim id lengths: 30 characters while both uvarints fit a
 // byte (packs of at most 127 claims), at most 35.
 func TestClaimIDLength(t *testing.T) {
 	for _, tc := range []struct {

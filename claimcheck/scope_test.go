@@ -20,7 +20,7 @@ var scopedTokens = map[string]*api.Token{
 	"kraken-venue":  {Name: "kraken-venue", Venues: []string{"kraken"}},
 }
 
-// authorizeStream is the daemon's check, as the README shows it.
+// authorizeStream is the daemon's check, as docs/claim-check.md shows it.
 func authorizeStream(r *http.Request, stream string) (int, bool) {
 	if !scopedTokens[r.Header.Get("X-Token")].Allows(venue.Stream(stream)) {
 		return http.StatusForbidden, false

@@ -6,7 +6,7 @@ import (
 )
 
 // DefaultMaxQueueLen is the default bound on one subscriber's queue: 10000
-// messages, the seed's figure (docs/design-notes.md).
+// messages, the seed's figure (docs/design.md).
 const DefaultMaxQueueLen = 10000
 
 // MaxQueueLen validates a venue's max_queue_len as given in configuration.

@@ -39,7 +39,7 @@ type Field struct {
 	Key      string
 	Type     Type
 	Required bool   // always present
-	Doc      string // what it says, for the README table
+	Doc      string // what it says, for the docs/protocol.md table
 }
 
 // Schema is the details contract of one kind: the keys a notice of the kind
@@ -86,8 +86,9 @@ var schemas = map[Kind]Schema{
 		{"bound", Int, true, "the queue bound in messages"},
 		{"queue_len", Int, true, "messages queued"},
 		{"max_queue_bytes", Int, true, "the byte bound (0: none)"},
-		{"dropped", Int, true, "events lost"},
-		{"gaps", Object, true, "by stream, `[first, last]` seq lost"},
+		{"dropped", Int, true, "events lost and not recovered"},
+		{"gaps", Object, true, "by stream, `[first, last]` seq lost and not recovered"},
+		{"recovered", Object, false, "by stream, `[first, last]` seq lost and sent again: those events follow the notice, in seq order, before anything newer of the stream (no snapshot for a level2 stream recovered); present when the daemon keeps a recovery window and could recover a stream"},
 		{"claims", Object, false, "by level2 stream resent, the claim check of its newest stored snapshot"},
 	}},
 	CoverageChange: {Fields: []Field{
@@ -102,8 +103,9 @@ var schemas = map[Kind]Schema{
 	}},
 	DataQuality: {Fields: []Field{
 		{"reason", String, true, "what was wrong with the frame"},
-		{"bad_frames", Int, true, "bad frames from this venue so far"},
-		{"sample", String, false, "the start of the bad frame"},
+		{"bad_frames", Int, true, "bad frames from this venue connection so far"},
+		{"sample", String, true, "the bad frame's first 96 bytes (invalid UTF-8 as `?`)"},
+		{"connection", Int, false, "which of the venue's connections, from 0, when the frame concerns no known stream (the notice's `stream` is then empty)"},
 	}},
 	RateLimited: {Fields: []Field{
 		{"message", String, true, "what was limited"},

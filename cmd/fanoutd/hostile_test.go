@@ -18,7 +18,7 @@ import (
 )
 
 // TestHostileCaptures (held): truncated and garbage captures to
-// `replay --export`. Promise (README, Recording and replay): a capture that
+// `replay --export`. Promise (docs/recording-and-replay.md): a capture that
 // cannot be opened or names no venue exits 2 before anything starts; a
 // malformed line stops the replay with FILE:LINE and exit 1; frames the
 // venue's decoder refuses are data_quality notices, not a failure; never a

@@ -40,7 +40,7 @@ type replayOpts struct {
 	srcs       []replay.Source     // each capture, opened from a file or a claim
 }
 
-// parseSpeed accepts 1, N (a positive number) or max.
+// parseSpeed accepts 1, N (a finite number from replay.MinSpeed) or max.
 func parseSpeed(s string) (float64, error) {
 	if s == "max" {
 		return 0, nil
@@ -48,6 +48,9 @@ func parseSpeed(s string) (float64, error) {
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil || !(f > 0) || math.IsInf(f, 0) {
 		return 0, fmt.Errorf("--speed: %q is not 1, a positive number N, or max", s)
+	}
+	if f < replay.MinSpeed {
+		return 0, fmt.Errorf("--speed: %q is below the slowest pace, %g (a thousand times slower than recorded)", s, replay.MinSpeed)
 	}
 	return f, nil
 }
@@ -66,7 +69,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 	}
 	var o replayOpts
 	fs.StringVar(&o.venue, "venue", "", "the captures' venue, overriding their metadata")
-	speed := fs.String("speed", "1", "pace: 1 keeps the recorded pacing, N plays N times faster, max as fast as possible")
+	speed := fs.String("speed", "1", "pace: 1 keeps the recorded pacing, N plays N times faster (N from 0.001), max as fast as possible")
 	fs.BoolVar(&o.loop, "loop", false, "play the captures again when they end, until interrupted")
 	fs.IntVar(&o.wait, "wait", 0, "start the clock only once N subscriptions were made")
 	fs.StringVar(&o.cfgPath, "config", "", "configuration file (default fanoutd.yaml if present, else built-in defaults)")

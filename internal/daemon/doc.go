@@ -7,8 +7,8 @@
 // Options.Venues, by default the table in package venues), whose sink is
 // the feed; the websocket server (package wsapi) over the feeds' hub; the
 // claim-check node (snapshot claims of every level2 book, the claim
-// gateway); the recorder when record.enabled; and the HTTP routes of the
-// README. A frame travels: venue socket → venue.Link → the adapter's
+// gateway); the recorder when record.enabled; and the HTTP routes of
+// docs/operations.md. A frame travels: venue socket → venue.Link → the adapter's
 // decoder → venue.Event → fanout.Feed (seq, encode once, queue check) →
 // subscriber.Mailbox → the wsapi writer → the subscriber's socket.
 //

@@ -2,7 +2,7 @@ package daemon_test
 
 // The hostile-clients suite (issue 11): each TestHostile* runs one attack
 // against a daemon started by daemontest, over real sockets, and asserts
-// the promise the README makes. Run it alone with
+// the promise docs/security.md states. Run it alone with
 //
 //	go test -race -run Hostile ./internal/daemon/ ./cmd/fanoutd/
 //

@@ -21,7 +21,7 @@ import (
 // a FaultProxy, with the reader's cache off so every claim read reaches
 // the store, and injects each fault while a level2 book is published and
 // checked in every 200 ms. Promise checked, for each fault: a claim read
-// answers as the README's error table says (status, code, Retry-After);
+// answers as docs/protocol.md's error table says (status, code, Retry-After);
 // the daemon stays alive (/healthz, and events keep reaching a
 // subscriber); once the fault is gone, reads answer 200 again and snapshot
 // check-in resumes (a newer snapshot claim is announced).

@@ -6,7 +6,7 @@ import "time"
 // ("2006-01-02T15:04:05.999999999Z", trailing zeros of the fraction and a
 // bare dot dropped), byte for byte, without the quotes. It computes the
 // civil date from the Unix seconds directly, which costs a fraction of
-// t.UTC().AppendFormat(dst, time.RFC3339Nano) (docs/design-notes.md);
+// t.UTC().AppendFormat(dst, time.RFC3339Nano) (docs/design.md);
 // years outside 0000..9999 go through AppendFormat.
 func AppendTime(dst []byte, t time.Time) []byte {
 	sec := t.Unix()

@@ -36,7 +36,7 @@ import (
 	"github.com/fanoutd/fanoutd/venues/coinbase/coinbasetest"
 )
 
-var updateDocs = flag.Bool("update-docs", false, "write the page's screenshot for the README to docs/operator-page.png")
+var updateDocs = flag.Bool("update-docs", false, "write the page's screenshot for docs/operations.md to docs/operator-page.png")
 
 // page is one browser tab the tests drive: headless Chromium over the
 // DevTools protocol (chromedp) or headless Firefox over WebDriver BiDi.

@@ -73,7 +73,7 @@ func TestPageIsPublicItsDataIsNot(t *testing.T) {
 			t.Errorf("GET %s: the public file holds something of the daemon's", f.path)
 		}
 	}
-	// The probes and the metrics are public too (README, HTTP routes).
+	// The probes and the metrics are public too (docs/operations.md, HTTP routes).
 	for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
 		if code, _, _ := get(p, ""); code == http.StatusUnauthorized {
 			t.Errorf("GET %s without a token: 401, want it public", p)

@@ -66,6 +66,7 @@ func FuzzParseCommand(f *testing.F) {
 		`{"op":"unsubscribe","id":"2","streams":["coinbase:level2:BTC-USD"]}`,
 		`{"op":"snapshot","id":"3","stream":"coinbase:level2:BTC-USD"}`,
 		`{"op":"ping","id":"4"}`,
+		`{"op":"recover","id":"5","stream":"coinbase:trades:BTC-USD","from":12}`,
 		`{"op":"subscribe","id":"1","streams":["coinbase:level2:BTC-`, // truncated
 		`{"op":"ping","id":4}`, `{"op":null}`, `{}`, `null`, `"x"`, ``, `{"op":"subscribe","streams":[null]}`,
 	} {
@@ -85,6 +86,10 @@ func FuzzParseCommand(f *testing.F) {
 		}
 		switch c.Op {
 		case OpPing:
+		case OpRecover:
+			if len(c.Streams) != 1 || c.From == 0 {
+				t.Fatalf("recover %+v", c)
+			}
 		case OpSubscribe, OpUnsubscribe, OpSnapshot:
 			if len(c.Streams) == 0 {
 				t.Fatalf("%s with no streams", c.Op)
@@ -147,7 +152,7 @@ func (c *rawClient) read() {
 			if op == 1 || op == 0 {
 				// bytes.Count, not a byte loop: the loop's speed moved
 				// with the code's alignment in the binary, by a tenth of
-				// the benchmark's CPU (docs/design-notes.md).
+				// the benchmark's CPU (docs/design.md).
 				count += int64(bytes.Count(p, nl))
 			}
 			r.Discard(len(p))

@@ -37,7 +37,7 @@ func transport() *http.Transport {
 // does. A plain net.Conn read goes through the scheduler's syscall
 // bookkeeping, and each entersyscall wakes the runtime's sysmon thread
 // from its idle sleep into a 20 µs polling loop: with a frame every few
-// hundred µs, that was about 5 % of the daemon's CPU (README, Performance).
+// hundred µs, that was about 5 % of the daemon's CPU (docs/performance.md).
 // Errors are those net.TCPConn.Read returns.
 type rawReadConn struct {
 	*net.TCPConn

@@ -39,7 +39,7 @@ type conn struct {
 	// as long as Read is given the same one (a link gives one per
 	// connection): coder/websocket, given a context that can end, sets
 	// and clears a context.AfterFunc on it for every frame header and
-	// payload it reads (docs/design-notes.md, venue: the link). Only
+	// payload it reads (docs/design.md, venue: the link). Only
 	// Read's goroutine uses these fields; Close may run concurrently.
 	watched context.Context
 	unwatch func() bool

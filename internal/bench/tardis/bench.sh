@@ -2,7 +2,7 @@
 # Whole-process replay export, fanoutd against tardis-dev, interleaved:
 # each round runs both once per capture (order alternating by round) with
 # hyperfine, then prints medians of wall and CPU (user+sys) time and the
-# ratios. README, Performance.
+# ratios. docs/performance.md.
 #
 #   bench.sh FANOUTD CACHE_DIR ROUNDS CAPTURE...
 #

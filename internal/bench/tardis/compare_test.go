@@ -35,10 +35,10 @@ func capturePath(v string) string {
 func needHarness(t *testing.T) {
 	t.Helper()
 	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("node not installed: the tardis-dev comparison needs Node.js 20+ (README, Derived streams)")
+		t.Skip("node not installed: the tardis-dev comparison needs Node.js 20+ (docs/protocol.md, Derived streams)")
 	}
 	if _, err := os.Stat(filepath.Join("node_modules", "tardis-dev", "package.json")); err != nil {
-		t.Skip("tardis-dev not installed: run `npm ci` in internal/bench/tardis (README, Derived streams)")
+		t.Skip("tardis-dev not installed: run `npm ci` in internal/bench/tardis (docs/protocol.md, Derived streams)")
 	}
 }
 
@@ -236,7 +236,7 @@ func tardisSnaps(t *testing.T, out []byte) []named {
 }
 
 // align applies the three conventions in which tardis-dev's computed book
-// snapshots differ from fanoutd's (README, Derived streams) to ss, the
+// snapshots differ from fanoutd's (docs/protocol.md, Derived streams) to ss, the
 // snapshots tardis-dev computed at interval (zero: the same depth at 0ms):
 //   - tardis-dev's computables start afresh at the start and after each
 //     disconnect, and emit their first snapshot at once, stamped with that
@@ -589,7 +589,7 @@ var largeDir = flag.String("large", "", "write the 200,000-frame captures of the
 // TestLargeCaptures writes, with -large DIR, each venue's testdata capture
 // 20 times into one file, each copy shifted to follow the one before (the
 // captures end with a disconnect, so each copy replays as a new session):
-// the captures of README, Performance.
+// the captures of docs/performance.md.
 func TestLargeCaptures(t *testing.T) {
 	if *largeDir == "" {
 		t.Skip("run with -args -large DIR to write the 200,000-frame captures")

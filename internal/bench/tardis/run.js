@@ -3,7 +3,7 @@
 // laid out as tardis-dev's local cache (one gzip'ed slice per minute under
 // cacheDir/feeds/<exchange>/<sha256 of the filters>/YYYY/MM/DD/HH/mm.json.gz,
 // paths computed by tardis-dev's own helpers), so replayNormalized reads it
-// from disk and never downloads. See README (Derived streams, Performance).
+// from disk and never downloads. See docs/protocol.md (Derived streams) and docs/performance.md.
 //
 //   node run.js [flags] CAPTURE.jsonl.gz
 //     --exchange E        tardis exchange id (default from the capture's venue:

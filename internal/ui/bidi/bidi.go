@@ -3,7 +3,7 @@
 // geckodriver): enough of it for the operator page's browser tests
 // (session.new, browsingContext.navigate, setViewport, captureScreenshot,
 // script.evaluate, input.performActions). No Go BiDi client is kept well
-// enough to use; see docs/design-notes.md.
+// enough to use; see docs/design.md.
 package bidi
 
 import (
