@@ -325,7 +325,6 @@ type rec struct {
 	c      *client.Client
 	token  string
 	cancel context.CancelFunc
-	runErr error
 
 	mu          sync.Mutex
 	states      map[string][]string
@@ -432,7 +431,7 @@ func (r *run) step(s *step) error {
 		c.c = cl
 		ctx, cancel := context.WithCancel(context.Background())
 		c.cancel = cancel
-		go func() { c.runErr = cl.Run(ctx) }()
+		go cl.Run(ctx)
 		r.clients[s.Client] = c
 		return nil
 	case "subscribe":
@@ -593,8 +592,8 @@ func (r *run) step(s *step) error {
 			return errors.New("the client is still running")
 		}
 		var e *client.Error
-		if !errors.As(c.runErr, &e) || string(e.Code) != s.Code || (s.HTTP != 0 && e.HTTPStatus != s.HTTP) {
-			return fmt.Errorf("run ended with %v, want %s (HTTP %d)", c.runErr, s.Code, s.HTTP)
+		if runErr := c.c.Err(); !errors.As(runErr, &e) || string(e.Code) != s.Code || (s.HTTP != 0 && e.HTTPStatus != s.HTTP) {
+			return fmt.Errorf("run ended with %v, want %s (HTTP %d)", c.c.Err(), s.Code, s.HTTP)
 		}
 		c.mu.Lock()
 		defer c.mu.Unlock()

@@ -287,3 +287,35 @@ func containsDot(s string) bool {
 	}
 	return false
 }
+
+// A recovered reattach sends no snapshot: the book continues with the
+// update after the last one read; an update past it names the hole and
+// asks for a snapshot.
+func TestReattachWithoutSnapshot(t *testing.T) {
+	f := newFeed(t, l2)
+	f.line(snap(1, `[["100","1"]]`, `[["101","1"]]`))
+	f.line(upd(2, `[["99","1"]]`, `[]`))
+	f.tr.disconnected()
+	f.line(`{"type":"notice","kind":"resumed","venue":"kraken","details":{"reason":"reattached","gaps":{},"recovered":{"kraken:level2:BTC/USD":[3,4]}}}`)
+	f.line(upd(3, `[["98","1"]]`, `[]`))
+	f.want(Valid, ReasonNone)
+	f.line(upd(4, `[["97","1"]]`, `[]`))
+	if bids, _ := f.tr.streams[l2].book.TopRaw(0); len(bids) != 4 || f.tr.streams[l2].book.Seq() != 4 {
+		t.Fatalf("bids %v at %d", bids, f.tr.streams[l2].book.Seq())
+	}
+	if len(f.gaps()) != 0 || len(f.asks) != 0 {
+		t.Fatalf("gaps %v asks %v", f.gaps(), f.asks)
+	}
+
+	f.tr.disconnected()
+	f.line(upd(9, `[["96","1"]]`, `[]`))
+	f.want(Invalid, ReasonGap)
+	if g := f.gaps(); len(g) != 1 || g[0] != (Gap{l2, 5, 8, "hole"}) {
+		t.Fatalf("gaps %+v", g)
+	}
+	if len(f.asks) != 1 {
+		t.Fatalf("asks %v", f.asks)
+	}
+	f.line(snap(9, `[["96","1"]]`, `[["101","1"]]`))
+	f.want(Valid, ReasonNone)
+}
