@@ -155,3 +155,22 @@ test('prices order exactly as scaled bigints', () => {
   b._apply(true, [['0.1', '1'], ['0.10000000000000001', '1'], ['1.50', '2'], ['1.5', '3']], []);
   assert.deepEqual(b.top().bids, [['1.5', '3'], ['0.10000000000000001', '1'], ['0.1', '1']]);
 });
+
+test('a reattach without a snapshot continues the book', () => {
+  const f = new Feed(L2);
+  f.line(snap(1, [['100', '1']], [['101', '1']]));
+  f.line(upd(2, [['99', '1']], []));
+  f.tr.disconnected();
+  f.line(n('resumed', { reason: 'reattached', gaps: {}, recovered: { [L2]: [3, 4] } }));
+  f.line(upd(3, [['98', '1']], []));
+  assert.deepEqual(f.state(), ['valid', '']);
+  f.line(upd(4, [['97', '1']], []));
+  assert.equal(f.tr.streams.get(L2).book.top().bids.length, 4);
+  assert.deepEqual([f.gaps(), f.asks], [[], []]);
+  f.tr.disconnected();
+  f.line(upd(9, [['96', '1']], []));
+  assert.deepEqual(f.state(), ['invalid', 'gap']);
+  assert.deepEqual([f.gaps(), f.asks], [[[L2, 5, 8, 'hole']], [L2]]);
+  f.line(snap(9, [['96', '1']], [['101', '1']]));
+  assert.deepEqual(f.state(), ['valid', '']);
+});

@@ -171,3 +171,21 @@ def test_prices_order_exactly():
     b = fanoutd.Book("x:level2:y")
     b._apply(True, [["0.1", "1"], ["0.10000000000000001", "1"], ["1.50", "2"], ["1.5", "3"]], [])
     assert b.top_raw()[0] == [("1.5", "3"), ("0.10000000000000001", "1"), ("0.1", "1")]
+
+
+def test_reattach_without_snapshot():
+    f = Feed(L2)
+    f.line(snap(1, [["100", "1"]], [["101", "1"]]))
+    f.line(upd(2, [["99", "1"]], []))
+    f.tr.disconnected()
+    f.line(n("resumed", reason="reattached", gaps={}, recovered={L2: [3, 4]}))
+    f.line(upd(3, [["98", "1"]], []))
+    assert f.state() == ("valid", "")
+    f.line(upd(4, [["97", "1"]], []))
+    assert len(f.tr.streams[L2].book.top_raw()[0]) == 4 and f.gaps() == [] and f.asks == []
+    f.tr.disconnected()
+    f.line(upd(9, [["96", "1"]], []))
+    assert f.state() == ("invalid", "gap")
+    assert f.gaps() == [(L2, 5, 8, "hole")] and f.asks == [L2]
+    f.line(snap(9, [["96", "1"]], [["101", "1"]]))
+    assert f.state() == ("valid", "")
