@@ -6,8 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! /usr/bin/python3 -c 'import websockets, pytest' 2>/dev/null; then
-  apt-get update -qq
-  apt-get install -y -qq python3-websockets python3-pytest
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-websockets python3-pytest
 fi
 if [ -z "${FANOUTD_BIN:-}" ]; then
   FANOUTD_BIN="$(mktemp -d)/fanoutd"
