@@ -77,7 +77,7 @@ type publisher struct {
 	subjects map[venue.Stream]string // subject per stream, built once
 	msg      nats.Msg                // reused: one message at a time
 	seqBuf   []byte
-	failed   uint64 // publishes nats refused (reconnect buffer full)
+	failed   atomic.Uint64 // events not published: the connection was down (nothing is buffered while reconnecting)
 
 	mu         sync.Mutex                 // protects the fields below
 	epoch      string                     // the epoch this node publishes the venue in
@@ -91,8 +91,8 @@ type publisher struct {
 // Tap returns the fanout.Options.Tap of venueName's feed. It publishes
 // the event's bytes on its stream's subject with the epoch and seq
 // headers. NATS copies the bytes into its outbound buffer before it
-// returns (and buffers them while reconnecting, up to its limit), so the
-// feed's buffer is not retained.
+// returns, so the feed's buffer is not retained; while reconnecting the
+// publish fails and is counted (Dropped).
 func (in *Ingest) Tap(venueName string) func(venue.Stream, uint64, []byte) {
 	p := &publisher{in: in, venue: venueName, subjects: map[venue.Stream]string{}, epoch: in.epoch,
 		seen: map[venue.Stream]uint64{}, seenAt: map[venue.Stream]time.Time{}}
@@ -115,12 +115,21 @@ func (p *publisher) publish(st venue.Stream, seq uint64, data []byte) {
 	p.msg.Subject, p.msg.Data = subj, data
 	p.msg.Header[HeaderSeq][0] = string(p.seqBuf)
 	if err := nc.PublishMsg(&p.msg); err != nil {
-		p.failed++
-		if p.failed == 1 || p.failed%10000 == 0 {
-			p.in.log.Warn("nats: publish failed", "stream", st, "seq", seq, "failed", p.failed, "err", err)
+		n := p.failed.Add(1)
+		if n == 1 || n%10000 == 0 {
+			p.in.log.Warn("nats: publish failed (the edges announce the gap)", "stream", st, "seq", seq, "failed", n, "err", err)
 		}
 	}
 	p.msg.Data = nil
+}
+
+// Dropped calls f, per venue, with the events this ingest led but could
+// not publish because its connection was down (counted in
+// fanoutd_cluster_publish_dropped_total; the edges announce each as a gap).
+func (in *Ingest) Dropped(f func(venueName string, n uint64)) {
+	for name, p := range in.pubs {
+		f(name, p.failed.Load())
+	}
 }
 
 // Sink wraps a venue's sink so that its notices are also published on

@@ -29,6 +29,7 @@ type busWire struct {
 	names  *cluster.Names  // role edge: named subscribers in the key-value bucket
 	srv    *server.Server  // cluster.embedded_nats
 	nc     *nats.Conn
+	stats  cluster.ConnStats
 }
 
 func newBusWire(c config.Cluster, namedTTL time.Duration, log *slog.Logger) *busWire {
@@ -162,9 +163,9 @@ func (b *busWire) start(feeds []*fanout.Feed, ws *wsapi.Server) error {
 		b.cfg, b.srv = c, srv
 		b.log.Info("embedded nats server running", "url", b.cfg.NATSURL, "jetstream", b.cfg.NATSDir)
 	}
-	var h cluster.Handlers
+	h := cluster.Handlers{Stats: &b.stats}
 	if b.edge != nil {
-		h = cluster.Handlers{Down: func(error) { b.edge.Disconnected() }, Up: b.edge.Reconnected}
+		h.Down, h.Up = func(error) { b.edge.Disconnected() }, b.edge.Reconnected
 	}
 	nc, err := cluster.Connect(b.cfg, b.log, h)
 	if err != nil {
@@ -306,9 +307,23 @@ var wantRefusedDesc = prometheus.NewDesc("fanoutd_cluster_want_refused_total",
 	"Streams an edge's want named past the new symbols one want may add (cluster.MaxWantAdds), refused as too_many_symbols.",
 	[]string{"venue"}, nil)
 
+var slowConsumerDesc = prometheus.NewDesc("fanoutd_cluster_slow_consumer_total",
+	"Slow-consumer events on this node's NATS connection (NATS dropped messages of a subscription that did not keep up; each loss is announced as a gap), by venue and subject kind.",
+	[]string{"venue", "kind"}, nil)
+
+var lameDuckDesc = prometheus.NewDesc("fanoutd_cluster_lame_duck_moves_total",
+	"Times this node left its NATS server because the server entered lame-duck mode (a restart), before the server evicted it.", nil, nil)
+
+var publishDroppedDesc = prometheus.NewDesc("fanoutd_cluster_publish_dropped_total",
+	"Events this ingest led but did not publish because its NATS connection was down (nothing is buffered while reconnecting; the edges announce the gap).",
+	[]string{"venue"}, nil)
+
 func (c busCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- busInvalidDesc
 	ch <- wantRefusedDesc
+	ch <- slowConsumerDesc
+	ch <- lameDuckDesc
+	ch <- publishDroppedDesc
 }
 
 func (c busCollector) Collect(ch chan<- prometheus.Metric) {
@@ -321,5 +336,12 @@ func (c busCollector) Collect(ch chan<- prometheus.Metric) {
 		c.b.ingest.WantsCapped(func(v string, n uint64) {
 			ch <- prometheus.MustNewConstMetric(wantRefusedDesc, prometheus.CounterValue, float64(n), v)
 		})
+		c.b.ingest.Dropped(func(v string, n uint64) {
+			ch <- prometheus.MustNewConstMetric(publishDroppedDesc, prometheus.CounterValue, float64(n), v)
+		})
 	}
+	c.b.stats.SlowConsumers(func(v, kind string, n uint64) {
+		ch <- prometheus.MustNewConstMetric(slowConsumerDesc, prometheus.CounterValue, float64(n), v, kind)
+	})
+	ch <- prometheus.MustNewConstMetric(lameDuckDesc, prometheus.CounterValue, float64(c.b.stats.LameDuck.Load()))
 }
