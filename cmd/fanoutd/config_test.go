@@ -95,6 +95,8 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"cluster:\n  nats_url: nats://x\n", `cluster.nats_url: "nats://x" has no port`},
 		{"cluster:\n  nats_url: nats://a:4222, http://b:1,nats://c\n", `cluster.nats_url: "http://b:1" is not nats://host:port or tls://host:port; "nats://c" has no port`},
 		{"cluster:\n  nats_url: \" , \"\n", `cluster.nats_url: is empty`},
+		{"cluster:\n  kv_replicas: 7\n", `cluster.kv_replicas: 7 is not an integer from 1 to 5`},
+		{"cluster:\n  kv_replicas: 0\n", `cluster.kv_replicas: 0 is not an integer from 1 to 5`},
 		{"cluster:\n  role: ingest\n  embedded_nats: true\n  nats_url: nats://127.0.0.1:4222,nats://127.0.0.1:4223\n", `cluster.embedded_nats: the embedded server listens on one address, and cluster.nats_url lists 2`},
 		{"cluster:\n  subject_prefix: a.*\n", `cluster.subject_prefix: "a.*" is not dot-separated tokens`},
 		{"cluster:\n  user: bob\n", "cluster.user: user and password go together"},

@@ -30,6 +30,10 @@ type Ingest struct {
 
 	leaseErrs int // the lease loop's: failed attempts to bind the bucket
 
+	// KVReplicas is the lease bucket's replica count (cluster.kv_replicas;
+	// 0: auto, see ensureBucket). Set it before Start.
+	KVReplicas int
+
 	// OnWant, if set, decides a stream an edge asks for or renews
 	// (P.want.<venue>) exactly as a local subscribe is decided, subscribes
 	// its symbol at the venue if new, and records that an edge wants it

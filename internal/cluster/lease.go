@@ -88,8 +88,11 @@ func (in *Ingest) leaseKV() jetstream.KeyValue {
 	if err != nil {
 		return nil
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: in.leaseBucket(), History: 1,
-		Description: "fanoutd ingest leases: per venue, the node that publishes it"})
+	kv, n, err := ensureBucket(ctx, js, jetstream.KeyValueConfig{Bucket: in.leaseBucket(), History: 1,
+		Description: "fanoutd ingest leases: per venue, the node that publishes it"}, in.KVReplicas)
+	if err == nil {
+		logReplicas(in.log, in.leaseBucket(), in.KVReplicas, n)
+	}
 	if err != nil {
 		in.leaseErrs++
 		if in.leaseErrs == 1 {

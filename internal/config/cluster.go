@@ -36,6 +36,7 @@ type clusterConfig struct {
 	Token         string        `yaml:"token"`
 	Creds         string        `yaml:"creds"`
 	EdgeToken     string        `yaml:"edge_token"`
+	KVReplicas    *int          `yaml:"kv_replicas"`
 	TLS           clusterTLSRaw `yaml:"tls"`
 }
 
@@ -77,6 +78,11 @@ type Cluster struct {
 	// own credentials are the ingests'. Used only with EmbeddedNATS;
 	// generated into NATSDir if empty. FANOUTD_NATS_EDGE_TOKEN overrides.
 	EdgeToken string
+	// KVReplicas is how many copies JetStream keeps of the lease and
+	// names buckets, 1 to 5; 0 (the default) is 3 where the JetStream
+	// cluster can place three, else 1 (said in the log). Applied to
+	// existing buckets too.
+	KVReplicas int
 	// TLS: a CA to verify the server, and a client certificate and key
 	// (both or neither). FANOUTD_NATS_TLS_CA, _CERT, _KEY override.
 	TLSCA, TLSCert, TLSKey string
@@ -150,6 +156,12 @@ func resolveCluster(cc *clusterConfig, getenv func(string) string) (Cluster, err
 	}
 	if cc.NATSDir != "" {
 		c.NATSDir = cc.NATSDir
+	}
+	if cc.KVReplicas != nil {
+		if r := *cc.KVReplicas; r < 1 || r > 5 {
+			return c, cfgErr("cluster.kv_replicas", "%d is not an integer from 1 to 5 (JetStream's limit; leave it out for auto)", r)
+		}
+		c.KVReplicas = *cc.KVReplicas
 	}
 	// Secrets are never echoed: the messages name the keys only.
 	n := 0

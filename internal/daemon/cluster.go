@@ -40,9 +40,11 @@ func newBusWire(c config.Cluster, namedTTL time.Duration, log *slog.Logger) *bus
 	subj := cluster.Subjects{Prefix: c.SubjectPrefix}
 	if c.Role == config.RoleIngest {
 		b.ingest = cluster.NewIngest(subj, c.Node, b.log)
+		b.ingest.KVReplicas = c.KVReplicas
 	} else {
 		b.edge = cluster.NewEdge(subj, c.Node, b.log)
 		b.names = cluster.NewNames(subj, c.Node, namedTTL, b.log)
+		b.names.KVReplicas = c.KVReplicas
 	}
 	return b
 }
