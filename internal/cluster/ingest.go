@@ -100,7 +100,7 @@ type publisher struct {
 func (in *Ingest) Tap(venueName string) func(venue.Stream, uint64, []byte) {
 	p := &publisher{in: in, venue: venueName, subjects: map[venue.Stream]string{}, epoch: in.epoch,
 		seen: map[venue.Stream]uint64{}, seenAt: map[venue.Stream]time.Time{}}
-	p.msg.Header = nats.Header{HeaderEpoch: {in.epoch}, HeaderSeq: {""}}
+	p.msg.Header = nats.Header{HeaderEpoch: {in.epoch}, HeaderSeq: {""}, HeaderLeader: {in.instance}}
 	in.pubs[venueName] = p
 	return p.publish
 }
@@ -153,7 +153,7 @@ func (s *noticeSink) Notice(n notice.Notice) {
 	s.Sink.Notice(n)
 	p := s.in.pubs[s.venue]
 	if nc := s.in.nc; nc != nil && p != nil && p.lead.Load() {
-		m := &nats.Msg{Subject: s.subject, Data: n.AppendJSON(nil), Header: nats.Header{HeaderEpoch: {p.epochNow()}}}
+		m := &nats.Msg{Subject: s.subject, Data: n.AppendJSON(nil), Header: nats.Header{HeaderEpoch: {p.epochNow()}, HeaderLeader: {s.in.instance}}}
 		if err := nc.PublishMsg(m); err != nil {
 			s.in.log.Warn("nats: notice publish failed", "kind", n.Kind.String(), "err", err)
 		}
@@ -247,7 +247,7 @@ func (in *Ingest) heartbeat() {
 			hb.Streams[string(st)] = seq
 		}
 		b, _ := json.Marshal(hb)
-		in.nc.PublishMsg(&nats.Msg{Subject: in.subj.Heartbeat(name), Data: b, Header: nats.Header{HeaderEpoch: {epoch}}})
+		in.nc.PublishMsg(&nats.Msg{Subject: in.subj.Heartbeat(name), Data: b, Header: nats.Header{HeaderEpoch: {epoch}, HeaderLeader: {in.instance}}})
 	}
 }
 
@@ -259,7 +259,7 @@ func (in *Ingest) answerBook(m *nats.Msg) {
 	if p == nil || !p.lead.Load() {
 		return // the leader answers
 	}
-	reply := &nats.Msg{Header: nats.Header{HeaderEpoch: {p.epochNow()}}}
+	reply := &nats.Msg{Header: nats.Header{HeaderEpoch: {p.epochNow()}, HeaderLeader: {in.instance}}}
 	sym, ok := UnescapeToken(tok)
 	f := in.feeds[v]
 	var ev *venue.Event

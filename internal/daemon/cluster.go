@@ -313,6 +313,10 @@ var slowConsumerDesc = prometheus.NewDesc("fanoutd_cluster_slow_consumer_total",
 	"Slow-consumer events on this node's NATS connection (NATS dropped messages of a subscription that did not keep up; each loss is announced as a gap), by venue and subject kind.",
 	[]string{"venue", "kind"}, nil)
 
+var fencedDesc = prometheus.NewDesc("fanoutd_cluster_fenced_total",
+	"Messages an edge dropped because the ingest that published them did not hold the venue's lease (fencing: one publisher reaches the subscribers).",
+	[]string{"venue"}, nil)
+
 var lameDuckDesc = prometheus.NewDesc("fanoutd_cluster_lame_duck_moves_total",
 	"Times this node left its NATS server because the server entered lame-duck mode (a restart), before the server evicted it.", nil, nil)
 
@@ -325,6 +329,7 @@ func (c busCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- wantRefusedDesc
 	ch <- slowConsumerDesc
 	ch <- lameDuckDesc
+	ch <- fencedDesc
 	ch <- publishDroppedDesc
 }
 
@@ -332,6 +337,9 @@ func (c busCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.b.edge != nil {
 		c.b.edge.Rejected(func(v, reason string, n uint64) {
 			ch <- prometheus.MustNewConstMetric(busInvalidDesc, prometheus.CounterValue, float64(n), v, reason)
+		})
+		c.b.edge.Fenced(func(v string, n uint64) {
+			ch <- prometheus.MustNewConstMetric(fencedDesc, prometheus.CounterValue, float64(n), v)
 		})
 	}
 	if c.b.ingest != nil {
