@@ -314,6 +314,10 @@ type edgeVenue struct {
 	since  time.Time
 	lastHB time.Time
 	leader string // the node of the last heartbeat: the ingest leading the venue
+	// venueLink is the leader's link to the venue, as its last heartbeat
+	// said ("" if it did not), since venueSince.
+	venueLink  string
+	venueSince time.Time
 
 	holder      atomic.Pointer[string] // Lease.Instance of the venue's lease as last seen; nil: none known
 	lastRecheck time.Time              // the last read of the lease on a message of another instance (fence.go)
@@ -329,11 +333,17 @@ func (v *edgeVenue) Unsubscribe(...string) error { return nil }
 func (v *edgeVenue) Coverage() venue.Coverage {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	link := venue.LinkDown
+	link, since := venue.LinkDown.String(), v.since
 	if v.up {
-		link = venue.LinkUp
+		link = venue.LinkUp.String()
+		if v.venueLink != "" && v.venueLink != link {
+			link = v.venueLink // the bus is up; the ingest's venue link is not
+		}
+		if v.venueSince.After(since) {
+			since = v.venueSince
+		}
 	}
-	return venue.Coverage{Venue: v.name, Link: link.String(), Since: v.since, Streams: []venue.StreamCoverage{}, Leader: v.leader}
+	return venue.Coverage{Venue: v.name, Link: link, Since: since, Streams: []venue.StreamCoverage{}, Leader: v.leader}
 }
 
 // evaluate sets the link from the connection and the heartbeats, and
@@ -400,8 +410,12 @@ func (v *edgeVenue) onHeartbeat(m *nats.Msg) {
 		v.e.log.Warn("nats: bad heartbeat", "venue", v.name, "err", err)
 		return
 	}
+	now := time.Now()
 	v.mu.Lock()
-	v.lastHB, v.leader = time.Now(), hb.Node
+	v.lastHB, v.leader = now, hb.Node
+	if hb.Link != v.venueLink {
+		v.venueLink, v.venueSince = hb.Link, now
+	}
 	v.mu.Unlock()
 	v.evaluate()
 	for _, es := range v.e.streamsOf(v.name) {

@@ -40,6 +40,10 @@ type Ingest struct {
 	// now. It returns the refusal's code and message ("" to accept). Set
 	// it before Start; it is called from NATS's goroutine.
 	OnWant func(st venue.Stream) (code, msg string)
+	// Link, if set, returns the venue's link state (venue.LinkState's
+	// string): each heartbeat carries it, so that an edge's coverage and
+	// readiness reflect the venue behind the ingest. Set it before Start.
+	Link func(venueName string) string
 	// Holds, if set, reports whether st's symbol is subscribed at the
 	// venue already: one want message adds at most MaxWantAdds symbols
 	// that are not. Set it before Start.
@@ -216,6 +220,9 @@ type Heartbeat struct {
 	Node    string            `json:"node"`
 	Epoch   string            `json:"epoch"`
 	Streams map[string]uint64 `json:"streams"` // stream → its last seq
+	// Link is the leader's link to the venue (up, down, connecting,
+	// idle); absent from an ingest that does not say, taken as up.
+	Link string `json:"link,omitempty"`
 }
 
 func (in *Ingest) heartbeats() {
@@ -243,6 +250,9 @@ func (in *Ingest) heartbeat() {
 		clear(in.hbBuf)
 		f.Seqs(in.hbBuf)
 		hb := Heartbeat{Node: in.node, Epoch: epoch, Streams: make(map[string]uint64, len(in.hbBuf))}
+		if in.Link != nil {
+			hb.Link = in.Link(name)
+		}
 		for st, seq := range in.hbBuf {
 			hb.Streams[string(st)] = seq
 		}

@@ -281,6 +281,15 @@ func (c leaderCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// venueLink is an ingest's cluster.Ingest.Link: the venue's link state.
+func (d *Daemon) venueLink(venueName string) string {
+	vr := d.byName[venueName]
+	if vr == nil {
+		return ""
+	}
+	return vr.adapter.Coverage().Link
+}
+
 // holds is an ingest's cluster.Ingest.Holds: whether st's symbol is
 // subscribed at its venue already.
 func (d *Daemon) holds(st venue.Stream) bool {
