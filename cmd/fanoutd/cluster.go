@@ -18,7 +18,7 @@ type clusterFlagValues struct {
 func clusterFlags(fs *flag.FlagSet) *clusterFlagValues {
 	return &clusterFlagValues{
 		role:     fs.String("role", "", "node role: all (one process, the default), ingest or edge; overrides cluster.role"),
-		nats:     fs.String("nats", "", "NATS server URL (default nats://127.0.0.1:4222); overrides cluster.nats_url and FANOUTD_NATS_URL"),
+		nats:     fs.String("nats", "", "NATS server URLs, comma-separated (default nats://127.0.0.1:4222); overrides cluster.nats_url and FANOUTD_NATS_URL"),
 		embedded: fs.Bool("embedded-nats", false, "run the NATS server (JetStream on) inside this ingest node, on --nats's address"),
 	}
 }

@@ -48,14 +48,21 @@ func Permissions(prefix string) (ingest, edge *server.Permissions) {
 		return []string{"$KV." + bucket + ".>", "$JS.API.STREAM.INFO." + s, "$JS.API.STREAM.CREATE." + s,
 			"$JS.API.STREAM.UPDATE." + s, "$JS.API.STREAM.MSG.GET." + s, "$JS.API.DIRECT.GET." + s + ".>"}
 	}
+	// An edge watches the lease bucket (fencing, Edge.watchLeases): it
+	// reads the stream and runs an ordered consumer, and writes nothing.
+	watch := func(bucket string) []string {
+		s := "KV_" + bucket
+		return []string{"$JS.API.STREAM.INFO." + s, "$JS.API.STREAM.MSG.GET." + s, "$JS.API.CONSUMER.CREATE." + s, "$JS.API.CONSUMER.CREATE." + s + ".>",
+			"$JS.API.CONSUMER.DELETE." + s + ".>", "$JS.FC." + s + ".>"}
+	}
 	ingest = &server.Permissions{
 		Publish: &server.SubjectPermission{Allow: append([]string{prefix + ".ev.>", prefix + ".notice.*", prefix + ".hb.*",
 			"_INBOX.>", "$JS.API.INFO"}, kv(b+"_leases")...)},
 		Subscribe: &server.SubjectPermission{Allow: []string{prefix + ".>", "_INBOX.>"}},
 	}
 	edge = &server.Permissions{
-		Publish: &server.SubjectPermission{Allow: append([]string{prefix + ".want.*", prefix + ".book.*.*", prefix + ".names.takeover",
-			"$JS.API.INFO"}, kv(b+"_names")...)},
+		Publish: &server.SubjectPermission{Allow: append(append([]string{prefix + ".want.*", prefix + ".book.*.*", prefix + ".names.takeover",
+			"$JS.API.INFO"}, kv(b+"_names")...), watch(b+"_leases")...)},
 		Subscribe: &server.SubjectPermission{Allow: []string{prefix + ".ev.>", prefix + ".notice.*", prefix + ".hb.*",
 			prefix + ".names.takeover", "_INBOX.>"}},
 	}

@@ -123,8 +123,21 @@ func TestEmbeddedRoles(t *testing.T) {
 		return ctx
 	}
 	ejs, _ := jetstream.New(edge)
-	if _, err := ejs.KeyValue(short(), "t_leases"); err == nil {
-		t.Error("an edge bound the lease bucket")
+	// An edge reads the leases (fencing) and writes none.
+	ekv, err := ejs.KeyValue(short(), "t_leases")
+	if err != nil {
+		t.Fatalf("an edge cannot bind the lease bucket to watch it: %v", err)
+	}
+	w, err := ekv.WatchAll(short())
+	if err != nil {
+		t.Fatalf("an edge cannot watch the leases: %v", err)
+	}
+	if en := <-w.Updates(); en == nil || en.Key() != "coinbase" {
+		t.Fatalf("an edge's watch: %v", en)
+	}
+	w.Stop()
+	if _, err := ekv.Put(short(), "coinbase", []byte(`{"node":"edge"}`)); err == nil {
+		t.Error("an edge wrote the lease bucket")
 	}
 	for who, js := range map[string]jetstream.JetStream{"edge": ejs, "ingest": ijs} {
 		if _, err := js.CreateStream(short(), jetstream.StreamConfig{Name: "SPAM", Subjects: []string{"spam.>"}}); err == nil {

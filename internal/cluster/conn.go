@@ -3,11 +3,14 @@ package cluster
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/url"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -17,10 +20,13 @@ import (
 	"github.com/fanoutd/fanoutd/venue/wsconn"
 )
 
-// Reconnection backoff: 100 ms doubling to 5 s, with up to 20% jitter.
+// Reconnection backoff, once every listed and discovered server was
+// tried: 50 ms doubling to 1 s, with up to 20% jitter (so that the nodes
+// of a cluster do not retry in step). A server that died is left at once
+// for the next one in the pool; the backoff only paces a bus that is down.
 const (
-	minReconnectDelay = 100 * time.Millisecond
-	maxReconnectDelay = 5 * time.Second
+	minReconnectDelay = 50 * time.Millisecond
+	maxReconnectDelay = time.Second
 )
 
 // Handlers are called on the connection's state changes, from nats.go's
@@ -28,17 +34,44 @@ const (
 type Handlers struct {
 	Down func(err error) // the connection dropped
 	Up   func()          // connected again (also after a first connect that had to retry)
+	// Stats, if set, counts the connection's events (slow consumers, lame
+	// duck moves) for the metrics.
+	Stats *ConnStats
 }
 
-// Connect dials c.NATSURL with c's credentials and TLS, as client name
-// "fanoutd-<role>-<node>". It does not fail when the server is not up yet:
-// it keeps retrying with backoff (Handlers.Up tells when it connects), so
-// an edge can start before NATS. Credentials are never logged.
+// ConnStats counts what happened to a node's NATS connection.
+type ConnStats struct {
+	slow     burstCounter  // slow-consumer events, by subject kind
+	LameDuck atomic.Uint64 // moves to another server because this one entered lame-duck mode
+}
+
+// SlowConsumers calls f with the number of slow-consumer events (NATS
+// dropped messages for a subscriber that did not keep up), per venue
+// ("" when the subject names none) and subject kind (ev, notice, hb, …).
+func (s *ConnStats) SlowConsumers(f func(venueName, kind string, n uint64)) { s.slow.each(f) }
+
+// Connect dials c.NATSURL (a comma-separated list) with c's credentials
+// and TLS, as client name "fanoutd-<role>-<node>". It does not fail when
+// no server is up yet: it keeps retrying with backoff (Handlers.Up tells
+// when it connects), so an edge can start before NATS. It fails over
+// between the listed servers and those the cluster announces (discovery
+// stays on), and it is set for market data: nothing is buffered while
+// reconnecting (a publish then fails and is counted, and the receivers'
+// seq check announces the gap: stale events are not delivered late), and
+// when its server enters lame-duck mode it moves to another at once, before
+// it is evicted. Credentials are never logged.
 func Connect(c config.Cluster, log *slog.Logger, h Handlers) (*nats.Conn, error) {
+	stats := h.Stats
+	if stats == nil {
+		stats = &ConnStats{}
+	}
+	stats.slow.log, stats.slow.msg = log, "nats: slow consumer, messages dropped (counted in fanoutd_cluster_slow_consumer_total; the rest of this burst is not logged)"
+	urls := strings.Join(config.SplitNATSURLs(c.NATSURL), ",")
 	opts := []nats.Option{
 		nats.Name("fanoutd-" + c.Role + "-" + c.Node),
 		nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(true),
+		nats.ReconnectBufSize(-1),
 		nats.CustomReconnectDelay(reconnectDelay),
 		nats.PingInterval(2 * time.Second),
 		nats.SetCustomDialer(rawDialer{}),
@@ -61,10 +94,22 @@ func Connect(c config.Cluster, log *slog.Logger, h Handlers) (*nats.Conn, error)
 				h.Up()
 			}
 		}),
+		nats.LameDuckModeHandler(func(nc *nats.Conn) {
+			stats.LameDuck.Add(1)
+			log.Info("nats: server entering lame-duck mode; moving to another", "url", nc.ConnectedUrlRedacted())
+			if err := nc.ForceReconnect(); err != nil {
+				log.Warn("nats: cannot leave the lame-duck server", "err", err)
+			}
+		}),
 		nats.ErrorHandler(func(_ *nats.Conn, s *nats.Subscription, err error) {
 			subj := ""
 			if s != nil {
 				subj = s.Subject
+			}
+			if errors.Is(err, nats.ErrSlowConsumer) {
+				v, kind := subjectKind(c.SubjectPrefix, subj)
+				stats.slow.reject(v, kind, "subject", subj)
+				return
 			}
 			log.Warn("nats: async error", "subject", subj, "err", err)
 		}),
@@ -83,11 +128,26 @@ func Connect(c config.Cluster, log *slog.Logger, h Handlers) (*nats.Conn, error)
 	if c.TLSCert != "" {
 		opts = append(opts, nats.ClientCert(c.TLSCert, c.TLSKey))
 	}
-	nc, err := nats.Connect(c.NATSURL, opts...)
+	nc, err := nats.Connect(urls, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: nats %s: %w", c.NATSURL, err)
+		return nil, fmt.Errorf("cluster: nats %s: %w", urls, err)
 	}
 	return nc, nil
+}
+
+// subjectKind names the venue and kind (ev, notice, hb, book, want, …)
+// of a subject under prefix, for the slow-consumer count.
+func subjectKind(prefix, subj string) (venueName, kind string) {
+	rest, ok := strings.CutPrefix(subj, prefix+".")
+	if !ok {
+		return "", "other"
+	}
+	kind, rest, _ = strings.Cut(rest, ".")
+	venueName, _, _ = strings.Cut(rest, ".")
+	if venueName == "*" || venueName == ">" {
+		venueName = ""
+	}
+	return venueName, kind
 }
 
 // rawDialer dials as nats.go's default dialer does, but the connection
@@ -129,7 +189,7 @@ func NewEpoch() string {
 // credentials, the edges with c.EdgeToken; c comes from
 // EmbeddedCredentials. It returns once the server accepts connections.
 func StartServer(c config.Cluster) (*server.Server, error) {
-	u, err := url.Parse(c.NATSURL)
+	u, err := url.Parse(strings.TrimSpace(c.NATSURL))
 	if err != nil {
 		return nil, fmt.Errorf("cluster: embedded nats: %w", err)
 	}

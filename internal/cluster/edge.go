@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -53,6 +54,7 @@ type Edge struct {
 	inbox chan *nats.Msg
 
 	rejects burstCounter // messages from the bus not forwarded
+	fences  burstCounter // messages dropped by fencing (fence.go)
 
 	wake chan struct{}
 	stop chan struct{}
@@ -69,6 +71,8 @@ func NewEdge(subj Subjects, node string, log *slog.Logger) *Edge {
 	return &Edge{subj: subj, node: node, log: log, streams: map[venue.Stream]*edgeStream{}, venues: map[string]*edgeVenue{},
 		handlers: map[string]func(*nats.Msg){}, inbox: make(chan *nats.Msg, inboxLen), rejects: burstCounter{log: log,
 			msg: "nats: a message from the bus was not forwarded (counted in fanoutd_cluster_bus_invalid_total; the rest of this burst is not logged)"},
+		fences: burstCounter{log: log,
+			msg: "nats: a message from an ingest not holding the venue's lease was dropped (counted in fanoutd_cluster_fenced_total; the rest of this burst is not logged)"},
 		wake: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
@@ -109,10 +113,11 @@ func (e *Edge) Start(nc *nats.Conn) error {
 		vs = append(vs, v)
 	}
 	e.mu.Unlock()
-	e.wg.Add(3)
+	e.wg.Add(4)
 	go e.dispatch()
 	go e.run()
 	go e.watch()
+	go e.watchLeases()
 	for _, v := range vs {
 		if _, err := e.subscribe(e.subj.Notice(v.name), v.onNotice); err != nil {
 			return err
@@ -309,6 +314,13 @@ type edgeVenue struct {
 	since  time.Time
 	lastHB time.Time
 	leader string // the node of the last heartbeat: the ingest leading the venue
+	// venueLink is the leader's link to the venue, as its last heartbeat
+	// said ("" if it did not), since venueSince.
+	venueLink  string
+	venueSince time.Time
+
+	holder      atomic.Pointer[string] // Lease.Instance of the venue's lease as last seen; nil: none known
+	lastRecheck time.Time              // the last read of the lease on a message of another instance (fence.go)
 }
 
 var _ venue.Adapter = (*edgeVenue)(nil)
@@ -321,11 +333,17 @@ func (v *edgeVenue) Unsubscribe(...string) error { return nil }
 func (v *edgeVenue) Coverage() venue.Coverage {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	link := venue.LinkDown
+	link, since := venue.LinkDown.String(), v.since
 	if v.up {
-		link = venue.LinkUp
+		link = venue.LinkUp.String()
+		if v.venueLink != "" && v.venueLink != link {
+			link = v.venueLink // the bus is up; the ingest's venue link is not
+		}
+		if v.venueSince.After(since) {
+			since = v.venueSince
+		}
 	}
-	return venue.Coverage{Venue: v.name, Link: link.String(), Since: v.since, Streams: []venue.StreamCoverage{}, Leader: v.leader}
+	return venue.Coverage{Venue: v.name, Link: link, Since: since, Streams: []venue.StreamCoverage{}, Leader: v.leader}
 }
 
 // evaluate sets the link from the connection and the heartbeats, and
@@ -368,6 +386,9 @@ func (v *edgeVenue) evaluate() {
 }
 
 func (v *edgeVenue) onNotice(m *nats.Msg) {
+	if !v.admits(m) {
+		return
+	}
 	var n notice.Notice
 	if err := n.UnmarshalJSON(m.Data); err != nil {
 		v.e.rejects.reject(v.name, badJSON, "subject", m.Subject)
@@ -381,13 +402,20 @@ func (v *edgeVenue) onNotice(m *nats.Msg) {
 }
 
 func (v *edgeVenue) onHeartbeat(m *nats.Msg) {
+	if !v.admits(m) {
+		return
+	}
 	var hb Heartbeat
 	if err := json.Unmarshal(m.Data, &hb); err != nil {
 		v.e.log.Warn("nats: bad heartbeat", "venue", v.name, "err", err)
 		return
 	}
+	now := time.Now()
 	v.mu.Lock()
-	v.lastHB, v.leader = time.Now(), hb.Node
+	v.lastHB, v.leader = now, hb.Node
+	if hb.Link != v.venueLink {
+		v.venueLink, v.venueSince = hb.Link, now
+	}
 	v.mu.Unlock()
 	v.evaluate()
 	for _, es := range v.e.streamsOf(v.name) {
@@ -426,6 +454,9 @@ type heldMsg struct {
 // of the stream at its header's seq (eventCheck) is counted and dropped:
 // to the stream it is lost, as an event NATS did not deliver.
 func (es *edgeStream) onMsg(m *nats.Msg) {
+	if !es.v.admits(m) {
+		return
+	}
 	seq, err := strconv.ParseUint(m.Header.Get(HeaderSeq), 10, 64)
 	why := badSeq
 	if err == nil {
@@ -544,7 +575,7 @@ func (es *edgeStream) fetch(gen int) {
 			return
 		}
 		r, err := es.e.nc.RequestMsg(&nats.Msg{Subject: subj}, bookTimeout)
-		if err == nil && r.Header.Get(HeaderError) == "" {
+		if err == nil && r.Header.Get(HeaderError) == "" && es.v.admits(r) {
 			seq, perr := strconv.ParseUint(r.Header.Get(HeaderSeq), 10, 64)
 			why := badSeq
 			if perr == nil {

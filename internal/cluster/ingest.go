@@ -30,12 +30,20 @@ type Ingest struct {
 
 	leaseErrs int // the lease loop's: failed attempts to bind the bucket
 
+	// KVReplicas is the lease bucket's replica count (cluster.kv_replicas;
+	// 0: auto, see ensureBucket). Set it before Start.
+	KVReplicas int
+
 	// OnWant, if set, decides a stream an edge asks for or renews
 	// (P.want.<venue>) exactly as a local subscribe is decided, subscribes
 	// its symbol at the venue if new, and records that an edge wants it
 	// now. It returns the refusal's code and message ("" to accept). Set
 	// it before Start; it is called from NATS's goroutine.
 	OnWant func(st venue.Stream) (code, msg string)
+	// Link, if set, returns the venue's link state (venue.LinkState's
+	// string): each heartbeat carries it, so that an edge's coverage and
+	// readiness reflect the venue behind the ingest. Set it before Start.
+	Link func(venueName string) string
 	// Holds, if set, reports whether st's symbol is subscribed at the
 	// venue already: one want message adds at most MaxWantAdds symbols
 	// that are not. Set it before Start.
@@ -77,7 +85,7 @@ type publisher struct {
 	subjects map[venue.Stream]string // subject per stream, built once
 	msg      nats.Msg                // reused: one message at a time
 	seqBuf   []byte
-	failed   uint64 // publishes nats refused (reconnect buffer full)
+	failed   atomic.Uint64 // events not published: the connection was down (nothing is buffered while reconnecting)
 
 	mu         sync.Mutex                 // protects the fields below
 	epoch      string                     // the epoch this node publishes the venue in
@@ -91,12 +99,12 @@ type publisher struct {
 // Tap returns the fanout.Options.Tap of venueName's feed. It publishes
 // the event's bytes on its stream's subject with the epoch and seq
 // headers. NATS copies the bytes into its outbound buffer before it
-// returns (and buffers them while reconnecting, up to its limit), so the
-// feed's buffer is not retained.
+// returns, so the feed's buffer is not retained; while reconnecting the
+// publish fails and is counted (Dropped).
 func (in *Ingest) Tap(venueName string) func(venue.Stream, uint64, []byte) {
 	p := &publisher{in: in, venue: venueName, subjects: map[venue.Stream]string{}, epoch: in.epoch,
 		seen: map[venue.Stream]uint64{}, seenAt: map[venue.Stream]time.Time{}}
-	p.msg.Header = nats.Header{HeaderEpoch: {in.epoch}, HeaderSeq: {""}}
+	p.msg.Header = nats.Header{HeaderEpoch: {in.epoch}, HeaderSeq: {""}, HeaderLeader: {in.instance}}
 	in.pubs[venueName] = p
 	return p.publish
 }
@@ -115,12 +123,21 @@ func (p *publisher) publish(st venue.Stream, seq uint64, data []byte) {
 	p.msg.Subject, p.msg.Data = subj, data
 	p.msg.Header[HeaderSeq][0] = string(p.seqBuf)
 	if err := nc.PublishMsg(&p.msg); err != nil {
-		p.failed++
-		if p.failed == 1 || p.failed%10000 == 0 {
-			p.in.log.Warn("nats: publish failed", "stream", st, "seq", seq, "failed", p.failed, "err", err)
+		n := p.failed.Add(1)
+		if n == 1 || n%10000 == 0 {
+			p.in.log.Warn("nats: publish failed (the edges announce the gap)", "stream", st, "seq", seq, "failed", n, "err", err)
 		}
 	}
 	p.msg.Data = nil
+}
+
+// Dropped calls f, per venue, with the events this ingest led but could
+// not publish because its connection was down (counted in
+// fanoutd_cluster_publish_dropped_total; the edges announce each as a gap).
+func (in *Ingest) Dropped(f func(venueName string, n uint64)) {
+	for name, p := range in.pubs {
+		f(name, p.failed.Load())
+	}
 }
 
 // Sink wraps a venue's sink so that its notices are also published on
@@ -140,7 +157,7 @@ func (s *noticeSink) Notice(n notice.Notice) {
 	s.Sink.Notice(n)
 	p := s.in.pubs[s.venue]
 	if nc := s.in.nc; nc != nil && p != nil && p.lead.Load() {
-		m := &nats.Msg{Subject: s.subject, Data: n.AppendJSON(nil), Header: nats.Header{HeaderEpoch: {p.epochNow()}}}
+		m := &nats.Msg{Subject: s.subject, Data: n.AppendJSON(nil), Header: nats.Header{HeaderEpoch: {p.epochNow()}, HeaderLeader: {s.in.instance}}}
 		if err := nc.PublishMsg(m); err != nil {
 			s.in.log.Warn("nats: notice publish failed", "kind", n.Kind.String(), "err", err)
 		}
@@ -203,6 +220,9 @@ type Heartbeat struct {
 	Node    string            `json:"node"`
 	Epoch   string            `json:"epoch"`
 	Streams map[string]uint64 `json:"streams"` // stream → its last seq
+	// Link is the leader's link to the venue (up, down, connecting,
+	// idle); absent from an ingest that does not say, taken as up.
+	Link string `json:"link,omitempty"`
 }
 
 func (in *Ingest) heartbeats() {
@@ -230,11 +250,14 @@ func (in *Ingest) heartbeat() {
 		clear(in.hbBuf)
 		f.Seqs(in.hbBuf)
 		hb := Heartbeat{Node: in.node, Epoch: epoch, Streams: make(map[string]uint64, len(in.hbBuf))}
+		if in.Link != nil {
+			hb.Link = in.Link(name)
+		}
 		for st, seq := range in.hbBuf {
 			hb.Streams[string(st)] = seq
 		}
 		b, _ := json.Marshal(hb)
-		in.nc.PublishMsg(&nats.Msg{Subject: in.subj.Heartbeat(name), Data: b, Header: nats.Header{HeaderEpoch: {epoch}}})
+		in.nc.PublishMsg(&nats.Msg{Subject: in.subj.Heartbeat(name), Data: b, Header: nats.Header{HeaderEpoch: {epoch}, HeaderLeader: {in.instance}}})
 	}
 }
 
@@ -246,7 +269,7 @@ func (in *Ingest) answerBook(m *nats.Msg) {
 	if p == nil || !p.lead.Load() {
 		return // the leader answers
 	}
-	reply := &nats.Msg{Header: nats.Header{HeaderEpoch: {p.epochNow()}}}
+	reply := &nats.Msg{Header: nats.Header{HeaderEpoch: {p.epochNow()}, HeaderLeader: {in.instance}}}
 	sym, ok := UnescapeToken(tok)
 	f := in.feeds[v]
 	var ev *venue.Event

@@ -37,7 +37,7 @@ type Lease struct {
 
 // leaseBucket is the name of the lease bucket.
 func (in *Ingest) leaseBucket() string {
-	return strings.ReplaceAll(in.subj.Prefix, ".", "_") + "_leases"
+	return leaseBucketOf(in.subj)
 }
 
 // leaseState is what the lease loop knows of one venue's lease.
@@ -45,6 +45,12 @@ type leaseState struct {
 	rev       uint64    // the key's revision last seen (or written, leading)
 	changed   time.Time // when rev last changed (standby), or was renewed (leader)
 	lastRenew time.Time // leading: the last successful renewal
+	// leading: renewals have failed for LeaseLapse without another
+	// node's revision (logged once)
+	unreachable bool
+	// standing by: the last read of the lease failed, so the revision's
+	// age is not known
+	blind bool
 }
 
 // leases runs the lease loop: every leasePoll, per venue, renew what this
@@ -88,8 +94,11 @@ func (in *Ingest) leaseKV() jetstream.KeyValue {
 	if err != nil {
 		return nil
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: in.leaseBucket(), History: 1,
-		Description: "fanoutd ingest leases: per venue, the node that publishes it"})
+	kv, n, err := ensureBucket(ctx, js, jetstream.KeyValueConfig{Bucket: in.leaseBucket(), History: 1,
+		Description: "fanoutd ingest leases: per venue, the node that publishes it"}, in.KVReplicas)
+	if err == nil {
+		logReplicas(in.log, in.leaseBucket(), in.KVReplicas, n)
+	}
 	if err != nil {
 		in.leaseErrs++
 		if in.leaseErrs == 1 {
@@ -125,14 +134,22 @@ func (in *Ingest) leaseStep(kv jetstream.KeyValue, name string, p *publisher, st
 		}
 		rev, err := kv.Update(ctx, name, mine, st.rev)
 		if err == nil {
-			st.rev, st.lastRenew = rev, now
+			if st.unreachable {
+				in.log.Info("ingest: lease renewed again", "venue", name, "after", now.Sub(st.lastRenew).Round(time.Millisecond))
+			}
+			st.rev, st.lastRenew, st.unreachable = rev, now, false
 			return
 		}
 		if isWrongRevision(err) && in.wroteLast(ctx, kv, name, st) {
 			return // a renewal that timed out had been written: still ours
 		}
-		if isWrongRevision(err) || now.Sub(st.lastRenew) >= LeaseLapse {
+		if isWrongRevision(err) {
 			in.demote(p, err)
+			return
+		}
+		if now.Sub(st.lastRenew) >= LeaseLapse && !st.unreachable {
+			st.unreachable = true
+			in.log.Warn("ingest: the lease cannot be renewed (key-value store unreachable); still leading until another node's revision is seen", "venue", name, "err", err)
 		}
 		return
 	}
@@ -145,13 +162,17 @@ func (in *Ingest) leaseStep(kv jetstream.KeyValue, name string, p *publisher, st
 		}
 		return
 	case err != nil:
+		st.blind = true
 		return
 	}
 	var l Lease
 	json.Unmarshal(e.Value(), &l)
 	p.setLeader(l.Node)
-	if e.Revision() != st.rev {
-		st.rev, st.changed = e.Revision(), now
+	if e.Revision() != st.rev || st.blind {
+		// A lapse is counted only over time the store was seen: after
+		// an outage (a bucket's leader election) the leader's renewal
+		// gets its second.
+		st.rev, st.changed, st.blind = e.Revision(), now, false
 		return
 	}
 	if now.Sub(st.changed) < LeaseLapse {
@@ -231,7 +252,7 @@ func (in *Ingest) takeover(p *publisher) {
 		} else {
 			return
 		}
-		in.nc.PublishMsg(&nats.Msg{Subject: in.subj.Notice(p.venue), Data: n.AppendJSON(nil), Header: nats.Header{HeaderEpoch: {epoch}}})
+		in.nc.PublishMsg(&nats.Msg{Subject: in.subj.Notice(p.venue), Data: n.AppendJSON(nil), Header: nats.Header{HeaderEpoch: {epoch}, HeaderLeader: {in.instance}}})
 	})
 	p.unfollow()
 	select { // the edges hear from the new leader at once, not up to a second later

@@ -63,3 +63,91 @@ func TestLeaseRenewalWrittenUnseen(t *testing.T) {
 		t.Fatal("still leading after another process wrote the lease")
 	}
 }
+
+// outageKV is a bucket whose operations time out while down, as during
+// its stream's leader election.
+type outageKV struct {
+	jetstream.KeyValue
+	down bool
+}
+
+func (o *outageKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	if o.down {
+		return nil, context.DeadlineExceeded
+	}
+	return o.KeyValue.Get(ctx, key)
+}
+
+func (o *outageKV) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	if o.down {
+		return 0, context.DeadlineExceeded
+	}
+	return o.KeyValue.Update(ctx, key, value, rev)
+}
+
+// TestLeaseSurvivesStoreOutage: while the key-value store cannot be
+// reached the leader keeps leading however long renewals fail (nobody
+// can take the lease: it is taken only by compare-and-set), and a standby
+// does not count the outage toward the lapse, so the leader's renewal
+// after it wins; the leader stops when it sees another's revision.
+func TestLeaseSurvivesStoreOutage(t *testing.T) {
+	nc := testNATS(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	leader := NewIngest(Subjects{Prefix: "t"}, "in-1", log)
+	standby := NewIngest(Subjects{Prefix: "t"}, "in-2", log)
+	for _, in := range []*Ingest{leader, standby} {
+		in.nc = nc
+		in.Tap("coinbase")
+	}
+	bucket, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: leader.leaseBucket()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := &outageKV{KeyValue: bucket}
+	mine, _ := json.Marshal(Lease{Node: leader.node, Instance: leader.instance})
+	rev, err := kv.Create(ctx, "coinbase", mine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lp, sp := leader.pubs["coinbase"], standby.pubs["coinbase"]
+	lp.lead.Store(true)
+	lst := &leaseState{rev: rev, lastRenew: time.Now()}
+	sst := &leaseState{}
+	standby.leaseStep(kv, "coinbase", sp, sst) // sees the revision
+	sst.changed = time.Now().Add(-time.Hour)   // long unchanged, as if the leader were gone
+
+	kv.down = true
+	lst.lastRenew = time.Now().Add(-10 * LeaseLapse)
+	for range 3 {
+		leader.leaseStep(kv, "coinbase", lp, lst)
+		standby.leaseStep(kv, "coinbase", sp, sst)
+	}
+	if !lp.lead.Load() {
+		t.Fatal("the leader stopped while the store was unreachable")
+	}
+	kv.down = false
+	standby.leaseStep(kv, "coinbase", sp, sst) // back: the lapse starts over
+	if sp.lead.Load() {
+		t.Fatal("the standby took the lease on its first read after the outage")
+	}
+	leader.leaseStep(kv, "coinbase", lp, lst)
+	if !lp.lead.Load() || lst.rev == rev {
+		t.Fatalf("the leader's renewal after the outage: leading %v, revision %d (was %d)", lp.lead.Load(), lst.rev, rev)
+	}
+
+	// Another node's revision: the leader stands by.
+	theirs, _ := json.Marshal(Lease{Node: "in-3", Instance: "in-3~x"})
+	if _, err := kv.Put(ctx, "coinbase", theirs); err != nil {
+		t.Fatal(err)
+	}
+	lst.lastRenew = time.Now().Add(-LeaseRenew)
+	leader.leaseStep(kv, "coinbase", lp, lst)
+	if lp.lead.Load() {
+		t.Fatal("still leading after another node's revision")
+	}
+}

@@ -61,6 +61,10 @@ type Names struct {
 	ttl  time.Duration // the bucket's max age (websocket.named_ttl); 0 keeps records
 	log  *slog.Logger
 
+	// KVReplicas is the bucket's replica count (cluster.kv_replicas; 0:
+	// auto, see ensureBucket). Set it before Start.
+	KVReplicas int
+
 	// TakeOver is called (from NATS's goroutine) when another node
 	// claimed name from this node's connection conn.
 	TakeOver func(name, conn string)
@@ -183,11 +187,12 @@ func (n *Names) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	if err != nil {
 		return nil, err
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: n.Bucket(), TTL: n.ttl, History: 1,
-		Description: "fanoutd named subscribers: owner, holder, subscriptions, last seq written per stream"})
+	kv, r, err := ensureBucket(ctx, js, jetstream.KeyValueConfig{Bucket: n.Bucket(), TTL: n.ttl, History: 1,
+		Description: "fanoutd named subscribers: owner, holder, subscriptions, last seq written per stream"}, n.KVReplicas)
 	if err != nil {
 		return nil, err
 	}
+	logReplicas(n.log, n.Bucket(), n.KVReplicas, r)
 	n.kv = kv
 	return kv, nil
 }

@@ -12,6 +12,10 @@ const (
 	HeaderEpoch = "Fanoutd-Epoch"
 	HeaderSeq   = "Fanoutd-Seq"
 	HeaderError = "Fanoutd-Error"
+	// HeaderLeader names the ingest process (Lease.Instance) that published
+	// an event, notice or heartbeat: an edge forwards only the messages of
+	// the process holding the venue's lease (fencing).
+	HeaderLeader = "Fanoutd-Leader"
 )
 
 // HeartbeatEvery is how often an ingest publishes each stream's last seq.

@@ -36,6 +36,7 @@ type clusterConfig struct {
 	Token         string        `yaml:"token"`
 	Creds         string        `yaml:"creds"`
 	EdgeToken     string        `yaml:"edge_token"`
+	KVReplicas    *int          `yaml:"kv_replicas"`
 	TLS           clusterTLSRaw `yaml:"tls"`
 }
 
@@ -51,8 +52,10 @@ type clusterTLSRaw struct {
 type Cluster struct {
 	// Role is RoleAll (the default), RoleIngest or RoleEdge.
 	Role string
-	// NATSURL is the NATS server (nats:// or tls://, host:port). Defaults
-	// to nats://127.0.0.1:4222. FANOUTD_NATS_URL and --nats override it.
+	// NATSURL is the NATS servers, comma-separated (each nats:// or
+	// tls://, host:port): a node connects to one of them and fails over to
+	// the others and to those the cluster announces. Defaults to
+	// nats://127.0.0.1:4222. FANOUTD_NATS_URL and --nats override it.
 	NATSURL string
 	// SubjectPrefix starts every subject the node uses. Defaults to
 	// "fanoutd".
@@ -75,6 +78,11 @@ type Cluster struct {
 	// own credentials are the ingests'. Used only with EmbeddedNATS;
 	// generated into NATSDir if empty. FANOUTD_NATS_EDGE_TOKEN overrides.
 	EdgeToken string
+	// KVReplicas is how many copies JetStream keeps of the lease and
+	// names buckets, 1 to 5; 0 (the default) is 3 where the JetStream
+	// cluster can place three, else 1 (said in the log). Applied to
+	// existing buckets too.
+	KVReplicas int
 	// TLS: a CA to verify the server, and a client certificate and key
 	// (both or neither). FANOUTD_NATS_TLS_CA, _CERT, _KEY override.
 	TLSCA, TLSCert, TLSKey string
@@ -149,6 +157,12 @@ func resolveCluster(cc *clusterConfig, getenv func(string) string) (Cluster, err
 	if cc.NATSDir != "" {
 		c.NATSDir = cc.NATSDir
 	}
+	if cc.KVReplicas != nil {
+		if r := *cc.KVReplicas; r < 1 || r > 5 {
+			return c, cfgErr("cluster.kv_replicas", "%d is not an integer from 1 to 5 (JetStream's limit; leave it out for auto)", r)
+		}
+		c.KVReplicas = *cc.KVReplicas
+	}
 	// Secrets are never echoed: the messages name the keys only.
 	n := 0
 	if c.User != "" || c.Password != "" {
@@ -172,21 +186,51 @@ func resolveCluster(cc *clusterConfig, getenv func(string) string) (Cluster, err
 	return c, nil
 }
 
-// CheckNATSURL validates a NATS server URL: nats:// or tls://, host:port,
-// no user information (credentials have keys of their own, so that they
-// are never logged with the URL).
+// CheckNATSURL validates cluster.nats_url: a comma-separated list of
+// NATS server URLs, each nats:// or tls://, host:port, with no user
+// information (credentials have keys of their own, so that they are never
+// logged with the URL). The error names every bad URL.
 func CheckNATSURL(s string) error {
-	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Host == "" {
-		return cfgErr("cluster.nats_url", "%q is not nats://host:port or tls://host:port", redactURL(s))
+	var bad []string
+	urls := SplitNATSURLs(s)
+	if len(urls) == 0 {
+		return cfgErr("cluster.nats_url", "is empty: give one or more nats://host:port, separated by commas")
 	}
-	if u.User != nil {
-		return cfgErr("cluster.nats_url", "carries credentials: use cluster.user/password, token or creds")
+	for _, one := range urls {
+		if msg := checkOneNATSURL(one); msg != "" {
+			bad = append(bad, msg)
+		}
 	}
-	if _, port, err := net.SplitHostPort(u.Host); err != nil || port == "" {
-		return cfgErr("cluster.nats_url", "%q has no port", s)
+	if len(bad) > 0 {
+		return cfgErr("cluster.nats_url", "%s", strings.Join(bad, "; "))
 	}
 	return nil
+}
+
+// SplitNATSURLs returns the URLs of a comma-separated cluster.nats_url,
+// each trimmed of spaces, empty ones left out.
+func SplitNATSURLs(s string) []string {
+	var out []string
+	for _, u := range strings.Split(s, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+func checkOneNATSURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Host == "" {
+		return fmt.Sprintf("%q is not nats://host:port or tls://host:port", redactURL(s))
+	}
+	if u.User != nil {
+		return fmt.Sprintf("carries credentials: use cluster.user/password, token or creds (in %q)", redactURL(s))
+	}
+	if _, port, err := net.SplitHostPort(u.Host); err != nil || port == "" {
+		return fmt.Sprintf("%q has no port", s)
+	}
+	return ""
 }
 
 // redactURL drops anything between "://" and "@", so that a URL with
@@ -221,7 +265,10 @@ func (c *Config) CheckCluster() error {
 	if cl.EdgeToken != "" && (cl.EdgeToken == cl.Token || cl.EdgeToken == cl.Password) {
 		return cfgErr("cluster.edge_token", "is the ingests' secret too (each role needs its own)")
 	}
-	u, _ := url.Parse(cl.NATSURL)
+	if urls := SplitNATSURLs(cl.NATSURL); len(urls) > 1 {
+		return cfgErr("cluster.embedded_nats", "the embedded server listens on one address, and cluster.nats_url lists %d", len(urls))
+	}
+	u, _ := url.Parse(strings.TrimSpace(cl.NATSURL))
 	if !Loopback(u.Host) && (cl.Token == "" && cl.User == "" || cl.EdgeToken == "") {
 		return cfgErr("cluster.embedded_nats", "%q is not a loopback address and no bus credentials are configured (configure cluster.token and cluster.edge_token, or listen on loopback)", u.Host)
 	}

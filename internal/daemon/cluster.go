@@ -29,6 +29,7 @@ type busWire struct {
 	names  *cluster.Names  // role edge: named subscribers in the key-value bucket
 	srv    *server.Server  // cluster.embedded_nats
 	nc     *nats.Conn
+	stats  cluster.ConnStats
 }
 
 func newBusWire(c config.Cluster, namedTTL time.Duration, log *slog.Logger) *busWire {
@@ -39,9 +40,11 @@ func newBusWire(c config.Cluster, namedTTL time.Duration, log *slog.Logger) *bus
 	subj := cluster.Subjects{Prefix: c.SubjectPrefix}
 	if c.Role == config.RoleIngest {
 		b.ingest = cluster.NewIngest(subj, c.Node, b.log)
+		b.ingest.KVReplicas = c.KVReplicas
 	} else {
 		b.edge = cluster.NewEdge(subj, c.Node, b.log)
 		b.names = cluster.NewNames(subj, c.Node, namedTTL, b.log)
+		b.names.KVReplicas = c.KVReplicas
 	}
 	return b
 }
@@ -162,9 +165,9 @@ func (b *busWire) start(feeds []*fanout.Feed, ws *wsapi.Server) error {
 		b.cfg, b.srv = c, srv
 		b.log.Info("embedded nats server running", "url", b.cfg.NATSURL, "jetstream", b.cfg.NATSDir)
 	}
-	var h cluster.Handlers
+	h := cluster.Handlers{Stats: &b.stats}
 	if b.edge != nil {
-		h = cluster.Handlers{Down: func(error) { b.edge.Disconnected() }, Up: b.edge.Reconnected}
+		h.Down, h.Up = func(error) { b.edge.Disconnected() }, b.edge.Reconnected
 	}
 	nc, err := cluster.Connect(b.cfg, b.log, h)
 	if err != nil {
@@ -278,6 +281,15 @@ func (c leaderCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// venueLink is an ingest's cluster.Ingest.Link: the venue's link state.
+func (d *Daemon) venueLink(venueName string) string {
+	vr := d.byName[venueName]
+	if vr == nil {
+		return ""
+	}
+	return vr.adapter.Coverage().Link
+}
+
 // holds is an ingest's cluster.Ingest.Holds: whether st's symbol is
 // subscribed at its venue already.
 func (d *Daemon) holds(st venue.Stream) bool {
@@ -306,9 +318,28 @@ var wantRefusedDesc = prometheus.NewDesc("fanoutd_cluster_want_refused_total",
 	"Streams an edge's want named past the new symbols one want may add (cluster.MaxWantAdds), refused as too_many_symbols.",
 	[]string{"venue"}, nil)
 
+var slowConsumerDesc = prometheus.NewDesc("fanoutd_cluster_slow_consumer_total",
+	"Slow-consumer events on this node's NATS connection (NATS dropped messages of a subscription that did not keep up; each loss is announced as a gap), by venue and subject kind.",
+	[]string{"venue", "kind"}, nil)
+
+var fencedDesc = prometheus.NewDesc("fanoutd_cluster_fenced_total",
+	"Messages an edge dropped because the ingest that published them did not hold the venue's lease (fencing: one publisher reaches the subscribers).",
+	[]string{"venue"}, nil)
+
+var lameDuckDesc = prometheus.NewDesc("fanoutd_cluster_lame_duck_moves_total",
+	"Times this node left its NATS server because the server entered lame-duck mode (a restart), before the server evicted it.", nil, nil)
+
+var publishDroppedDesc = prometheus.NewDesc("fanoutd_cluster_publish_dropped_total",
+	"Events this ingest led but did not publish because its NATS connection was down (nothing is buffered while reconnecting; the edges announce the gap).",
+	[]string{"venue"}, nil)
+
 func (c busCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- busInvalidDesc
 	ch <- wantRefusedDesc
+	ch <- slowConsumerDesc
+	ch <- lameDuckDesc
+	ch <- fencedDesc
+	ch <- publishDroppedDesc
 }
 
 func (c busCollector) Collect(ch chan<- prometheus.Metric) {
@@ -316,10 +347,20 @@ func (c busCollector) Collect(ch chan<- prometheus.Metric) {
 		c.b.edge.Rejected(func(v, reason string, n uint64) {
 			ch <- prometheus.MustNewConstMetric(busInvalidDesc, prometheus.CounterValue, float64(n), v, reason)
 		})
+		c.b.edge.Fenced(func(v string, n uint64) {
+			ch <- prometheus.MustNewConstMetric(fencedDesc, prometheus.CounterValue, float64(n), v)
+		})
 	}
 	if c.b.ingest != nil {
 		c.b.ingest.WantsCapped(func(v string, n uint64) {
 			ch <- prometheus.MustNewConstMetric(wantRefusedDesc, prometheus.CounterValue, float64(n), v)
 		})
+		c.b.ingest.Dropped(func(v string, n uint64) {
+			ch <- prometheus.MustNewConstMetric(publishDroppedDesc, prometheus.CounterValue, float64(n), v)
+		})
 	}
+	c.b.stats.SlowConsumers(func(v, kind string, n uint64) {
+		ch <- prometheus.MustNewConstMetric(slowConsumerDesc, prometheus.CounterValue, float64(n), v, kind)
+	})
+	ch <- prometheus.MustNewConstMetric(lameDuckDesc, prometheus.CounterValue, float64(c.b.stats.LameDuck.Load()))
 }

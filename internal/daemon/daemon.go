@@ -141,6 +141,7 @@ func New(o Options) (*Daemon, error) {
 	if d.bus != nil && d.bus.ingest != nil {
 		d.bus.ingest.OnWant = d.edgeWants // edges ask for their subscribers' symbols
 		d.bus.ingest.Holds = d.holds
+		d.bus.ingest.Link = d.venueLink // the edges' coverage and readiness follow the venue links
 	}
 	d.hub.SetRecovery(cfg.Recovery)
 	for _, vc := range cfg.Venues {
@@ -500,12 +501,19 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc.Encode(v)
 }
 
+// readyz: a node is ready when every venue's link is up; an edge when
+// at least one of its venues is up (its bus link to the ingest and the
+// ingest's link to the venue), since a client there can be served that
+// venue while another is down.
 func (d *Daemon) readyz(w http.ResponseWriter, _ *http.Request) {
 	var down []string
 	for _, vr := range d.venues {
 		if vr.adapter.Coverage().Link != venue.LinkUp.String() {
 			down = append(down, vr.cfg.Name)
 		}
+	}
+	if d.bus != nil && d.bus.edge != nil && len(down) < len(d.venues) {
+		down = nil
 	}
 	select {
 	case <-d.stopped:

@@ -212,7 +212,7 @@ func TestHostileBusForgedBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	epoch := m.Header.Get(cluster.HeaderEpoch)
+	epoch, leader := m.Header.Get(cluster.HeaderEpoch), m.Header.Get(cluster.HeaderLeader)
 	body := func(stream string, seq uint64, id string) string {
 		return `{"type":"trade","stream":"` + stream + `","seq":` + strconv.FormatUint(seq, 10) + `,"id":"` + id +
 			`","price":"12345.6","size":"1","side":"buy","recv_time":"2026-01-01T00:00:00Z"}`
@@ -227,7 +227,7 @@ func TestHostileBusForgedBytes(t *testing.T) {
 	} {
 		seq := last + 1 + uint64(i)
 		nc.PublishMsg(&nats.Msg{Subject: subject, Data: []byte(data),
-			Header: nats.Header{cluster.HeaderEpoch: {epoch}, cluster.HeaderSeq: {strconv.FormatUint(seq, 10)}}})
+			Header: nats.Header{cluster.HeaderEpoch: {epoch}, cluster.HeaderSeq: {strconv.FormatUint(seq, 10)}, cluster.HeaderLeader: {leader}}})
 	}
 	nc.Flush()
 	edge := &hostile{Running: b.edge}
@@ -248,6 +248,72 @@ func TestHostileBusForgedBytes(t *testing.T) {
 		}
 		if m.Kind == "stream_gap" {
 			t.Errorf("a gap announced though the ingest's events arrived: %s", m.raw)
+		}
+	}
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] != seqs[i-1]+1 {
+			t.Errorf("trade seq %d after %d", seqs[i], seqs[i-1])
+		}
+	}
+}
+
+// TestFencedPublisher: events, notices and heartbeats from an ingest
+// that does not hold the venue's lease (as an old leader cut off from
+// the key-value store would publish them, well formed, at the seqs that
+// come next) are dropped by the edge and counted in
+// fanoutd_cluster_fenced_total; its subscriber sees the lease holder's
+// events only, seq contiguous, no notice of the other's.
+func TestFencedPublisher(t *testing.T) {
+	b := startHostileBus(t)
+	c := dialSub(t, b.edge.URL("ws"), trBTC)
+	waitFor(t, 10*time.Second, "trades through the edge", func() bool {
+		b.src.step()
+		return lastOf(c.all(), trBTC) >= 10
+	})
+	last := lastOf(c.all(), trBTC)
+	nc, _, err := b.connect(t, nats.Token(b.token(t, "ingest")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb, err := nc.SubscribeSync("fanoutd.hb.coinbase")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := hb.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	epoch := m.Header.Get(cluster.HeaderEpoch)
+	stale := nats.Header{cluster.HeaderEpoch: {epoch}, cluster.HeaderLeader: {"in-0~stale"}}
+	subj := cluster.Subjects{Prefix: "fanoutd"}
+	for i := range uint64(20) {
+		seq := strconv.FormatUint(last+1+i, 10)
+		h := nats.Header{cluster.HeaderSeq: {seq}}
+		for k, v := range stale {
+			h[k] = v
+		}
+		nc.PublishMsg(&nats.Msg{Subject: subj.Event(trBTC), Header: h, Data: []byte(`{"type":"trade","stream":"` + trBTC + `","seq":` + seq +
+			`,"id":"fenced","price":"1","size":"1","side":"buy","recv_time":"2026-01-01T00:00:00Z"}`)})
+	}
+	nc.PublishMsg(&nats.Msg{Subject: subj.Notice("coinbase"), Header: stale,
+		Data: []byte(`{"type":"notice","kind":"link_down","severity":"warn","venue":"coinbase","stream":"","time":"2026-01-01T00:00:00Z","message":"fenced","details":{}}`)})
+	nc.PublishMsg(&nats.Msg{Subject: subj.Heartbeat("coinbase"), Header: stale, Data: []byte(`{"node":"in-0","epoch":"` + epoch + `","streams":{}}`)})
+	nc.Flush()
+	edge := &hostile{Running: b.edge}
+	waitFor(t, 10*time.Second, "the fenced messages counted", func() bool {
+		return metric(t, edge, "fanoutd_cluster_fenced_total", "venue", "coinbase") == 22
+	})
+	waitFor(t, 10*time.Second, "the holder's trades after the fenced ones", func() bool {
+		b.src.step()
+		return lastOf(c.all(), trBTC) >= last+25
+	})
+	var seqs []uint64
+	for _, m := range c.all() {
+		if strings.Contains(string(m.raw), "fenced") {
+			t.Errorf("delivered from the fenced ingest: %s", m.raw)
+		}
+		if m.Type == "trade" {
+			seqs = append(seqs, m.Seq)
 		}
 	}
 	for i := 1; i < len(seqs); i++ {

@@ -118,3 +118,7 @@ func (s *Source) Notice(n notice.Notice) {
 	defer s.mu.Unlock()
 	s.cfg.Sink.Notice(n)
 }
+
+// SetLink sets the venue link's state, as a real adapter's connection
+// would (coverage and readiness follow it).
+func (s *Source) SetLink(state venue.LinkState) { s.cov.SetLink(state, time.Now()) }
