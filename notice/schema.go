@@ -55,7 +55,9 @@ type Schema struct {
 
 var schemas = map[Kind]Schema{
 	LinkUp: {Fields: []Field{
-		{"url", String, true, "the endpoint connected to"},
+		{"url", String, true, "the endpoint connected to (in a replay, the capture's recorded endpoint)"},
+		{"capture", String, false, "the capture replayed (replay)"},
+		{"line", Int, false, "the capture line of the first frame after the disconnect (replay)"},
 		{"connection", Int, false, "which of the venue's connections, from 0 (a venue spread over connections)"},
 	}},
 	LinkDown: {Fields: []Field{

@@ -27,6 +27,7 @@ type replayOpts struct {
 	speed      float64 // 0: max
 	loop       bool
 	wait       int
+	align      bool
 	cfgPath    string
 	listen     string
 	insecure   bool
@@ -59,7 +60,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fanoutd replay [--venue V] [--speed 1|N|max] [--loop] [--wait N] [--config FILE] [--listen ADDR] [--insecure] [--grace D] CAPTURE…")
+		fmt.Fprintln(stderr, "usage: fanoutd replay [--venue V] [--speed 1|N|max] [--loop] [--wait N] [--align=false] [--config FILE] [--listen ADDR] [--insecure] [--grace D] CAPTURE…")
 		fmt.Fprintln(stderr, "       fanoutd replay --role ingest [--nats URL] [--embedded-nats] [--speed …] [--loop] [--config FILE] [--listen ADDR] CAPTURE…")
 		fmt.Fprintln(stderr, "       fanoutd replay --export FILE|- [--streams S[,S…]] [--venue V] [--config FILE] [--cpuprofile FILE] CAPTURE…")
 		fs.PrintDefaults()
@@ -68,7 +69,8 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 	fs.StringVar(&o.venue, "venue", "", "the captures' venue, overriding their metadata")
 	speed := fs.String("speed", "1", "pace: 1 keeps the recorded pacing, N plays N times faster, max as fast as possible")
 	fs.BoolVar(&o.loop, "loop", false, "play the captures again when they end, until interrupted")
-	fs.IntVar(&o.wait, "wait", 0, "start the clock only once N subscriptions were made")
+	fs.IntVar(&o.wait, "wait", 1, "start the clock only once N subscriptions were made, so that the first subscribers see the captures from their start; 0 starts it at once (the default with --role ingest)")
+	fs.BoolVar(&o.align, "align", true, "play captures recorded at different times together: each venue's first frame at the same moment (a venue's own captures keep their relative times); --align=false plays them by their absolute receive times. Not with --export, which merges by receive time")
 	fs.StringVar(&o.cfgPath, "config", "", "configuration file (default fanoutd.yaml if present, else built-in defaults)")
 	fs.StringVar(&o.listen, "listen", "", "address to listen on; overrides the config's listen and FANOUTD_LISTEN")
 	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback listen address without tokens")
@@ -80,6 +82,8 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var err error
 	if o.speed, err = parseSpeed(*speed); err != nil {
 		fmt.Fprintf(stderr, "fanoutd: replay: %v\n", err)
@@ -111,8 +115,8 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 		fs.Usage()
 		return 2
 	}
-	if o.export != "" && (o.loop || o.wait > 0) {
-		fmt.Fprintln(stderr, "fanoutd: replay: --export plays once, as fast as possible: --loop and --wait do not apply")
+	if o.export != "" && (o.loop || set["wait"] && o.wait > 0 || set["align"] && o.align) {
+		fmt.Fprintln(stderr, "fanoutd: replay: --export plays once, as fast as possible, by receive time: --loop, --wait and --align do not apply")
 		return 2
 	}
 	if _, ok := venues.Lookup(o.venue); o.venue != "" && !ok {
@@ -127,6 +131,9 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 	if err := cf.apply(fs, cfg); err != nil {
 		fmt.Fprintf(stderr, "fanoutd: replay: %v\n", err)
 		return 2
+	}
+	if !set["wait"] && (o.export != "" || cfg.Cluster.Role == config.RoleIngest) {
+		o.wait = 0 // nothing to wait for: an export, or an ingest (its subscribers are on the edges)
 	}
 	switch {
 	case cfg.Cluster.Role == config.RoleEdge:
@@ -219,7 +226,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 		grace = -1 // ReplayOptions' zero is the default
 	}
 	err = daemon.Replay(ctx, cfg, daemon.ReplayOptions{Sources: o.srcs, Speed: o.speed, Loop: o.loop, Wait: o.wait,
-		Grace: grace, Logger: log}, ln)
+		Align: o.align, Grace: grace, Logger: log}, ln)
 	if err != nil {
 		fmt.Fprintf(stderr, "fanoutd: %v\n", err)
 		return 1
