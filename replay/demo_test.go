@@ -20,7 +20,9 @@ import (
 // tickers beside them, a few hundred KB of gzip each.
 const demoSteps = 3000
 
-func demoPath(v string) string { return filepath.Join("..", "testdata", "replay", "demo", v+".jsonl.gz") }
+func demoPath(v string) string {
+	return filepath.Join("..", "testdata", "replay", "demo", v+".jsonl.gz")
+}
 
 var demoChannels = []venue.Channel{venue.Level2, venue.Trades, venue.Ticker}
 
