@@ -62,7 +62,8 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: fanoutd replay [--venue V] [--speed 1|N|max] [--loop] [--wait N] [--align=false] [--config FILE] [--listen ADDR] [--insecure] [--grace D] CAPTURE…")
 		fmt.Fprintln(stderr, "       fanoutd replay --role ingest [--nats URL] [--embedded-nats] [--speed …] [--loop] [--config FILE] [--listen ADDR] CAPTURE…")
-		fmt.Fprintln(stderr, "       fanoutd replay --export FILE|- [--streams S[,S…]] [--venue V] [--config FILE] [--cpuprofile FILE] CAPTURE…")
+		fmt.Fprintln(stderr, "       fanoutd replay --export FILE|- [--streams S[,S…]]… [--venue V] [--config FILE] [--cpuprofile FILE] CAPTURE…")
+		fmt.Fprintln(stderr, "Flags may come before or after the captures; --streams may be repeated.")
 		fs.PrintDefaults()
 	}
 	var o replayOpts
@@ -75,16 +76,17 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 	fs.StringVar(&o.listen, "listen", "", "address to listen on; overrides the config's listen and FANOUTD_LISTEN")
 	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback listen address without tokens")
 	fs.StringVar(&o.export, "export", "", "write the normalized events and notices to FILE (- for stdout) as fast as possible, without serving")
-	streams := fs.String("streams", "", "with --export: only these streams, comma-separated names or patterns ('*' matches any run), derived ones included (binance:book_snapshot_25_1s:*)")
+	var streams listFlag
+	fs.Var(&streams, "streams", "with --export: only these streams, names or patterns ('*' matches any run), derived ones included (binance:book_snapshot_25_1s:*); --streams A,B and --streams A --streams B both give both")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the replay to FILE")
 	fs.DurationVar(&o.grace, "grace", daemon.DefaultGrace, "after the replay ends, keep serving at most this long for the queues to drain")
 	cf := clusterFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	captures, err := parseArgs(fs, args)
+	if err != nil {
 		return 2
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var err error
 	if o.speed, err = parseSpeed(*speed); err != nil {
 		fmt.Fprintf(stderr, "fanoutd: replay: %v\n", err)
 		return 2
@@ -97,12 +99,12 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 		fmt.Fprintf(stderr, "fanoutd: replay: --grace: %v is negative\n", o.grace)
 		return 2
 	}
-	if *streams != "" {
+	if len(streams) > 0 {
 		if o.export == "" {
 			fmt.Fprintln(stderr, "fanoutd: replay: --streams applies to --export (a served replay takes subscriptions)")
 			return 2
 		}
-		for _, p := range strings.Split(*streams, ",") {
+		for _, p := range streams {
 			if err := checkStreamPattern(p); err != nil {
 				fmt.Fprintf(stderr, "fanoutd: replay: --streams: %q %v\n", p, err)
 				return 2
@@ -110,7 +112,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 			o.streams = append(o.streams, p)
 		}
 	}
-	o.captures = fs.Args()
+	o.captures = captures
 	if len(o.captures) == 0 {
 		fs.Usage()
 		return 2
@@ -267,13 +269,16 @@ func export(ctx context.Context, o *replayOpts, cfg *config.Config, stdout, stde
 		w = f
 	}
 	start := time.Now()
-	st, err := daemon.Export(ctx, cfg, o.srcs, w, log, o.streams...)
+	st, none, err := daemon.ExportStreams(ctx, cfg, o.srcs, w, log, o.streams...)
 	if err == nil && f != nil {
 		err = f.Close()
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "fanoutd: replay: %v\n", err)
 		return 1
+	}
+	for _, p := range none {
+		fmt.Fprintf(stderr, "fanoutd: replay: --streams: %q matches no stream in the captures (they hold %s)\n", p, strings.Join(captureStreams(o), ", "))
 	}
 	el := time.Since(start)
 	fmt.Fprintf(stderr, "fanoutd: replayed %d frames (%d disconnects) in %v: %.0f frames/s\n",
@@ -291,4 +296,17 @@ func claimRef(arg string) (string, bool) {
 		return arg, true
 	}
 	return "", false
+}
+
+// captureStreams names what the captures' metadata says they subscribed,
+// as venue:*:symbol patterns.
+func captureStreams(o *replayOpts) []string {
+	var out []string
+	for v, syms := range o.venues {
+		for _, s := range syms {
+			out = append(out, v+":*:"+s)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

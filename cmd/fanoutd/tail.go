@@ -20,10 +20,11 @@ func tailCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Token, "token", "", "bearer token (default $FANOUTD_TOKEN)")
 	fs.StringVar(&o.Name, "name", "", "attach as this named subscriber")
 	fs.BoolVar(&o.Raw, "raw", false, "print the JSON objects as received")
-	if err := fs.Parse(args); err != nil {
+	streams, err := parseArgs(fs, args)
+	if err != nil {
 		return 2
 	}
-	if o.Streams = fs.Args(); len(o.Streams) == 0 {
+	if o.Streams = streams; len(o.Streams) == 0 {
 		fmt.Fprintln(stderr, "usage: fanoutd tail [--url URL] [--token T] [--name N] STREAM…")
 		return 2
 	}

@@ -76,13 +76,22 @@ func decoderFor(cfg *config.Config, log *slog.Logger) func(string, venue.Sink) (
 // is a derived channel, written out) are computed from their sources'
 // events and written.
 func Export(ctx context.Context, cfg *config.Config, srcs []replay.Source, w io.Writer, log *slog.Logger, streams ...string) (replay.Stats, error) {
+	st, _, err := ExportStreams(ctx, cfg, srcs, w, log, streams...)
+	return st, err
+}
+
+// ExportStreams is Export that also returns the patterns of streams that
+// matched no stream of the captures (raw or derived), in their order.
+func ExportStreams(ctx context.Context, cfg *config.Config, srcs []replay.Source, w io.Writer, log *slog.Logger, streams ...string) (replay.Stats, []string, error) {
 	if log == nil {
 		log = slog.Default()
 	}
 	sink := replay.NewExportSink(w)
 	var to venue.Sink = sink
+	var tap *exportTap
 	if len(streams) > 0 {
-		to = newExportTap(sink, streams)
+		tap = newExportTap(sink, streams)
+		to = tap
 	}
 	st, err := replay.Play(ctx, replay.PlayerOptions{
 		NewDecoder: decoderFor(cfg, log),
@@ -92,7 +101,11 @@ func Export(ctx context.Context, cfg *config.Config, srcs []replay.Source, w io.
 	if ferr := sink.Flush(); err == nil && ferr != nil {
 		err = fmt.Errorf("export: %w", ferr)
 	}
-	return st, err
+	var none []string
+	if tap != nil {
+		none = tap.unmatched()
+	}
+	return st, none, err
 }
 
 // Replay serves the captures over the websocket API on ln: a daemon whose
