@@ -144,3 +144,16 @@ func TestClaimsGetTakesClaimForm(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckConfigReportsEveryKey: check-config names every bad key in one
+// run, an unknown key with the nearest known one, and exits 2.
+func TestCheckConfigReportsEveryKey(t *testing.T) {
+	p := writeConfig(t, "websocket:\n  write_timout: 5s\nlog_level: loud\n")
+	var out, errb bytes.Buffer
+	code := run([]string{"check-config", p}, &out, &errb)
+	lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
+	if code != 2 || len(lines) != 2 || !strings.Contains(lines[0], "websocket.write_timout: unknown key (line 2); did you mean write_timeout?") ||
+		!strings.HasPrefix(lines[1], "fanoutd: config: log_level:") {
+		t.Fatalf("exit %d, stderr:\n%s", code, errb.String())
+	}
+}

@@ -203,8 +203,10 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	if _, err := config.Load(files[0], os.Getenv); err != nil {
-		fmt.Fprintf(stderr, "fanoutd: %v\n", err)
+	if _, errs := config.LoadAll(files[0], os.Getenv); len(errs) > 0 {
+		for _, err := range errs {
+			fmt.Fprintf(stderr, "fanoutd: %v\n", err)
+		}
 		return 2
 	}
 	fmt.Fprintln(stdout, "ok")
