@@ -24,15 +24,27 @@ func LoadAll(path string, getenv func(string) string) (*Config, []error) {
 		}
 		data = b
 	}
-	cfg, err := Parse(data, getenv)
-	if err == nil {
+	cfg, first := Parse(data, getenv)
+	if first == nil {
 		return cfg, nil
 	}
+	err := first
 	var root yaml.Node
 	if yaml.Unmarshal(data, &root) != nil {
-		return nil, []error{err} // not YAML: one error, as Parse said
+		return nil, []error{first} // not YAML: one error, as Parse said
 	}
 	var errs []error
+	var deleted []string
+	// cascade reports whether key's error comes of a key taken out below it
+	// (tokens[0]: set sha256 or token, once tokens[0].sha256 is out).
+	cascade := func(key string) bool {
+		for _, d := range deleted {
+			if strings.HasPrefix(d, key+".") || strings.HasPrefix(d, key+"[") {
+				return true
+			}
+		}
+		return false
+	}
 	// The decoder reports every unknown key and type mismatch at once.
 	fc := fileConfig{ClaimCheck: newClaimCheckFile()}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -43,8 +55,8 @@ func LoadAll(path string, getenv func(string) string) (*Config, []error) {
 			e := yamlError(data, errors.New(msg))
 			errs = append(errs, e)
 			var ce *Error
-			if errors.As(e, &ce) {
-				deleteKey(&root, ce.Key)
+			if errors.As(e, &ce) && deleteKey(&root, ce.Key) {
+				deleted = append(deleted, ce.Key)
 			}
 		}
 	}
@@ -56,14 +68,18 @@ func LoadAll(path string, getenv func(string) string) (*Config, []error) {
 		if _, err = Parse(b, getenv); err == nil {
 			break
 		}
-		errs = append(errs, err)
 		var ce *Error
-		if !errors.As(err, &ce) || !deleteKey(&root, ce.Key) {
+		isKey := errors.As(err, &ce)
+		if !isKey || !cascade(ce.Key) {
+			errs = append(errs, err)
+		}
+		if !isKey || !deleteKey(&root, ce.Key) {
 			break // not a key of the file (the environment, a key's absence)
 		}
+		deleted = append(deleted, ce.Key)
 	}
 	if len(errs) == 0 {
-		errs = append(errs, err)
+		errs = append(errs, first)
 	}
 	return nil, errs
 }
