@@ -29,6 +29,7 @@ import (
 	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/internal/daemon/daemontest"
 	"github.com/fanoutd/fanoutd/internal/testsource"
+	"github.com/fanoutd/fanoutd/internal/testutil"
 	"github.com/fanoutd/fanoutd/internal/ui/bidi"
 	"github.com/fanoutd/fanoutd/replay"
 	"github.com/fanoutd/fanoutd/venue"
@@ -256,18 +257,8 @@ func value[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
 	return v
 }
 
-// waitFor polls cond every 50 ms until it holds, failing t after d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > d {
-			t.Fatalf("after %v: %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return time.Since(start)
-}
+// waitFor is testutil.WaitFor, the one polling helper of the tests.
+var waitFor = testutil.WaitFor
 
 func getJSON(t *testing.T, u string, out any) int {
 	t.Helper()
