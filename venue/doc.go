@@ -14,8 +14,9 @@
 // validation (Config.Validate).
 //
 // Import rules (checked by deps_test.go at the module root): venue imports
-// only notice among fanoutd's packages; venues/* import venue and notice,
-// never fanout or subscriber.
+// only notice and internal/jsonw among fanoutd's packages; venues/* import
+// venue, venue/wsconn, notice and internal/scan (their mocks, venues/*/*test,
+// also venue/venuetest and their own adapter), never fanout or subscriber.
 //
 // # Sequence numbers
 //
