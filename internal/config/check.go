@@ -236,3 +236,41 @@ func distance(a, b string) int {
 	}
 	return prev[len(b)]
 }
+
+// Keys returns every key the document takes, as dotted paths: a map's
+// keys as <name> (venues.<name>.depth), a list's elements as []
+// (tokens[].name); a section (websocket) is not a key of its own, a list
+// or a map (tokens, venues) is. It reads the file's structure, so a key
+// added there is listed.
+func Keys() []string { return keysOf(reflect.TypeOf(fileConfig{}), "") }
+
+func keysOf(t reflect.Type, prefix string) []string {
+	var out []string
+	t = deref(t)
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if strings.Contains(opts, "inline") {
+			out = append(out, keysOf(f.Type, prefix)...)
+			continue
+		}
+		if name == "" || name == "-" {
+			continue
+		}
+		key := prefix + name
+		ft := deref(f.Type)
+		switch {
+		case ft.Kind() == reflect.Struct:
+			out = append(out, keysOf(ft, key+".")...)
+		case ft.Kind() == reflect.Map && deref(ft.Elem()).Kind() == reflect.Struct:
+			out = append(out, key)
+			out = append(out, keysOf(ft.Elem(), key+".<name>.")...)
+		case ft.Kind() == reflect.Slice && deref(ft.Elem()).Kind() == reflect.Struct:
+			out = append(out, key)
+			out = append(out, keysOf(ft.Elem(), key+"[].")...)
+		default:
+			out = append(out, key)
+		}
+	}
+	return out
+}
