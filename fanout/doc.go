@@ -51,7 +51,8 @@
 // A Feed has one mutex. Publish, Notice, Hub.Subscribe, Hub.Unsubscribe
 // and Hub.Detach take it; delivery holds it while it offers to each subscriber's queue,
 // which never blocks (subscriber.Mailbox's lock is held for a few pointer
-// moves). Lock order: Feed.mu, then subscriber.Mailbox.mu. Feeds of different
+// moves). Lock order: Feed.mu, then subscriber.Mailbox.mu (the whole daemon's
+// chains: docs/lock-order.md). Feeds of different
 // venues run in parallel; a Mailbox may be offered to by several feeds at once.
 //
 // The dropping state lives in the feed's entry for the subscriber and is

@@ -18,6 +18,11 @@
 // venue, venue/wsconn, notice and internal/scan (their mocks, venues/*/*test,
 // also venue/venuetest and their own adapter), never fanout or subscriber.
 //
+// A Link's decode lock (shared by a Pool's connections) is taken before the
+// Link's connection lock, the Pool's run lock, the coverage tracker's lock
+// and whatever the decoder's sink takes (the venue's feed); the daemon's
+// lock order is docs/lock-order.md.
+//
 // # Sequence numbers
 //
 // Two sequence numbers travel on a book event and they mean different
