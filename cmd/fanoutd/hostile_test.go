@@ -1,6 +1,6 @@
 package main
 
-// The hostile-clients suite's attacks on the command line (issue 11): bad
+// The hostile-clients suite's attacks on the command line: bad
 // captures to replay and a YAML alias bomb to check-config. The attacks on
 // a running daemon are in internal/daemon/hostile_test.go.
 
