@@ -157,3 +157,15 @@ func TestCheckConfigReportsEveryKey(t *testing.T) {
 		t.Fatalf("exit %d, stderr:\n%s", code, errb.String())
 	}
 }
+
+// TestServeReportsEveryKey: serve stops on a bad file naming every bad
+// key, each on its own "fanoutd: config:" line, as check-config does.
+func TestServeReportsEveryKey(t *testing.T) {
+	p := writeConfig(t, "websocket:\n  write_timout: 5s\nlog_level: loud\n")
+	var out, errb bytes.Buffer
+	code := run([]string{"serve", "--config", p}, &out, &errb)
+	lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
+	if code != 2 || len(lines) != 2 || !strings.HasPrefix(lines[0], "fanoutd: config: websocket.write_timout") || !strings.HasPrefix(lines[1], "fanoutd: config: log_level") {
+		t.Fatalf("exit %d, stderr:\n%s", code, errb.String())
+	}
+}

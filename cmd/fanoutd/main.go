@@ -28,6 +28,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"github.com/fanoutd/fanoutd/internal/bench"
@@ -215,15 +216,36 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 
 // loadCommandConfig loads a command's --config: path, else ./fanoutd.yaml
 // if there is one, else the built-in defaults; with the environment's
-// overrides.
+// overrides. A bad file's error names every bad key.
 func loadCommandConfig(path string) (*config.Config, error) {
 	if path == "" {
 		if _, err := os.Stat("fanoutd.yaml"); err == nil {
 			path = "fanoutd.yaml"
 		}
 	}
-	return config.Load(path, os.Getenv)
+	cfg, errs := config.LoadAll(path, os.Getenv)
+	switch len(errs) {
+	case 0:
+		return cfg, nil
+	case 1:
+		return nil, errs[0]
+	}
+	return nil, configErrors(errs)
 }
+
+// configErrors are every bad key of a configuration, printed one a line
+// after the "fanoutd: " the commands put before an error.
+type configErrors []error
+
+func (e configErrors) Error() string {
+	msgs := make([]string, len(e))
+	for i, err := range e {
+		msgs[i] = err.Error()
+	}
+	return strings.Join(msgs, "\nfanoutd: ")
+}
+
+func (e configErrors) Unwrap() []error { return e }
 
 // logger is the commands' logger: text on stderr at the configured level.
 func logger(cfg *config.Config, stderr io.Writer) *slog.Logger {

@@ -51,13 +51,17 @@ func LoadAll(path string, getenv func(string) string) (*Config, []error) {
 	dec.KnownFields(true)
 	var te *yaml.TypeError
 	if derr := dec.Decode(&fc); errors.As(derr, &te) {
-		for _, msg := range te.Errors {
-			e := yamlError(data, errors.New(msg))
+		for i, msg := range te.Errors {
+			e := first // Parse named the first already
+			if i > 0 {
+				e = yamlError(data, errors.New(msg))
+			}
 			errs = append(errs, e)
 			var ce *Error
-			if errors.As(e, &ce) && deleteKey(&root, ce.Key) {
-				deleted = append(deleted, ce.Key)
+			if !errors.As(e, &ce) || !deleteKey(&root, ce.Key) {
+				return nil, reported(errs) // a value the document cannot lose: the rest unresolved
 			}
+			deleted = append(deleted, ce.Key)
 		}
 	}
 	for range 1000 { // each round takes a key out: a bound, never reached
@@ -81,7 +85,33 @@ func LoadAll(path string, getenv func(string) string) (*Config, []error) {
 	if len(errs) == 0 {
 		errs = append(errs, first)
 	}
-	return nil, errs
+	return nil, reported(errs)
+}
+
+// maxReported bounds the errors LoadAll returns: a hostile document (an
+// alias bomb) repeats one error as often as it expands.
+const maxReported = 50
+
+// reported drops repeated errors and keeps at most maxReported, saying how
+// many more there were.
+func reported(errs []error) []error {
+	seen := map[string]bool{}
+	var out []error
+	more := 0
+	for _, e := range errs {
+		switch {
+		case seen[e.Error()]:
+		case len(out) == maxReported:
+			more++
+		default:
+			seen[e.Error()] = true
+			out = append(out, e)
+		}
+	}
+	if more > 0 {
+		out = append(out, &Error{Key: "(document)", Msg: strconv.Itoa(more) + " more errors not shown"})
+	}
+	return out
 }
 
 // deleteKey removes the dotted key (a.b[2].c) from the document; false if
@@ -97,8 +127,11 @@ func deleteKey(n *yaml.Node, key string) bool {
 	for i, p := range parts {
 		name, idx := p, -1
 		if j := strings.IndexByte(p, '['); j >= 0 && strings.HasSuffix(p, "]") {
+			var err error
 			name = p[:j]
-			idx, _ = strconv.Atoi(p[j+1 : len(p)-1])
+			if idx, err = strconv.Atoi(p[j+1 : len(p)-1]); err != nil {
+				return false // a list inside a list: no key of ours
+			}
 		}
 		if n.Kind != yaml.MappingNode {
 			return false
