@@ -35,11 +35,12 @@ func LoadAll(path string, getenv func(string) string) (*Config, []error) {
 	}
 	var errs []error
 	var deleted []string
-	// cascade reports whether key's error comes of a key taken out below it
-	// (tokens[0]: set sha256 or token, once tokens[0].sha256 is out).
+	// cascade reports whether key's error comes of a key taken out: the
+	// key itself, now absent, or one below it (tokens[0]: set sha256 or
+	// token, once tokens[0].sha256 is out).
 	cascade := func(key string) bool {
 		for _, d := range deleted {
-			if strings.HasPrefix(d, key+".") || strings.HasPrefix(d, key+"[") {
+			if d == key || strings.HasPrefix(d, key+".") || strings.HasPrefix(d, key+"[") {
 				return true
 			}
 		}
