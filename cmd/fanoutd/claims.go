@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/fanoutd/fanoutd/claimcheck"
+	"github.com/fanoutd/fanoutd/internal/cli"
 	"github.com/fanoutd/fanoutd/internal/daemon"
 )
 
@@ -29,7 +30,7 @@ func claimsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "configuration file (default fanoutd.yaml if present, else built-in defaults)")
 	out := fs.String("o", "", "write the claim to this file instead of stdout")
-	refs, err := parseArgs(fs, args[1:])
+	refs, err := cli.ParseArgs(fs, args[1:])
 	if err != nil {
 		return 2
 	}

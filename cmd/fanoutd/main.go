@@ -32,6 +32,7 @@ import (
 	"syscall"
 
 	"github.com/fanoutd/fanoutd/internal/bench"
+	"github.com/fanoutd/fanoutd/internal/cli"
 	"github.com/fanoutd/fanoutd/internal/config"
 	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/venues"
@@ -145,7 +146,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, o daemo
 	listen := fs.String("listen", "", "address to listen on; overrides the config's listen and FANOUTD_LISTEN (default 127.0.0.1:8080)")
 	insecure := fs.Bool("insecure", false, "allow a non-loopback listen address without tokens")
 	cf := clusterFlags(fs)
-	if extra, err := parseArgs(fs, args); err != nil {
+	if extra, err := cli.ParseArgs(fs, args); err != nil {
 		return 2
 	} else if len(extra) > 0 {
 		fmt.Fprintf(stderr, "fanoutd: serve: unexpected argument %q (try fanoutd help)\n", extra[0])
@@ -193,7 +194,7 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	path := fs.String("config", "", "the configuration file to check (or give it as the argument)")
-	files, err := parseArgs(fs, args)
+	files, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return 2
 	}

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fanoutd/fanoutd/internal/cli"
 	"github.com/fanoutd/fanoutd/internal/config"
 	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/notice"
@@ -143,12 +144,12 @@ func recordCmd(ctx context.Context, args []string, stdout, stderr io.Writer, bui
 		fs.PrintDefaults()
 	}
 	venueName := fs.String("venue", "", "the venue to record (required)")
-	var more listFlag
+	var more cli.ListFlag
 	fs.Var(&more, "streams", "streams to record: venue:channel:symbol, or bare symbols (every channel); --streams A,B, --streams A --streams B and --streams A B all give both")
 	out := fs.String("out", "", "directory for the capture segments (default: the config's record.dir)")
 	dur := fs.Duration("duration", 0, "stop after this long (default: until SIGINT/SIGTERM)")
 	cfgPath := fs.String("config", "", "configuration file: the venue's endpoints and depth, record.max_bytes/max_age/queue")
-	extra, err := parseArgs(fs, args)
+	extra, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return 2
 	}

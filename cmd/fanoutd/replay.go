@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fanoutd/fanoutd/internal/cli"
 	"github.com/fanoutd/fanoutd/internal/config"
 	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/replay"
@@ -76,12 +77,12 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 	fs.StringVar(&o.listen, "listen", "", "address to listen on; overrides the config's listen and FANOUTD_LISTEN")
 	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback listen address without tokens")
 	fs.StringVar(&o.export, "export", "", "write the normalized events and notices to FILE (- for stdout) as fast as possible, without serving")
-	var streams listFlag
+	var streams cli.ListFlag
 	fs.Var(&streams, "streams", "with --export: only these streams, names or patterns ('*' matches any run), derived ones included (binance:book_snapshot_25_1s:*); --streams A,B and --streams A --streams B both give both")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the replay to FILE")
 	fs.DurationVar(&o.grace, "grace", daemon.DefaultGrace, "after the replay ends, keep serving at most this long for the queues to drain")
 	cf := clusterFlags(fs)
-	captures, err := parseArgs(fs, args)
+	captures, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return 2
 	}

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 
+	"github.com/fanoutd/fanoutd/internal/cli"
 	"github.com/fanoutd/fanoutd/internal/tail"
 )
 
@@ -20,7 +21,7 @@ func tailCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Token, "token", "", "bearer token (default $FANOUTD_TOKEN)")
 	fs.StringVar(&o.Name, "name", "", "attach as this named subscriber")
 	fs.BoolVar(&o.Raw, "raw", false, "print the JSON objects as received")
-	streams, err := parseArgs(fs, args)
+	streams, err := cli.ParseArgs(fs, args)
 	if err != nil {
 		return 2
 	}

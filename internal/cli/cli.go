@@ -1,18 +1,20 @@
-package main
+// Package cli holds the command-line grammar every fanoutd command shares:
+// flags before or after the other arguments, list flags that repeat.
+package cli
 
 import (
 	"flag"
 	"strings"
 )
 
-// listFlag is a flag that may be given several times and whose values may
+// ListFlag is a flag that may be given several times and whose values may
 // be comma-separated: --streams A,B and --streams A --streams B both give
 // [A B].
-type listFlag []string
+type ListFlag []string
 
-func (l *listFlag) String() string { return strings.Join(*l, ",") }
+func (l *ListFlag) String() string { return strings.Join(*l, ",") }
 
-func (l *listFlag) Set(v string) error {
+func (l *ListFlag) Set(v string) error {
 	for _, p := range strings.Split(v, ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			*l = append(*l, p)
@@ -21,10 +23,10 @@ func (l *listFlag) Set(v string) error {
 	return nil
 }
 
-// parseArgs parses args with fs, flags before, between or after the
+// ParseArgs parses args with fs, flags before, between or after the
 // positional arguments (replay cap.gz --export -), and returns the
 // positional ones. After "--" every argument is positional.
-func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+func ParseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
