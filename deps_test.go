@@ -47,7 +47,7 @@ var policy = map[string][]string{
 	"internal/config":            {"claimcheck", "fanout", "internal/api", "internal/wsapi", "venue", "venues"},
 	"internal/testsource":        {"notice", "venue"},
 	"internal/cluster/natstest":  {}, // tests only
-	"internal/cluster":           {"fanout", "internal/config", "notice", "venue", "venue/wsconn"},
+	"internal/cluster":           {"fanout", "internal/config", "internal/jsonw", "notice", "venue", "venue/wsconn"},
 	"internal/ui":                {},
 	"internal/ui/bidi":           {}, // tests only: drives Firefox
 	"internal/daemon":            {"internal/ui", "internal/cluster", "claimcheck", "claimcheck/s3store", "derive", "fanout", "internal/api", "internal/config", "internal/wsapi", "notice", "replay", "subscriber", "venue", "venues"},

@@ -26,6 +26,25 @@
 //   - a subscriber that is gone is skipped, never an error, and costs
 //     nothing on later calls once Hub.Detach removed it.
 //
+// # Recovery
+//
+// With Hub.SetRecovery, each stream with subscribers keeps a window of its
+// newest events: the very messages delivered (the bytes encoded once),
+// bounded by count per stream, by bytes over every feed of the hub, and by
+// age. Keeping an event allocates nothing once the stream's ring has its
+// size. When a subscriber resumes (drained or reattached), each stream
+// whose whole lost range the window holds is recovered: those events are
+// queued right after the resumed notice, in seq order, before anything
+// newer, and the notice names the stream under recovered, not gaps; a
+// level2 stream is recovered only when its lost updates are fewer bytes
+// than its book (otherwise gap and snapshot). Never part of a range: a
+// range is queued whole, and only if the queue, with it, still takes one
+// more message under its bound (subscriber.Mailbox.Recover); one that
+// does not fit is a gap as without recovery. Recovered events count
+// against the bound like any other, so a subscriber too slow for its
+// recovery drops again, with a dropping notice. Hub.Recover serves the
+// recover op the same way.
+//
 // Notices never go through the bounded queue: they travel on the
 // subscriber's own unbounded notice queue (subscriber.Mailbox.Notify), which
 // its writer drains ahead of data. One notice per transition, never one per
@@ -39,7 +58,8 @@
 //
 // Named subscribers: while no connection is attached, deliveries to them
 // are skipped and recorded as missed, together with whatever the last
-// connection still had queued. When a connection attaches again, the first
+// connection still had queued; the loss is marked once per stream when the
+// subscriber is found detached, not per event (away.go). When a connection attaches again, the first
 // call that observes it (or Hub.Attach itself) sends a resumed notice with
 // reason "reattached" and the gaps, then a snapshot of every level2 stream
 // the subscriber holds. Hub.ExpireAfter forgets a named subscriber left

@@ -76,6 +76,8 @@ type Feed struct {
 	tap      func(venue.Stream, uint64, []byte)        // Options.Tap
 	onWanted func(venue.Stream, bool)                  // Options.OnWanted
 	counters Counters
+	rec      *recoveryBudget // the hub's, nil: recovery off
+	rc       RecoveryCounters
 
 	mu      sync.Mutex // protects the fields below; see the package doc for lock order
 	streams map[venue.Stream]*stream
@@ -98,6 +100,7 @@ type stream struct {
 	vtime    time.Time   // VenueTime of the last event
 	snap     *subscriber.Message
 	subs     []*entry
+	win      window // recovery.go
 
 	// A source stream's derived streams that have subscribers.
 	derived []*stream
@@ -123,6 +126,8 @@ type entry struct {
 	total    uint64 // events lost, ever (for operators)
 	replaced uint64 // conflated messages replaced unsent, ever (for operators)
 	gaps     []gap  // per stream, the seqs lost since the last resumed notice
+	away     bool   // a named subscriber found detached: its loss is in marks (away.go)
+	marks    []mark // while away, each stream's last seq before it left
 }
 
 type gap struct {
@@ -188,6 +193,7 @@ func (f *Feed) Forget(symbol string) {
 	defer f.mu.Unlock()
 	for id, st := range f.streams {
 		if !st.wanted() && id.Symbol() == symbol {
+			f.unhold(st)
 			delete(f.streams, id)
 		}
 	}
@@ -299,6 +305,7 @@ func (f *Feed) stopDerived(st *stream) {
 	if st.timer != nil {
 		st.timer.Stop()
 	}
+	f.unhold(st)
 	delete(f.streams, st.id)
 }
 
@@ -442,6 +449,7 @@ func (f *Feed) Reset(id venue.Stream) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if st := f.streams[id]; st != nil && len(st.subs) == 0 {
+		f.unhold(st)
 		delete(f.streams, id)
 	}
 }
@@ -539,15 +547,21 @@ func (f *Feed) Seqs(dst map[venue.Stream]uint64) {
 	}
 }
 
-// deliver offers m to every subscriber of st. f.mu must be held.
+// deliver offers m to every subscriber of st, after keeping it in st's
+// recovery window. f.mu must be held.
 func (f *Feed) deliver(st *stream, m *subscriber.Message) {
+	if f.rec != nil {
+		f.keep(st, m)
+	}
 	resume := ResumeBelow(f.maxLen)
 	var delivered, dropped, missed uint64
 	for _, e := range st.subs {
 		c := e.sub.Resolve()
 		if c != e.conn {
 			if c == nil { // detached, or its connection just closed
-				e.lose(st, m.Seq)
+				if !e.away {
+					e.leave(st)
+				}
 				missed++
 				continue
 			}
@@ -621,6 +635,10 @@ func (f *Feed) resumed(e *entry, c *subscriber.Mailbox, reason string) {
 			resend[i] = g.st
 		}
 	}
+	if plan := f.plan(e, c); len(plan) > 0 {
+		f.resumedRecovering(e, c, reason, plan, resend)
+		return
+	}
 	details := map[string]any{
 		"reason": reason, "bound": f.maxLen, "queue_len": c.Len(), "max_queue_bytes": f.maxBytes,
 		"dropped": e.dropped, "gaps": gaps,
@@ -664,6 +682,7 @@ func (f *Feed) claims(sts []*stream) map[string]any {
 // the stream whose event is being delivered (its seq already counts that
 // event, which goes to c), or nil. f.mu must be held.
 func (f *Feed) reattached(e *entry, c *subscriber.Mailbox, cur *stream) {
+	e.back(cur)
 	if e.conn == nil { // the first connection this entry sees
 		e.conn = c
 		return
@@ -736,11 +755,7 @@ func (f *Feed) sendSnapshot(c *subscriber.Mailbox, st *stream) {
 	if !st.level2 || !st.hasBook {
 		return
 	}
-	if st.snap == nil {
-		ev := st.snapshotEvent()
-		st.snap = &subscriber.Message{Stream: string(st.id), Seq: st.bookSeq, Snapshot: true, Data: ev.AppendJSON(nil), Published: f.now()}
-	}
-	c.Force(st.snap)
+	c.Force(f.snapMsg(st))
 }
 
 // notify sends a notice raised by the feed itself to c. f.mu must be held.
@@ -844,6 +859,7 @@ func (f *Feed) subscribe(s *subscriber.Subscriber, id venue.Stream) {
 	was := st.wanted()
 	st.subs = append(st.subs, e)
 	e.streams = append(e.streams, st)
+	e.markNew(st)
 	f.noteWanted(st, was)
 	if c != nil {
 		f.sendSnapshot(c, st)
@@ -864,6 +880,10 @@ func (f *Feed) unsubscribe(s *subscriber.Subscriber, id venue.Stream) {
 	f.noteWanted(st, was)
 	e.streams = slices.DeleteFunc(e.streams, func(x *stream) bool { return x == st })
 	e.gaps = slices.DeleteFunc(e.gaps, func(g gap) bool { return g.st == st })
+	e.unmark(st)
+	if len(st.subs) == 0 {
+		f.unhold(st) // a new subscriber starts from a snapshot, not a range
+	}
 	f.stopDerived(st)
 	if len(e.streams) == 0 {
 		f.forget(e)
@@ -882,6 +902,9 @@ func (f *Feed) remove(s *subscriber.Subscriber) {
 		was := st.wanted()
 		st.subs = slices.DeleteFunc(st.subs, func(x *entry) bool { return x == e })
 		f.noteWanted(st, was)
+		if len(st.subs) == 0 {
+			f.unhold(st)
+		}
 		f.stopDerived(st)
 	}
 	f.forget(e)
@@ -993,5 +1016,6 @@ func (f *Feed) State(s *subscriber.Subscriber) (SubscriberState, bool) {
 	if e == nil {
 		return SubscriberState{}, false
 	}
-	return SubscriberState{Dropping: e.dropping, Dropped: e.dropped, DroppedTotal: e.total, ReplacedTotal: e.replaced}, true
+	away := e.pending()
+	return SubscriberState{Dropping: e.dropping, Dropped: e.dropped + away, DroppedTotal: e.total + away, ReplacedTotal: e.replaced}, true
 }

@@ -21,8 +21,9 @@ type Hub struct {
 	reg     *subscriber.Registry
 	expired atomic.Uint64 // named subscribers forgotten by ExpireAfter
 
-	mu    sync.RWMutex // protects feeds
+	mu    sync.RWMutex // protects feeds and rec
 	feeds map[string]*Feed
+	rec   *recoveryBudget // SetRecovery; nil: off
 
 	timerMu sync.Mutex // protects timers
 	timers  map[*subscriber.Subscriber]*time.Timer
@@ -44,6 +45,7 @@ func (h *Hub) AddFeed(o Options) (*Feed, error) {
 		return nil, fmt.Errorf("fanout: feed %q added twice", o.Venue)
 	}
 	f := newFeed(o)
+	f.rec = h.rec
 	h.feeds[o.Venue] = f
 	return f, nil
 }

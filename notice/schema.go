@@ -89,8 +89,9 @@ var schemas = map[Kind]Schema{
 		{"bound", Int, true, "the queue bound in messages"},
 		{"queue_len", Int, true, "messages queued"},
 		{"max_queue_bytes", Int, true, "the byte bound (0: none)"},
-		{"dropped", Int, true, "events lost"},
-		{"gaps", Object, true, "by stream, `[first, last]` seq lost"},
+		{"dropped", Int, true, "events lost and not recovered"},
+		{"gaps", Object, true, "by stream, `[first, last]` seq lost and not recovered"},
+		{"recovered", Object, false, "by stream, `[first, last]` seq lost and sent again: those events follow the notice, in seq order, before anything newer of the stream (no snapshot for a level2 stream recovered); present when the daemon keeps a recovery window and could recover a stream"},
 		{"claims", Object, false, "by level2 stream resent, the claim check of its newest stored snapshot"},
 	}},
 	CoverageChange: {Doc: "a stream started or stopped arriving; the notice's `stream` names it", Fields: []Field{
@@ -103,10 +104,11 @@ var schemas = map[Kind]Schema{
 		{"channel", String, false, "the venue's channel, where known"},
 		{"code", String, false, "the venue's error code, where it sends one"},
 	}},
-	DataQuality: {Doc: "frames that do not parse or make an impossible book (one per burst)", Fields: []Field{
+	DataQuality: {Doc: "frames that do not parse or make an impossible book: one per burst, a burst ending after 10 s without a bad frame ([venues.md](venues.md))", Fields: []Field{
 		{"reason", String, true, "what was wrong with the frame"},
-		{"bad_frames", Int, true, "bad frames from this venue so far"},
-		{"sample", String, false, "the start of the bad frame"},
+		{"bad_frames", Int, true, "bad frames from this venue connection so far"},
+		{"sample", String, true, "the bad frame's first 96 bytes (invalid UTF-8 as `?`)"},
+		{"connection", Int, false, "which of the venue's connections, from 0, when the frame concerns no known stream (the notice's `stream` is then empty)"},
 	}},
 	RateLimited: {Doc: "a request rate was limited", Fields: []Field{
 		{"message", String, true, "what was limited"},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -30,10 +31,30 @@ func FileSource(path, venueOverride string) Source {
 	return Source{Name: path, Venue: venueOverride, Open: func() (*File, error) { return Open(path) }}
 }
 
+// MinSpeed is the slowest pace Play takes: a thousand times slower than
+// recorded (a second of capture in 16m40s). Slower paces only freeze a
+// replay, and the pacing arithmetic must stay within a time.Duration.
+const MinSpeed = 1e-3
+
+// paced is d of capture time at speed, in wall time: at most the largest
+// time.Duration, never negative (a long capture at a slow pace would
+// otherwise overflow into the past and play at full speed).
+func paced(d time.Duration, speed float64) time.Duration {
+	w := float64(d) / speed
+	switch {
+	case w >= math.MaxInt64:
+		return math.MaxInt64
+	case w <= 0:
+		return 0
+	}
+	return time.Duration(w)
+}
+
 // PlayerOptions configure Play.
 type PlayerOptions struct {
 	// Speed is the pace: 1 keeps the recorded pacing, N plays N times
-	// faster, 0 (max) as fast as the process can go.
+	// faster, 0 (max) as fast as the process can go. Below MinSpeed (other
+	// than 0), NaN or infinite, Play refuses it.
 	Speed float64
 	// Loop plays the captures again from the start when they end, forever
 	// (until ctx ends).
@@ -223,6 +244,9 @@ func Play(ctx context.Context, o PlayerOptions, srcs []Source) (Stats, error) {
 	if len(srcs) == 0 {
 		return st, errors.New("replay: no capture to play")
 	}
+	if o.Speed != 0 && !(o.Speed >= MinSpeed && o.Speed <= math.MaxFloat64) {
+		return st, fmt.Errorf("replay: speed %g is not 0 (max) or a number from %g", o.Speed, MinSpeed)
+	}
 	if o.Parallel && o.Speed == 0 && !o.Loop && o.Start == nil {
 		return playParallel(ctx, o, srcs)
 	}
@@ -287,7 +311,7 @@ func Play(ctx context.Context, o PlayerOptions, srcs []Source) (Stats, error) {
 			t0 = at
 		}
 		if o.Speed > 0 {
-			due := wall0.Add(time.Duration(float64(at.Sub(t0)) / o.Speed))
+			due := wall0.Add(paced(at.Sub(t0), o.Speed))
 			if d := time.Until(due); d > 0 {
 				if timer == nil {
 					timer = time.NewTimer(d)

@@ -328,3 +328,55 @@ func (c *Mailbox) Close() []*Message {
 
 // IsClosed reports whether Close was called.
 func (c *Mailbox) IsClosed() bool { return c.done.Load() }
+
+// Recover queues batches of data messages under one lock, each batch
+// whole or not at all: a batch is queued only if, with it and the batches
+// before it that were, the queue would still take one more message under
+// Offer's bound (fewer than maxLen messages, and fewer than maxBytes
+// bytes; maxBytes 0 means no byte bound). The message that follows a
+// recovery thus always fits, and a subscriber that resumes never drops at
+// once. head, if not nil, is called with which batches fit and the data
+// queue's length before them (still under the lock: it must only build a
+// message); its message goes on the notice queue, so the client reads it
+// before the messages it announces. Recover returns which batches it
+// queued, or nil if the Mailbox is closed.
+func (c *Mailbox) Recover(batches [][]*Message, maxLen, maxBytes int, head func(ok []bool, queued int) *Message) []bool {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	ok := make([]bool, len(batches))
+	n, bytes := c.n, c.bytes
+	for i, b := range batches {
+		nb, bb := n+len(b), bytes
+		for _, m := range b {
+			bb += len(m.Data)
+		}
+		if nb < maxLen && (maxBytes <= 0 || bb < maxBytes) {
+			ok[i], n, bytes = true, nb, bb
+		}
+	}
+	wake := c.n == 0 && len(c.notices) == 0
+	if head != nil {
+		if m := head(ok, c.n); m != nil {
+			if m.Reply {
+				c.replies += len(m.Data)
+			}
+			c.notices = append(c.notices, m)
+		}
+	}
+	for i, b := range batches {
+		if ok[i] {
+			for _, m := range b {
+				c.push(m)
+			}
+		}
+	}
+	empty := c.n == 0 && len(c.notices) == 0
+	c.mu.Unlock()
+	if wake && !empty {
+		c.signal()
+	}
+	return ok
+}

@@ -344,3 +344,41 @@ func TestConflate(t *testing.T) {
 		t.Fatal(r)
 	}
 }
+
+// TestRecover: each batch is queued whole or not at all, and only if the
+// queue still takes one more message with it; the head goes on the notice
+// queue, ahead of them, built with what fit.
+func TestRecover(t *testing.T) {
+	c := NewMailbox()
+	c.Offer(msg("q"), 6, 0)
+	a := []*Message{msg("a1"), msg("a2")}
+	b := []*Message{msg("b1"), msg("b2"), msg("b3")} // 1+2+3 = 6: no room left after it
+	d := []*Message{msg("d1"), msg("d2")}
+	var seen string
+	ok := c.Recover([][]*Message{a, b, d}, 6, 0, func(ok []bool, queued int) *Message {
+		seen = fmt.Sprint(ok, queued)
+		return msg("head")
+	})
+	if fmt.Sprint(ok) != "[true false true]" || seen != "[true false true] 1" {
+		t.Fatalf("ok %v, head saw %v", ok, seen)
+	}
+	if _, r := c.Offer(msg("next"), 6, 0); r != Enqueued {
+		t.Fatal("no room for the message after a recovery")
+	}
+	got, nn := c.Drain(nil, 100, math.MaxInt)
+	var names []string
+	for _, m := range got {
+		names = append(names, string(m.Data))
+	}
+	if nn != 1 || fmt.Sprint(names) != "[head q a1 a2 d1 d2 next]" {
+		t.Fatalf("drained %v (%d notices)", names, nn)
+	}
+	// The byte bound: the bytes with the batch must stay under it.
+	if ok := c.Recover([][]*Message{{msg("xxxx"), msg("yyyy")}, {msg("zzz")}}, 100, 8, nil); fmt.Sprint(ok) != "[false true]" {
+		t.Fatalf("byte bound: %v", ok)
+	}
+	c.Close()
+	if c.Recover([][]*Message{a}, 5, 0, nil) != nil {
+		t.Fatal("recover on a closed mailbox")
+	}
+}

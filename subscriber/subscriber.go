@@ -155,14 +155,58 @@ func ValidName(name string) bool { return nameRE.MatchString(name) }
 type Registry struct {
 	nextID atomic.Uint64
 
-	mu        sync.Mutex // protects the maps
+	mu        sync.Mutex // protects the fields below
 	named     map[string]*Subscriber
 	ephemeral map[string]*Subscriber
+	namedBy   map[string]int // named subscribers per owner
+	maxNamed  int            // LimitNamed's total; 0: none
+	maxOwned  int            // LimitNamed's per owner; 0: none
 }
 
-// NewRegistry returns an empty registry.
+// NewRegistry returns an empty registry, with no limit on names.
 func NewRegistry() *Registry {
-	return &Registry{named: map[string]*Subscriber{}, ephemeral: map[string]*Subscriber{}}
+	return &Registry{named: map[string]*Subscriber{}, ephemeral: map[string]*Subscriber{}, namedBy: map[string]int{}}
+}
+
+// NamedLimitError is AttachFrom's refusal of a new name past LimitNamed.
+type NamedLimitError struct {
+	PerOwner bool // the owner's limit, not the registry's
+	Limit    int
+}
+
+func (e *NamedLimitError) Error() string {
+	if e.PerOwner {
+		return fmt.Sprintf("subscriber: the owner already has %d named subscribers", e.Limit)
+	}
+	return fmt.Sprintf("subscriber: the registry already has %d named subscribers", e.Limit)
+}
+
+// LimitNamed bounds the named subscribers AttachFrom creates: total in
+// all and perOwner for each owner (0: no bound). A name that exists is
+// unaffected, whatever the bounds: it can always be reattached.
+func (r *Registry) LimitNamed(total, perOwner int) {
+	r.mu.Lock()
+	r.maxNamed, r.maxOwned = total, perOwner
+	r.mu.Unlock()
+}
+
+// NamedRoom returns the *NamedLimitError AttachFrom would return for a new
+// name of owner now, or nil.
+func (r *Registry) NamedRoom(owner string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.room(owner)
+}
+
+// room is NamedRoom. r.mu must be held.
+func (r *Registry) room(owner string) error {
+	switch {
+	case r.maxOwned > 0 && r.namedBy[owner] >= r.maxOwned:
+		return &NamedLimitError{PerOwner: true, Limit: r.maxOwned}
+	case r.maxNamed > 0 && len(r.named) >= r.maxNamed:
+		return &NamedLimitError{Limit: r.maxNamed}
+	}
+	return nil
 }
 
 // NewEphemeral registers an ephemeral subscriber for c, owned by owner.
@@ -194,7 +238,8 @@ func (r *Registry) Attach(name, owner string, c *Mailbox, takeover func(s *Subsc
 // seq it read before its previous connection closed (from, nil if it
 // states nothing): the statement is set on the subscriber (ResumeFrom)
 // before c is attached, so the gaps the feeds report start after it. c
-// may be nil: the subscriber is then created (or kept) detached.
+// may be nil: the subscriber is then created (or kept) detached. A new
+// name past LimitNamed is refused with a *NamedLimitError.
 func (r *Registry) AttachFrom(name, owner string, c *Mailbox, from map[venue.Stream]uint64, takeover func(s *Subscriber, previous *Mailbox)) (s *Subscriber, existed bool, err error) {
 	if !ValidName(name) {
 		return nil, false, fmt.Errorf("%w: %q", ErrBadName, name)
@@ -203,8 +248,13 @@ func (r *Registry) AttachFrom(name, owner string, c *Mailbox, from map[venue.Str
 		r.mu.Lock()
 		s, existed = r.named[name]
 		if !existed {
+			if err := r.room(owner); err != nil {
+				r.mu.Unlock()
+				return nil, false, err
+			}
 			s = &Subscriber{id: name, kind: Named, owner: owner, streams: map[venue.Stream]struct{}{}}
 			r.named[name] = s
+			r.namedBy[owner]++
 		}
 		r.mu.Unlock()
 		if s.owner != owner {
@@ -286,6 +336,9 @@ func (r *Registry) forget(s *Subscriber) {
 	r.mu.Lock()
 	if r.named[s.id] == s {
 		delete(r.named, s.id)
+		if r.namedBy[s.owner]--; r.namedBy[s.owner] <= 0 {
+			delete(r.namedBy, s.owner)
+		}
 	}
 	r.mu.Unlock()
 }

@@ -139,8 +139,8 @@ type Adapter interface {
 // capture. A Decoder is not safe for concurrent use.
 type Decoder interface {
 	// Frame decodes one raw frame received at recv. Bad frames are
-	// counted and reported by the decoder (a DataQuality notice at most
-	// once per burst) and make the affected books resync; they never
+	// counted and reported through BadFrames (one DataQuality notice per
+	// burst) and make the affected books resync; they never
 	// panic and never return an error the caller must act on.
 	Frame(recv time.Time, frame []byte)
 	// LinkDown tells the decoder the link dropped at t: every book it holds

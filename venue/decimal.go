@@ -81,3 +81,41 @@ func numDigits(u uint64) int {
 	}
 	return n
 }
+
+// decimalCacheBits sizes DecimalCache: 2048 slots of 40 bytes, enough for
+// the prices of a deep book and the sizes that recur.
+const decimalCacheBits = 11
+
+// DecimalCache hands out one shared decimal.Decimal per coefficient and
+// exponent it has seen recently. decimal.New allocates twice (a big.Int and
+// its word); on a book feed the same prices and many sizes recur frame
+// after frame, and a Decimal is immutable, so one value can be shared by
+// the book and any number of events. It is direct-mapped: a map was
+// rejected, since it grows without a bound and hashes slower. The zero
+// value is ready to use; a nil *DecimalCache makes every decimal anew. Not
+// safe for concurrent use.
+type DecimalCache struct {
+	slots [1 << decimalCacheBits]decimalSlot
+}
+
+type decimalSlot struct {
+	m   int64
+	exp int32
+	ok  bool
+	d   decimal.Decimal
+}
+
+// Get returns m·10^exp, from the cache or new.
+func (c *DecimalCache) Get(m int64, exp int32) decimal.Decimal {
+	if c == nil {
+		return decimal.New(m, exp)
+	}
+	h := (uint64(m)*0x9E3779B97F4A7C15 ^ uint64(uint32(exp))*0xC2B2AE3D27D4EB4F) >> (64 - decimalCacheBits)
+	sl := &c.slots[h]
+	if sl.ok && sl.m == m && sl.exp == exp {
+		return sl.d
+	}
+	d := decimal.New(m, exp)
+	*sl = decimalSlot{m: m, exp: exp, ok: true, d: d}
+	return d
+}

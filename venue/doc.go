@@ -10,7 +10,8 @@
 // watchdog, keepalive, write queue, the link notices; the transport behind
 // the Conn interface, venue/wsconn for websockets; Pool, the link over
 // several connections where a venue caps one), coverage (CoverageSink,
-// which decoders emit through, so live and replay agree) and config
+// which decoders emit through, so live and replay agree), the bad-frame
+// rule (BadFrames: one data_quality notice per burst) and config
 // validation (Config.Validate).
 //
 // Import rules (checked by deps_test.go at the module root): venue imports

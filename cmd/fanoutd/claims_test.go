@@ -382,6 +382,8 @@ websocket:
 claim_check:
   snapshot_interval_ms: 20
   pack_max_age_ms: 5
+recovery:
+  max_events_per_stream: 0 # the lost update would be sent again, not the book
 venues:
   coinbase:
     symbols: [BTC-USD]

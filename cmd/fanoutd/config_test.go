@@ -79,10 +79,13 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"tokens:\n  - {name: a, token: s, streams: [\"coinbase:levl2:*\"]}\n", `tokens[0].streams[0]: "coinbase:levl2:*" names channel "levl2"`},
 		{"tokens:\n  - {name: a, token: s, streams: [\"ftx:*\"]}\n", `tokens[0].streams[0]: "ftx:*" names venue "ftx"`},
 		{"tokens:\n  - {name: a, token: s, streams: [\"coinbase:level2\"]}\n", `tokens[0].streams[0]: "coinbase:level2" is not a stream`},
+		{"tokens:\n  - {name: a, token: s, streams: [\"*BTC*\"]}\n", `tokens[0].streams[0]: "*BTC*" venue part "*BTC*" matches no venue`},
 		{"http:\n  idle_timeout: 0s\n", `http.idle_timeout: "0s"`},
 		{"http:\n  max_anonymous_connections: -1\n", "http.max_anonymous_connections: -1"},
 		{"websocket:\n  named_ttl: forever\n", `websocket.named_ttl: "forever" is not a duration from 1s to 8760h, or never`},
 		{"limits:\n  max_reply_bytes: 10\n", "limits.max_reply_bytes: 10 is not an integer from 1024"},
+		{"limits:\n  max_named_per_token: 0\n", "limits.max_named_per_token: 0 is not an integer from 1"},
+		{"limits:\n  max_named: many\n", `limits.max_named: "many" is not`},
 		{"tokens:\n  - {name: t1, token: s1, streams: [[\"x\"]]}\n", "tokens[0].streams[0]: cannot unmarshal !!seq"},
 		{"shutdown_timeout: 1000h\n", `shutdown_timeout: "1000h" is not a duration between 0 and 24h`},
 		// cluster:; secrets are never echoed.
@@ -96,6 +99,9 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"cluster:\n  tls: {cert: /c.pem}\n", "cluster.tls: cert and key go together"},
 		{"cluster:\n  role: edge\n  embedded_nats: true\n", "cluster.embedded_nats: only an ingest node runs the embedded NATS server (role is edge)"},
 		{"cluster:\n  node: a b\n", `cluster.node: "a b" is not a name`},
+		{"cluster:\n  role: ingest\n  embedded_nats: true\n  nats_url: nats://0.0.0.0:4222\n", `cluster.embedded_nats: "0.0.0.0:4222" is not a loopback address and no bus credentials are configured (configure cluster.token and cluster.edge_token, or listen on loopback)`},
+		{"cluster:\n  role: ingest\n  embedded_nats: true\n  nats_url: nats://10.0.0.5:4222\n  token: t-ingest\n", `cluster.embedded_nats: "10.0.0.5:4222" is not a loopback address and no bus credentials`},
+		{"cluster:\n  role: ingest\n  embedded_nats: true\n  token: same\n  edge_token: same\n", "cluster.edge_token: is the ingests' secret too (each role needs its own)"},
 		{"cluster:\n  colour: red\n", "cluster.colour: unknown key"},
 	} {
 		p := writeConfig(t, tc.yaml)
@@ -116,16 +122,16 @@ func TestClusterDefaultsAndEnv(t *testing.T) {
 	if c := cfg.Cluster; c.Role != "all" || c.NATSURL != "nats://127.0.0.1:4222" || c.SubjectPrefix != "fanoutd" || c.Node != host || c.EmbeddedNATS || c.Clustered() {
 		t.Fatalf("defaults: %+v", c)
 	}
-	env := map[string]string{"FANOUTD_NATS_URL": "tls://n1:4443", "FANOUTD_NATS_TOKEN": "hunter2"}
+	env := map[string]string{"FANOUTD_NATS_URL": "tls://n1:4443", "FANOUTD_NATS_TOKEN": "hunter2", "FANOUTD_NATS_EDGE_TOKEN": "hunter3"}
 	cfg, err = config.Parse([]byte("cluster:\n  role: ingest\n  embedded_nats: true\n  node: in-1\n  subject_prefix: acme.md\n"), func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := cfg.Cluster
-	if c.Role != "ingest" || !c.EmbeddedNATS || c.Node != "in-1" || c.SubjectPrefix != "acme.md" || c.NATSURL != "tls://n1:4443" || c.Token != "hunter2" {
+	if c.Role != "ingest" || !c.EmbeddedNATS || c.Node != "in-1" || c.SubjectPrefix != "acme.md" || c.NATSURL != "tls://n1:4443" || c.Token != "hunter2" || c.EdgeToken != "hunter3" {
 		t.Fatalf("%+v", c)
 	}
-	if s := c.String(); strings.Contains(s, "hunter2") || !strings.Contains(s, "auth=token") {
+	if s := c.String(); strings.Contains(s, "hunter2") || strings.Contains(s, "hunter3") || !strings.Contains(s, "auth=token") {
 		t.Fatalf("String leaks or misses: %s", s)
 	}
 	_, err = config.Parse([]byte("cluster:\n  user: bob\n"), func(k string) string {
@@ -161,6 +167,19 @@ func TestServeRefusesNonLoopbackWithoutTokens(t *testing.T) {
 	var out, errb bytes.Buffer
 	p := writeConfig(t, "listen: 0.0.0.0:0\nvenues: {}\n")
 	if code := serve(context.Background(), []string{"--config", p}, &out, &errb, daemon.Options{}, nil); code != 2 || !strings.Contains(errb.String(), "--insecure") {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+}
+
+// TestServeRefusesOpenBus: the flags that put the embedded NATS server on
+// a non-loopback address without bus credentials stop serve as the file
+// would.
+func TestServeRefusesOpenBus(t *testing.T) {
+	var out, errb bytes.Buffer
+	p := writeConfig(t, "venues: {}\n")
+	args := []string{"--config", p, "--role", "ingest", "--embedded-nats", "--nats", "nats://0.0.0.0:4222"}
+	if code := serve(context.Background(), args, &out, &errb, daemon.Options{}, nil); code != 2 ||
+		!strings.HasPrefix(errb.String(), `fanoutd: config: cluster.embedded_nats: "0.0.0.0:4222" is not a loopback address`) {
 		t.Fatalf("exit %d, stderr %q", code, errb.String())
 	}
 }

@@ -42,7 +42,7 @@ type replayOpts struct {
 	srcs       []replay.Source     // each capture, opened from a file or a claim
 }
 
-// parseSpeed accepts 1, N (a positive number) or max.
+// parseSpeed accepts 1, N (a finite number from replay.MinSpeed) or max.
 func parseSpeed(s string) (float64, error) {
 	if s == "max" {
 		return 0, nil
@@ -50,6 +50,9 @@ func parseSpeed(s string) (float64, error) {
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil || !(f > 0) || math.IsInf(f, 0) {
 		return 0, fmt.Errorf("--speed: %q is not 1, a positive number N, or max", s)
+	}
+	if f < replay.MinSpeed {
+		return 0, fmt.Errorf("--speed: %q is below the slowest pace, %g (a thousand times slower than recorded)", s, replay.MinSpeed)
 	}
 	return f, nil
 }
@@ -69,7 +72,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 	}
 	var o replayOpts
 	fs.StringVar(&o.venue, "venue", "", "the captures' venue, overriding their metadata")
-	speed := fs.String("speed", "1", "pace: 1 keeps the recorded pacing, N plays N times faster, max as fast as possible")
+	speed := fs.String("speed", "1", "pace: 1 keeps the recorded pacing, N plays N times faster (N from 0.001), max as fast as possible")
 	fs.BoolVar(&o.loop, "loop", false, "play the captures again when they end, until interrupted")
 	fs.IntVar(&o.wait, "wait", 1, "start the clock only once N subscriptions were made, so that the first subscribers see the captures from their start; 0 starts it at once (the default with --role ingest)")
 	fs.BoolVar(&o.align, "align", true, "play captures recorded at different times together: each venue's first frame at the same moment (a venue's own captures keep their relative times); --align=false plays them by their absolute receive times. Not with --export, which merges by receive time")

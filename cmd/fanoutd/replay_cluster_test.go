@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,12 +24,29 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
+// generatedToken waits for the secret an ingest's embedded NATS server
+// generated for role in natsDir, and returns it.
+func generatedToken(t *testing.T, natsDir, role string) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if b, err := os.ReadFile(filepath.Join(natsDir, role+".token")); err == nil && len(b) > 0 {
+			return strings.TrimSpace(string(b))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s token in %s", role, natsDir)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // TestReplayFeedsACluster: replay --role ingest --embedded-nats feeds a
 // cluster as live venues do: an edge's subscriber gets the capture's level2
 // stream with the ingest's seq, a snapshot first, then contiguous updates.
 func TestReplayFeedsACluster(t *testing.T) {
 	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", freePort(t))
-	cfg := writeConfig(t, "cluster:\n  nats_dir: "+t.TempDir()+"\n  node: replay-in\nvenues:\n  kraken:\n    max_queue_len: 1000000\n")
+	natsDir := t.TempDir()
+	cfg := writeConfig(t, "cluster:\n  nats_dir: "+natsDir+"\n  node: replay-in\nvenues:\n  kraken:\n    max_queue_len: 1000000\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	_, done, stderr := startReplay(t, ctx, "--role", "ingest", "--embedded-nats", "--nats", natsURL, "--speed", "20", "--loop", "--config", cfg, capture("kraken"))
@@ -43,7 +61,7 @@ func TestReplayFeedsACluster(t *testing.T) {
 			t.Error("replay did not stop")
 		}
 	}()
-	edge := daemontest.Start(t, "cluster:\n  role: edge\n  nats_url: "+natsURL+"\nvenues:\n  kraken:\n    symbols: []\n", daemon.Options{})
+	edge := daemontest.Start(t, "cluster:\n  role: edge\n  nats_url: "+natsURL+"\n  token: "+generatedToken(t, natsDir, "edge")+"\nvenues:\n  kraken:\n    symbols: []\n", daemon.Options{})
 	c := dialLines(t, edge.URL("ws")+"/v1/stream")
 	c.send(t, `{"op":"subscribe","id":"1","streams":["kraken:level2:BTC/USD"]}`)
 	var seq uint64

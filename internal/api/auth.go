@@ -3,6 +3,7 @@ package api
 import (
 	"crypto/sha256"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/fanoutd/fanoutd/venue"
@@ -19,8 +20,10 @@ type Token struct {
 	// Venues limits the token to these venues; empty means every venue.
 	Venues []string
 	// Streams limits the token to streams matching one of these patterns
-	// ('*' matches any run of characters: "coinbase:level2:*"); empty
-	// means every stream. Both limits apply when both are set.
+	// (venue:channel:symbol, each part matched on its own, '*' matching
+	// any run of characters within it: "coinbase:level2:*"; see
+	// MatchStream); empty means every stream. Both limits apply when both
+	// are set.
 	Streams []string
 	// Tenants limits the claim-check routes (/v1/claims, /v1/snapshots) to
 	// these tenants; empty means every tenant.
@@ -60,11 +63,39 @@ func (t *Token) Allows(st venue.Stream) bool {
 		return true
 	}
 	for _, p := range t.Streams {
-		if matchGlob(p, string(st)) {
+		if MatchStream(p, st) {
 			return true
 		}
 	}
 	return false
+}
+
+// AllowsVenue reports whether the token's scopes may cover some stream of
+// venueName: it is one of Venues (if set), and the venue part of one of
+// Streams (if set) matches it. A nil Token allows every venue.
+func (t *Token) AllowsVenue(venueName string) bool {
+	if t == nil {
+		return true
+	}
+	if len(t.Venues) > 0 && !slices.Contains(t.Venues, venueName) {
+		return false
+	}
+	if len(t.Streams) == 0 {
+		return true
+	}
+	for _, p := range t.Streams {
+		v, _, _ := strings.Cut(p, ":")
+		if matchGlob(v, venueName) {
+			return true
+		}
+	}
+	return false
+}
+
+// Scoped reports whether the token is limited in any way (venues, streams
+// or tenants). A nil Token is not.
+func (t *Token) Scoped() bool {
+	return t != nil && (len(t.Venues) > 0 || len(t.Streams) > 0 || len(t.Tenants) > 0)
 }
 
 // Auth authenticates requests against a set of tokens. A nil *Auth
@@ -90,13 +121,26 @@ func NewAuth(tokens []Token) *Auth {
 // Enabled reports whether tokens are required.
 func (a *Auth) Enabled() bool { return a != nil }
 
-// Authenticate returns the token the request presents — in the
-// Authorization header ("Bearer <secret>") or, for browsers, which cannot
-// set headers on a websocket, in the token query parameter — or false if
-// tokens are required and the request has none or an unknown one. With
-// no tokens configured it returns (nil, true). The secret is hashed and
-// compared by digest; it is never logged or kept.
+// Authenticate returns the token the request presents in the
+// Authorization header ("Bearer <secret>"), or false if tokens are
+// required and the request has none or an unknown one. With no tokens
+// configured it returns (nil, true). The secret is hashed and compared by
+// digest; it is never logged or kept. A token query parameter is not read
+// here: see AuthenticateUpgrade.
 func (a *Auth) Authenticate(r *http.Request) (*Token, bool) {
+	return a.authenticate(r, false)
+}
+
+// AuthenticateUpgrade is Authenticate for a websocket upgrade, which also
+// reads the token query parameter when there is no Authorization header:
+// browsers cannot set headers on a websocket. Only the upgrade takes it,
+// so that a secret in a URL is never what opens the other routes (whose
+// URLs end up in histories, logs and Referer headers).
+func (a *Auth) AuthenticateUpgrade(r *http.Request) (*Token, bool) {
+	return a.authenticate(r, true)
+}
+
+func (a *Auth) authenticate(r *http.Request, query bool) (*Token, bool) {
 	if a == nil {
 		return nil, true
 	}
@@ -107,7 +151,7 @@ func (a *Auth) Authenticate(r *http.Request) (*Token, bool) {
 			return nil, false
 		}
 		secret = strings.TrimSpace(rest)
-	} else {
+	} else if query {
 		secret = r.URL.Query().Get("token")
 	}
 	if secret == "" {
@@ -142,5 +186,24 @@ func matchGlob(pattern, s string) bool {
 }
 
 // MatchGlob reports whether s matches pattern, where '*' matches any run
-// of characters (':' and '/' included), as token stream scopes match.
+// of characters (':' and '/' included).
 func MatchGlob(pattern, s string) bool { return matchGlob(pattern, s) }
+
+// MatchStream reports whether st matches a token's stream pattern. The
+// pattern's venue, channel and symbol parts are each matched against the
+// stream's own, so '*' never reaches across a ':' between them
+// ("*:trades:*" does not match "coinbase:level2:X:trades:Y"); within the
+// symbol it matches any run, '/' and ':' included. A pattern of fewer than
+// three parts whose last part ends in '*' lets that part's '*' stand for
+// the parts it leaves out ("coinbase:*" is every Coinbase stream, "*" every
+// stream).
+func MatchStream(pattern string, st venue.Stream) bool {
+	parts := strings.SplitN(pattern, ":", 3)
+	segs := [3]string{st.Venue(), string(st.Channel()), st.Symbol()}
+	for i, p := range parts {
+		if !matchGlob(p, segs[i]) {
+			return false
+		}
+	}
+	return len(parts) == 3 || strings.HasSuffix(parts[len(parts)-1], "*")
+}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"unicode/utf8"
 
 	"github.com/fanoutd/fanoutd/internal/jsonw"
 )
@@ -12,7 +13,7 @@ type Code string
 // Error codes. The strings are part of the wire contract.
 const (
 	CodeBadRequest         Code = "bad_request"          // not a JSON object of the protocol, or a malformed stream name
-	CodeUnknownOp          Code = "unknown_op"           // op is not subscribe, unsubscribe, snapshot or ping
+	CodeUnknownOp          Code = "unknown_op"           // op is not subscribe, unsubscribe, snapshot, recover or ping
 	CodeUnknownStream      Code = "unknown_stream"       // the stream's venue or channel is not served by this daemon
 	CodeTooManyStreams     Code = "too_many_streams"     // the subscription would pass limits.max_streams_per_connection
 	CodeUnauthorized       Code = "unauthorized"         // the token's scopes do not cover the stream
@@ -21,6 +22,7 @@ const (
 	CodeNotSubscribed      Code = "not_subscribed"       // snapshot of a stream the connection is not subscribed to
 	CodeNotLevel2          Code = "not_level2"           // snapshot of a stream that is not level2
 	CodeNoBook             Code = "no_book"              // snapshot of a level2 stream whose book has not arrived yet
+	CodeNotRecoverable     Code = "not_recoverable"      // recover from a seq the recovery window does not hold (the message names the oldest seq held), or of more events than the queue has room for
 	CodeTakenOver          Code = "taken_over"           // another connection attached under this name (the connection then closes)
 	CodeUnauthenticated    Code = "unauthenticated"      // HTTP 401: no token, or an unknown one
 	CodeTooManyConnections Code = "too_many_connections" // HTTP 429: limits.max_connections_per_token reached
@@ -30,6 +32,8 @@ const (
 	CodeShuttingDown       Code = "shutting_down"        // HTTP 503: the daemon is shutting down
 	CodeUnknownSymbol      Code = "unknown_symbol"       // the venue's instrument list does not have the symbol
 	CodeTooManySymbols     Code = "too_many_symbols"     // the venue already subscribes venues.<v>.max_symbols symbols
+	CodeHostNotAllowed     Code = "host_not_allowed"     // HTTP 403: without tokens, Host (or a websocket's Origin) is neither a loopback name nor the listen address
+	CodeTooManyNamed       Code = "too_many_named"       // HTTP 429: a new ?name= would pass limits.max_named_per_token or limits.max_named
 
 	// Codes of the HTTP routes only.
 	CodeMethodNotAllowed    Code = "method_not_allowed"    // 405
@@ -52,7 +56,7 @@ const (
 var Codes = []Code{CodeBadRequest, CodeUnknownOp, CodeUnknownStream, CodeTooManyStreams, CodeUnauthorized,
 	CodeRateLimited, CodeMessageTooLarge, CodeNotSubscribed, CodeNotLevel2, CodeNoBook, CodeTakenOver,
 	CodeUnauthenticated, CodeTooManyConnections, CodeOriginNotAllowed, CodeBadName, CodeNameTaken, CodeShuttingDown,
-	CodeUnknownSymbol, CodeTooManySymbols}
+	CodeUnknownSymbol, CodeTooManySymbols, CodeNotRecoverable, CodeHostNotAllowed, CodeTooManyNamed}
 
 // RouteCodes lists the codes only the HTTP routes answer.
 var RouteCodes = []Code{CodeMethodNotAllowed, CodeInvalidTenant, CodeInvalidID, CodeInvalidStream, CodeInvalidQuery, CodeNotFound,
@@ -70,18 +74,44 @@ func (r *Refusal) Error() string { return r.Message }
 
 // WriteError answers an HTTP request with status and the one error body of
 // every route, {"type":"error","code":…,"message":…}: the same object as a
-// websocket error reply, without its id.
+// websocket error reply, without its id. The body is JSON
+// (X-Content-Type-Options: nosniff) and never longer than MaxMessageBytes
+// of message.
 func WriteError(w http.ResponseWriter, status int, code Code, msg string) {
-	w.Header().Set("Content-Type", "application/json")
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	w.Write(AppendError(nil, code, msg))
 }
+
+// MaxMessageBytes bounds the message of an error body: a longer one (it
+// echoes a long URL, stream or command) keeps its head and its tail, the
+// middle cut to "…", so a client never gets back the bulk of what it sent.
+const MaxMessageBytes = 256
 
 // AppendError appends the error body of WriteError and a newline to dst.
 func AppendError(dst []byte, code Code, msg string) []byte {
 	dst = append(dst, `{"type":"error","code":`...)
 	dst = jsonw.AppendString(dst, string(code))
 	dst = append(dst, `,"message":`...)
-	dst = jsonw.AppendString(dst, msg)
+	dst = jsonw.AppendString(dst, Shorten(msg, MaxMessageBytes))
 	return append(dst, "}\n"...)
+}
+
+// Shorten returns s if it has at most n bytes, else its first and last
+// bytes (two thirds and one third of n, on rune boundaries) joined by "…".
+func Shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	head, tail := n*2/3, n/3
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
+	}
+	t := len(s) - tail
+	for t < len(s) && !utf8.RuneStart(s[t]) {
+		t++
+	}
+	return s[:head] + "…" + s[t:]
 }

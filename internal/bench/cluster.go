@@ -324,7 +324,7 @@ func (b *clusterBench) cluster() (loadResult, error) {
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		cmd := exec.Command(exe, "serve", "--role", "edge", "--nats", ing.natsURL, "--listen", addr, "--config", edgeCfg)
 		cmd.Stderr = b.stderr
-		cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(runtime.GOMAXPROCS(0)))
+		cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(runtime.GOMAXPROCS(0)), "FANOUTD_NATS_TOKEN="+ing.edgeToken)
 		if err := cmd.Start(); err != nil {
 			return loadResult{}, err
 		}
@@ -494,9 +494,10 @@ func waitReady(url string) error {
 // embedded NATS server, fed by a test source or, with a venue URL, by the
 // bybit adapter pointed at it, trades only.
 type ingestServer struct {
-	src     *testsource.Source
-	natsURL string
-	stop    func()
+	src       *testsource.Source
+	natsURL   string
+	edgeToken string // the edges' secret the embedded server generated
+	stop      func()
 }
 
 func startIngest(dir, venueURL string, stderr io.Writer) (*ingestServer, error) {
@@ -545,6 +546,12 @@ func startIngest(dir, venueURL string, stderr io.Writer) (*ingestServer, error) 
 			b, _ := io.ReadAll(r.Body)
 			r.Body.Close()
 			if bytes.Contains(b, []byte(`"leading": true`)) {
+				tok, err := os.ReadFile(filepath.Join(dir, "nats", "edge.token"))
+				if err != nil {
+					in.stop()
+					return nil, err
+				}
+				in.edgeToken = strings.TrimSpace(string(tok))
 				return in, nil
 			}
 		}

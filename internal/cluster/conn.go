@@ -122,9 +122,12 @@ func NewEpoch() string {
 }
 
 // StartServer runs the NATS server in this process (cluster.embedded_nats):
-// the real nats-server, JetStream on, storing under c.NATSDir, listening on
-// c.NATSURL's host and port, requiring c's user and password or token if
-// set. It returns once the server accepts connections.
+// the real nats-server, JetStream on (its store bounded, and its account's
+// streams and consumers),
+// storing under c.NATSDir, listening on c.NATSURL's host and port. Every
+// client logs in as a role (Permissions): the ingests with c's own
+// credentials, the edges with c.EdgeToken; c comes from
+// EmbeddedCredentials. It returns once the server accepts connections.
 func StartServer(c config.Cluster) (*server.Server, error) {
 	u, err := url.Parse(c.NATSURL)
 	if err != nil {
@@ -141,8 +144,13 @@ func StartServer(c config.Cluster) (*server.Server, error) {
 	if c.Creds != "" || c.TLSCert != "" || u.Scheme == "tls" {
 		return nil, fmt.Errorf("cluster: embedded nats: creds files and TLS need a standalone nats-server")
 	}
+	auth, err := embeddedAuth(c)
+	if err != nil {
+		return nil, err
+	}
 	o := &server.Options{ServerName: "fanoutd-" + c.Node, Host: host, Port: p, JetStream: true, StoreDir: c.NATSDir,
-		NoSigs: true, NoLog: true, Username: c.User, Password: c.Password, Authorization: c.Token}
+		JetStreamMaxMemory: embeddedMaxMemory, JetStreamMaxStore: embeddedMaxStore,
+		NoSigs: true, NoLog: true, CustomClientAuthentication: auth}
 	s, err := server.NewServer(o)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: embedded nats: %w", err)
@@ -151,6 +159,12 @@ func StartServer(c config.Cluster) (*server.Server, error) {
 	if !s.ReadyForConnections(10 * time.Second) {
 		s.Shutdown()
 		return nil, fmt.Errorf("cluster: embedded nats: not ready on %s within 10s", u.Host)
+	}
+	if err := s.GlobalAccount().UpdateJetStreamLimits(map[string]server.JetStreamAccountLimits{"": {
+		MaxMemory: -1, MaxStore: -1, MaxStreams: embeddedMaxStreams, MaxConsumers: embeddedMaxConsumers,
+		MaxAckPending: -1, MemoryMaxStreamBytes: -1, StoreMaxStreamBytes: -1}}); err != nil {
+		s.Shutdown()
+		return nil, fmt.Errorf("cluster: embedded nats: jetstream limits: %w", err)
 	}
 	return s, nil
 }

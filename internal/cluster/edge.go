@@ -52,6 +52,8 @@ type Edge struct {
 	// before it: one goroutine per subscription would not keep that order.
 	inbox chan *nats.Msg
 
+	rejects burstCounter // messages from the bus not forwarded
+
 	wake chan struct{}
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -65,9 +67,15 @@ type wanted struct {
 // NewEdge returns an edge reading under subj as node.
 func NewEdge(subj Subjects, node string, log *slog.Logger) *Edge {
 	return &Edge{subj: subj, node: node, log: log, streams: map[venue.Stream]*edgeStream{}, venues: map[string]*edgeVenue{},
-		handlers: map[string]func(*nats.Msg){}, inbox: make(chan *nats.Msg, inboxLen),
+		handlers: map[string]func(*nats.Msg){}, inbox: make(chan *nats.Msg, inboxLen), rejects: burstCounter{log: log,
+			msg: "nats: a message from the bus was not forwarded (counted in fanoutd_cluster_bus_invalid_total; the rest of this burst is not logged)"},
 		wake: make(chan struct{}, 1), stop: make(chan struct{})}
 }
+
+// Rejected calls f, per venue and reason, with the number of messages
+// from the bus the edge did not forward because they were not what their
+// subject carries (see eventCheck): each was treated as lost.
+func (e *Edge) Rejected(f func(venueName, reason string, n uint64)) { e.rejects.each(f) }
 
 // Wanted is the fanout.Options.OnWanted of every feed of the edge. It
 // queues the change for the edge's goroutine: it does not block.
@@ -213,7 +221,7 @@ func (e *Edge) follow(st venue.Stream) {
 		e.mu.Unlock()
 		return
 	}
-	es := &edgeStream{e: e, v: v, id: st, level2: st.Channel() == venue.Level2}
+	es := &edgeStream{e: e, v: v, id: st, level2: st.Channel() == venue.Level2, check: newEventCheck(st)}
 	e.streams[st] = es
 	e.mu.Unlock()
 	es.mu.Lock()
@@ -362,7 +370,11 @@ func (v *edgeVenue) evaluate() {
 func (v *edgeVenue) onNotice(m *nats.Msg) {
 	var n notice.Notice
 	if err := n.UnmarshalJSON(m.Data); err != nil {
-		v.e.log.Warn("nats: bad notice", "venue", v.name, "err", err)
+		v.e.rejects.reject(v.name, badJSON, "subject", m.Subject)
+		return
+	}
+	if n.Venue != v.name {
+		v.e.rejects.reject(v.name, badVenue, "subject", m.Subject, "notice_venue", n.Venue)
 		return
 	}
 	v.feed.Notice(n)
@@ -389,6 +401,7 @@ type edgeStream struct {
 	v      *edgeVenue
 	id     venue.Stream
 	level2 bool
+	check  eventCheck // what its messages must be
 
 	mu        sync.Mutex // protects the fields below; taken before the feed's lock
 	sub       *nats.Subscription
@@ -409,10 +422,17 @@ type heldMsg struct {
 	data  []byte
 }
 
+// onMsg takes a message of the stream's subject. One that is not an event
+// of the stream at its header's seq (eventCheck) is counted and dropped:
+// to the stream it is lost, as an event NATS did not deliver.
 func (es *edgeStream) onMsg(m *nats.Msg) {
 	seq, err := strconv.ParseUint(m.Header.Get(HeaderSeq), 10, 64)
-	if err != nil {
-		es.e.log.Warn("nats: event without seq", "stream", es.id)
+	why := badSeq
+	if err == nil {
+		why = es.check.check(m.Data, seq, false)
+	}
+	if why != "" {
+		es.e.rejects.reject(es.id.Venue(), why, "subject", m.Subject, "seq", seq)
 		return
 	}
 	es.mu.Lock()
@@ -465,14 +485,16 @@ func (es *edgeStream) handle(h heldMsg) {
 	es.forward(h)
 }
 
-// forward delivers h through the feed. es.mu must be held.
+// forward delivers h through the feed; a level2 event that is not a book
+// event is dropped as lost instead (the next one is a gap). es.mu must be
+// held.
 func (es *edgeStream) forward(h heldMsg) {
 	var ev *venue.Event
 	if es.level2 {
 		ev = new(venue.Event)
 		if err := ev.UnmarshalJSON(h.data); err != nil {
-			es.e.log.Warn("nats: bad event", "stream", es.id, "seq", h.seq, "err", err)
-			ev = nil
+			es.e.rejects.reject(es.id.Venue(), badJSON, "stream", es.id, "seq", h.seq)
+			return
 		}
 	}
 	es.v.feed.Forward(es.id, h.seq, h.data, ev)
@@ -523,7 +545,12 @@ func (es *edgeStream) fetch(gen int) {
 		}
 		r, err := es.e.nc.RequestMsg(&nats.Msg{Subject: subj}, bookTimeout)
 		if err == nil && r.Header.Get(HeaderError) == "" {
-			if seq, perr := strconv.ParseUint(r.Header.Get(HeaderSeq), 10, 64); perr == nil {
+			seq, perr := strconv.ParseUint(r.Header.Get(HeaderSeq), 10, 64)
+			why := badSeq
+			if perr == nil {
+				why = es.check.check(r.Data, seq, true)
+			}
+			if why == "" {
 				es.mu.Lock()
 				if !es.closed && es.gen == gen {
 					es.book(heldMsg{r.Header.Get(HeaderEpoch), seq, r.Data})
@@ -531,6 +558,7 @@ func (es *edgeStream) fetch(gen int) {
 				es.mu.Unlock()
 				return
 			}
+			es.e.rejects.reject(es.id.Venue(), why, "subject", subj, "seq", seq) // asked again, as if unanswered
 		}
 		select {
 		case <-es.e.stop:

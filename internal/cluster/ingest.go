@@ -36,6 +36,12 @@ type Ingest struct {
 	// now. It returns the refusal's code and message ("" to accept). Set
 	// it before Start; it is called from NATS's goroutine.
 	OnWant func(st venue.Stream) (code, msg string)
+	// Holds, if set, reports whether st's symbol is subscribed at the
+	// venue already: one want message adds at most MaxWantAdds symbols
+	// that are not. Set it before Start.
+	Holds func(st venue.Stream) bool
+
+	wantCapped burstCounter // streams refused past MaxWantAdds
 
 	nc    *nats.Conn              // set by Start
 	feeds map[string]*fanout.Feed // by venue, set by Start
@@ -53,7 +59,8 @@ type Ingest struct {
 func NewIngest(subj Subjects, node string, log *slog.Logger) *Ingest {
 	epoch := NewEpoch()
 	return &Ingest{subj: subj, node: node, instance: node + "~" + epoch[:8], epoch: epoch, log: log, pubs: map[string]*publisher{},
-		stop: make(chan struct{}), hbNow: make(chan struct{}, 1), hbBuf: map[venue.Stream]uint64{}}
+		wantCapped: burstCounter{log: log, msg: "ingest: a want named more new symbols than one may add (counted in fanoutd_cluster_want_refused_total; the rest of this burst is not logged)"},
+		stop:       make(chan struct{}), hbNow: make(chan struct{}, 1), hbBuf: map[venue.Stream]uint64{}}
 }
 
 // Epoch returns the ingest's own epoch (a venue it took over from another

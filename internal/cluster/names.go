@@ -130,9 +130,17 @@ type takeoverMsg struct {
 	By   string `json:"by"`
 }
 
+// onTakeover closes this node's connection that another node took a name
+// from, once the bucket confirms it: the record must name t.By as the
+// name's holder now. A takeover message alone (anyone who may publish on
+// the subject could send one) closes nothing.
 func (n *Names) onTakeover(m *nats.Msg) {
 	var t takeoverMsg
 	if json.Unmarshal(m.Data, &t) != nil || t.Name == "" || t.By == n.node {
+		return
+	}
+	if !n.heldBy(t.Name, t.By) {
+		n.log.Warn("names: a takeover the bucket does not confirm was ignored", "name", t.Name, "by", t.By)
 		return
 	}
 	n.mu.Lock()
@@ -143,6 +151,22 @@ func (n *Names) onTakeover(m *nats.Msg) {
 	if n.TakeOver != nil {
 		n.TakeOver(t.Name, t.Conn)
 	}
+}
+
+// heldBy reports whether the bucket's record of name says node holds it.
+func (n *Names) heldBy(name, node string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), namesOpTimeout)
+	defer cancel()
+	kv, err := n.bucket(ctx)
+	if err != nil {
+		return false
+	}
+	e, err := kv.Get(ctx, nameKey(name))
+	if err != nil {
+		return false
+	}
+	var rec NameRecord
+	return json.Unmarshal(e.Value(), &rec) == nil && rec.Node == node
 }
 
 // bucket returns the key-value bucket, creating it on first use.

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -43,6 +44,14 @@ func TestNamesClaim(t *testing.T) {
 	}
 	if rec, err := n1.Claim("desk.1", "a", "c1"); err != nil || rec != nil {
 		t.Fatalf("first claim: %v %v", rec, err)
+	}
+	// A takeover message the bucket does not confirm closes nothing.
+	forged, _ := json.Marshal(takeoverMsg{Name: "desk.1", Conn: "c1", By: n2.Instance()})
+	n1.onTakeover(&nats.Msg{Subject: "t.names.takeover", Data: forged})
+	select {
+	case got := <-taken:
+		t.Fatalf("a takeover the bucket does not confirm closed %q", got)
+	default:
 	}
 	if _, err := n2.Claim("desk.1", "b", "c2"); !errors.Is(err, ErrNameOwned) {
 		t.Fatalf("another owner: %v, want ErrNameOwned", err)

@@ -3,6 +3,7 @@ package cluster
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -14,6 +15,12 @@ import (
 // wantTimeout bounds an edge's question to the ingest: the subscribing
 // client waits for it.
 const wantTimeout = 2 * time.Second
+
+// MaxWantAdds is how many symbols the ingest does not hold yet one want
+// message may add: a request names one stream, and a renewal re-adds
+// what an ingest that restarted lost at this pace per edge and second;
+// past it a stream is refused (too_many_symbols), counted and logged.
+const MaxWantAdds = 16
 
 // Want is the body of a message on P.want.<venue>: a request (with a
 // reply subject) names the one stream a subscriber of the edge asks for;
@@ -45,6 +52,7 @@ func (in *Ingest) answerWant(m *nats.Msg) {
 		return
 	}
 	var code, msg string
+	added := 0
 	for _, s := range w.Streams {
 		st, err := venue.ParseStream(s)
 		switch {
@@ -52,7 +60,13 @@ func (in *Ingest) answerWant(m *nats.Msg) {
 			code, msg = "bad_request", err.Error()
 		case st.Venue() != v:
 			code, msg = "unknown_stream", "not a stream of "+v
+		case in.Holds != nil && !in.Holds(st) && added >= MaxWantAdds:
+			code, msg = "too_many_symbols", fmt.Sprintf("one want adds at most %d symbols", MaxWantAdds)
+			in.wantCapped.reject(v, "too_many_new", "stream", s, "node", w.Node)
 		default:
+			if in.Holds != nil && !in.Holds(st) {
+				added++
+			}
 			code, msg = in.OnWant(st)
 		}
 		if code != "" && m.Reply == "" {
@@ -113,6 +127,12 @@ func (e *Edge) renew() {
 			e.log.Warn("nats: want renewal failed", "venue", name, "err", err)
 		}
 	}
+}
+
+// WantsCapped calls f, per venue, with the streams want messages named
+// that were refused past MaxWantAdds.
+func (in *Ingest) WantsCapped(f func(venueName string, n uint64)) {
+	in.wantCapped.each(func(v, _ string, n uint64) { f(v, n) })
 }
 
 // linked reports whether the venue's link to the ingest is up.

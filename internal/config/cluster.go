@@ -35,6 +35,7 @@ type clusterConfig struct {
 	Password      string        `yaml:"password"`
 	Token         string        `yaml:"token"`
 	Creds         string        `yaml:"creds"`
+	EdgeToken     string        `yaml:"edge_token"`
 	TLS           clusterTLSRaw `yaml:"tls"`
 }
 
@@ -69,6 +70,11 @@ type Cluster struct {
 	// FANOUTD_NATS_USER, FANOUTD_NATS_PASSWORD, FANOUTD_NATS_TOKEN and
 	// FANOUTD_NATS_CREDS override the file.
 	User, Password, Token, Creds string
+	// EdgeToken is the secret edges connect to the embedded server with
+	// (as a token, or as user "edge" with it as the password); this node's
+	// own credentials are the ingests'. Used only with EmbeddedNATS;
+	// generated into NATSDir if empty. FANOUTD_NATS_EDGE_TOKEN overrides.
+	EdgeToken string
 	// TLS: a CA to verify the server, and a client certificate and key
 	// (both or neither). FANOUTD_NATS_TLS_CA, _CERT, _KEY override.
 	TLSCA, TLSCert, TLSKey string
@@ -95,7 +101,7 @@ var prefixRE = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
 
 func resolveCluster(cc *clusterConfig, getenv func(string) string) (Cluster, error) {
 	c := Cluster{Role: RoleAll, NATSURL: DefaultNATSURL, SubjectPrefix: DefaultSubjectPrefix, NATSDir: defaultNATSDir,
-		User: cc.User, Password: cc.Password, Token: cc.Token, Creds: cc.Creds,
+		User: cc.User, Password: cc.Password, Token: cc.Token, Creds: cc.Creds, EdgeToken: cc.EdgeToken,
 		TLSCA: cc.TLS.CA, TLSCert: cc.TLS.Cert, TLSKey: cc.TLS.Key}
 	switch cc.Role {
 	case "":
@@ -112,7 +118,7 @@ func resolveCluster(cc *clusterConfig, getenv func(string) string) (Cluster, err
 		dst *string
 	}{
 		{"FANOUTD_NATS_URL", &c.NATSURL}, {"FANOUTD_NATS_USER", &c.User}, {"FANOUTD_NATS_PASSWORD", &c.Password},
-		{"FANOUTD_NATS_TOKEN", &c.Token}, {"FANOUTD_NATS_CREDS", &c.Creds},
+		{"FANOUTD_NATS_TOKEN", &c.Token}, {"FANOUTD_NATS_CREDS", &c.Creds}, {"FANOUTD_NATS_EDGE_TOKEN", &c.EdgeToken},
 		{"FANOUTD_NATS_TLS_CA", &c.TLSCA}, {"FANOUTD_NATS_TLS_CERT", &c.TLSCert}, {"FANOUTD_NATS_TLS_KEY", &c.TLSKey},
 	} {
 		if v := getenv(e.env); v != "" {
@@ -198,13 +204,26 @@ func redactURL(s string) string {
 }
 
 // CheckCluster validates the cluster settings together, after flags have
-// changed them: the embedded server runs on an ingest only.
+// changed them: the embedded server runs on an ingest only, and listens
+// beyond loopback only with the credentials of both roles configured
+// (generated ones are for a bus on this host).
 func (c *Config) CheckCluster() error {
-	if err := CheckNATSURL(c.Cluster.NATSURL); err != nil {
+	cl := &c.Cluster
+	if err := CheckNATSURL(cl.NATSURL); err != nil {
 		return err
 	}
-	if c.Cluster.EmbeddedNATS && c.Cluster.Role != RoleIngest {
-		return cfgErr("cluster.embedded_nats", "only an ingest node runs the embedded NATS server (role is %s)", c.Cluster.Role)
+	if !cl.EmbeddedNATS {
+		return nil
+	}
+	if cl.Role != RoleIngest {
+		return cfgErr("cluster.embedded_nats", "only an ingest node runs the embedded NATS server (role is %s)", cl.Role)
+	}
+	if cl.EdgeToken != "" && (cl.EdgeToken == cl.Token || cl.EdgeToken == cl.Password) {
+		return cfgErr("cluster.edge_token", "is the ingests' secret too (each role needs its own)")
+	}
+	u, _ := url.Parse(cl.NATSURL)
+	if !Loopback(u.Host) && (cl.Token == "" && cl.User == "" || cl.EdgeToken == "") {
+		return cfgErr("cluster.embedded_nats", "%q is not a loopback address and no bus credentials are configured (configure cluster.token and cluster.edge_token, or listen on loopback)", u.Host)
 	}
 	return nil
 }

@@ -44,6 +44,13 @@ type fileConfig struct {
 	ClaimCheck      *claimCheckFile        `yaml:"claim_check"` // pre-filled with claimcheck's defaults
 	Record          recordConfig           `yaml:"record"`
 	Cluster         clusterConfig          `yaml:"cluster"`
+	Recovery        recoveryConfig         `yaml:"recovery"`
+}
+
+type recoveryConfig struct {
+	MaxEventsPerStream any `yaml:"max_events_per_stream"`
+	MaxBytes           any `yaml:"max_bytes"`
+	MaxAge             any `yaml:"max_age"`
 }
 
 // Numbers are kept raw (any) so that 1.5 or 1e20 is refused with its key
@@ -82,6 +89,8 @@ type limitsConfig struct {
 	CommandsPerSecond       any `yaml:"commands_per_second"`
 	CommandBurst            any `yaml:"command_burst"`
 	MaxReplyBytes           any `yaml:"max_reply_bytes"`
+	MaxNamedPerToken        any `yaml:"max_named_per_token"`
+	MaxNamed                any `yaml:"max_named"`
 }
 
 type venueConfig struct {
@@ -110,6 +119,8 @@ type Config struct {
 	ClaimCheck      ClaimCheck
 	Record          Record  // record.go
 	Cluster         Cluster // cluster.go
+	// Recovery bounds the recovery window (recovery.*); not On: off.
+	Recovery fanout.RecoveryOptions
 }
 
 // Serves reports whether the venue serves channel ch to subscribers: a raw
@@ -486,6 +497,8 @@ func resolve(fc *fileConfig, getenv func(string) string) (*Config, error) {
 		{"limits.max_connections_per_token", fc.Limits.MaxConnectionsPerToken, 1, 1 << 24, &w.Limits.MaxConnsPerToken},
 		{"limits.command_burst", fc.Limits.CommandBurst, 1, 1 << 20, &w.Limits.CommandBurst},
 		{"limits.max_reply_bytes", fc.Limits.MaxReplyBytes, 1 << 10, 1 << 30, &w.Limits.MaxReplyBytes},
+		{"limits.max_named_per_token", fc.Limits.MaxNamedPerToken, 1, 1 << 24, &w.Limits.MaxNamedPerToken},
+		{"limits.max_named", fc.Limits.MaxNamed, 1, 1 << 24, &w.Limits.MaxNamed},
 	} {
 		n, err := intIn(p.key, p.v, 0, p.lo, p.hi)
 		if err != nil {
@@ -512,6 +525,9 @@ func resolve(fc *fileConfig, getenv func(string) string) (*Config, error) {
 		return nil, err
 	}
 	if c.Record, err = resolveRecord(&fc.Record); err != nil {
+		return nil, err
+	}
+	if c.Recovery, err = resolveRecovery(&fc.Recovery); err != nil {
 		return nil, err
 	}
 	if c.Cluster, err = resolveCluster(&fc.Cluster, getenv); err != nil {
@@ -879,7 +895,8 @@ func positiveInt(key string, v any, def int64) (int64, error) {
 }
 
 // checkPattern validates a token's stream pattern: venue:channel:symbol
-// where '*' matches any run of characters. A part without '*' must be a
+// where '*' matches any run of characters within its part
+// (api.MatchStream). A part without '*' must be a
 // venue, a channel or a symbol as streams write them, so that a typo is
 // not a scope that silently matches nothing.
 func checkPattern(p string) error {
@@ -900,6 +917,9 @@ func checkPattern(p string) error {
 	parts := strings.SplitN(p, ":", 3)
 	if v := parts[0]; !strings.Contains(v, "*") && len(parts) > 1 && !slices.Contains(venues.Names(), v) {
 		return fmt.Errorf("names venue %q, which is not a venue", v)
+	}
+	if v := parts[0]; !slices.ContainsFunc(venues.Names(), func(n string) bool { return api.MatchGlob(v, n) }) {
+		return fmt.Errorf("venue part %q matches no venue (parts are venue:channel:symbol, matched each on its own)", v)
 	}
 	if len(parts) > 1 {
 		if ch := parts[1]; !strings.Contains(ch, "*") && len(parts) > 2 {
@@ -935,4 +955,35 @@ func Loopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// resolveRecovery validates the recovery section: each bound absent or
+// null takes its default, 0 turns recovery off.
+func resolveRecovery(rc *recoveryConfig) (fanout.RecoveryOptions, error) {
+	var o fanout.RecoveryOptions
+	n, err := intIn("recovery.max_events_per_stream", rc.MaxEventsPerStream, fanout.DefaultRecoveryEvents, 0, 1<<24)
+	if err != nil {
+		return o, err
+	}
+	o.MaxEventsPerStream = int(n)
+	if o.MaxBytes, err = intIn("recovery.max_bytes", rc.MaxBytes, fanout.DefaultRecoveryBytes, 0, 1<<40); err != nil {
+		return o, err
+	}
+	switch v := rc.MaxAge.(type) {
+	case nil:
+		o.MaxAge = fanout.DefaultRecoveryAge
+	case int:
+		if v != 0 {
+			return o, cfgErr("recovery.max_age", "%d is not a duration (e.g. \"2m\"; 0 turns recovery off)", v)
+		}
+	case string:
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > maxDuration {
+			return o, cfgErr("recovery.max_age", "%q is not a duration from 0 to 24h (e.g. \"2m\"; 0 turns recovery off)", v)
+		}
+		o.MaxAge = d
+	default:
+		return o, cfgErr("recovery.max_age", "%#v is not a duration (e.g. \"2m\"; 0 turns recovery off)", v)
+	}
+	return o, nil
 }

@@ -283,16 +283,23 @@ func (w *claimWire) close(ctx context.Context) error {
 
 // register mounts the node's routes on mux: the claim gateway (authorized
 // per tenant by the daemon's tokens), /v1/claimcheck/stats (a valid token
-// when tokens are configured) and /v1/snapshots (the token's stream scopes
+// without scopes when tokens are configured) and /v1/snapshots (the token's stream scopes
 // apply as for /v1/books).
 func (w *claimWire) register(mux *http.ServeMux, d *Daemon) {
 	inner := http.NewServeMux()
 	w.node.Register(inner)
 	mux.Handle("GET /v1/claims/{tenant}/{claim_id}", inner)
 	mux.HandleFunc("GET /v1/claimcheck/stats", func(rw http.ResponseWriter, r *http.Request) {
-		if _, ok := d.auth.Authenticate(r); !ok {
+		tok, ok := d.auth.Authenticate(r)
+		if !ok {
 			rw.Header().Set("WWW-Authenticate", `Bearer realm="fanoutd"`)
 			api.WriteError(rw, http.StatusUnauthorized, api.CodeUnauthenticated, "a valid bearer token is required")
+			return
+		}
+		if tok.Scoped() {
+			// The statistics are the node's, every tenant's and venue's
+			// reads together: nothing in them is one scope's alone.
+			api.WriteError(rw, http.StatusForbidden, api.CodeUnauthorized, "the claim-check statistics are node-wide: they need a token without venues, streams or tenants")
 			return
 		}
 		inner.ServeHTTP(rw, r)

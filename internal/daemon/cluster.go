@@ -148,11 +148,18 @@ func (b *busWire) start(feeds []*fanout.Feed, ws *wsapi.Server) error {
 		return nil
 	}
 	if b.cfg.EmbeddedNATS {
-		srv, err := cluster.StartServer(b.cfg)
+		c, files, err := cluster.EmbeddedCredentials(b.cfg)
 		if err != nil {
 			return err
 		}
-		b.srv = srv
+		if len(files) > 0 {
+			b.log.Info("embedded nats: credentials not configured are kept in these files (mode 0600): give edges the edge token (cluster.token)", "files", files)
+		}
+		srv, err := cluster.StartServer(c)
+		if err != nil {
+			return err
+		}
+		b.cfg, b.srv = c, srv
 		b.log.Info("embedded nats server running", "url", b.cfg.NATSURL, "jetstream", b.cfg.NATSDir)
 	}
 	var h cluster.Handlers
@@ -268,5 +275,51 @@ func (c leaderCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(leadingDesc, prometheus.GaugeValue, v, vr.cfg.Name)
 		}
+	}
+}
+
+// holds is an ingest's cluster.Ingest.Holds: whether st's symbol is
+// subscribed at its venue already.
+func (d *Daemon) holds(st venue.Stream) bool {
+	vr := d.byName[st.Venue()]
+	if vr == nil {
+		return false
+	}
+	vr.mu.Lock()
+	defer vr.mu.Unlock()
+	_, ok := vr.symbols[st.Symbol()]
+	return ok
+}
+
+// busCollector exports what the bus refused on this node: on an edge,
+// fanoutd_cluster_bus_invalid_total{venue,reason} (messages not forwarded
+// because they were not what their subject carries, each treated as lost);
+// on an ingest, fanoutd_cluster_want_refused_total{venue} (streams a want
+// named past cluster.MaxWantAdds new symbols).
+type busCollector struct{ b *busWire }
+
+var busInvalidDesc = prometheus.NewDesc("fanoutd_cluster_bus_invalid_total",
+	"Messages from the bus an edge did not forward (not one JSON object of the subject's stream at the header's seq, on one line), treated as lost.",
+	[]string{"venue", "reason"}, nil)
+
+var wantRefusedDesc = prometheus.NewDesc("fanoutd_cluster_want_refused_total",
+	"Streams an edge's want named past the new symbols one want may add (cluster.MaxWantAdds), refused as too_many_symbols.",
+	[]string{"venue"}, nil)
+
+func (c busCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- busInvalidDesc
+	ch <- wantRefusedDesc
+}
+
+func (c busCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.b.edge != nil {
+		c.b.edge.Rejected(func(v, reason string, n uint64) {
+			ch <- prometheus.MustNewConstMetric(busInvalidDesc, prometheus.CounterValue, float64(n), v, reason)
+		})
+	}
+	if c.b.ingest != nil {
+		c.b.ingest.WantsCapped(func(v string, n uint64) {
+			ch <- prometheus.MustNewConstMetric(wantRefusedDesc, prometheus.CounterValue, float64(n), v)
+		})
 	}
 }

@@ -69,6 +69,7 @@ type Daemon struct {
 	reg    *prometheus.Registry
 	ws     *wsapi.Server
 	auth   *api.Auth
+	hosts  *api.Hosts // without tokens, the Host names answered (front.go); nil with tokens
 	http   *http.Server
 	venues []*venueRun
 	byName map[string]*venueRun
@@ -136,7 +137,9 @@ func New(o Options) (*Daemon, error) {
 	d.bus = newBusWire(cfg.Cluster, namedTTL, log)
 	if d.bus != nil && d.bus.ingest != nil {
 		d.bus.ingest.OnWant = d.edgeWants // edges ask for their subscribers' symbols
+		d.bus.ingest.Holds = d.holds
 	}
+	d.hub.SetRecovery(cfg.Recovery)
 	for _, vc := range cfg.Venues {
 		i := slices.IndexFunc(o.Venues, func(v venues.Venue) bool { return v.Name == vc.Name })
 		if i < 0 {
@@ -165,11 +168,14 @@ func New(o Options) (*Daemon, error) {
 		d.byName[vc.Name] = vr
 	}
 	d.auth = api.NewAuth(cfg.Tokens)
+	if !d.auth.Enabled() {
+		d.hosts = api.NewHosts(cfg.Listen)
+	}
 	wo := cfg.WS
-	wo.Hub, wo.Auth, wo.Logger = d.hub, d.auth, log
+	wo.Hub, wo.Auth, wo.Hosts, wo.Logger = d.hub, d.auth, d.hosts, log
 	wo.Metrics = wsapi.NewMetrics(d.reg)
-	d.reg.MustRegister(fanout.NewCollector(d.hub), newVenueCollector(d.venues))
-	wo.Check = d.check
+	d.reg.MustRegister(fanout.NewCollector(d.hub), fanout.NewRecoveryCollector(d.hub), newVenueCollector(d.venues))
+	wo.Check, wo.Want = d.checkLocal, d.bus.want
 	wo.OnSubscribe = d.onSubscribe
 	wo.SnapshotClaim = d.claims.replyClaim
 	wo.Names, wo.Node = d.bus.wsNames(), d.bus.instance(cfg.Cluster.Node)
@@ -182,7 +188,7 @@ func New(o Options) (*Daemon, error) {
 			Help: "Symbols subscribed at the venue now.", ConstLabels: prometheus.Labels{"venue": vr.cfg.Name}}, vr.symbolCount))
 	}
 	if d.bus != nil {
-		d.reg.MustRegister(leaderCollector{d})
+		d.reg.MustRegister(leaderCollector{d}, busCollector{d.bus})
 	}
 	d.conns = newConnGuard(cfg.HTTP.MaxAnonymousConnections, d.reg)
 	d.http = &http.Server{Handler: d.conns.vouching(d.auth, d.routes()),
@@ -193,18 +199,13 @@ func New(o Options) (*Daemon, error) {
 	return d, nil
 }
 
-// check accepts the streams of the configured venues and channels, for a
-// symbol the venue already subscribes, or a new one the venue's instrument
-// list has (where the adapter knows it) while the venue subscribes fewer
-// than max_symbols. An edge then asks its ingest, which decides the same
-// way on its own venues (busWire.want).
-func (d *Daemon) check(st venue.Stream) error {
-	if err := d.checkLocal(st); err != nil {
-		return err
-	}
-	return d.bus.want(st)
-}
-
+// checkLocal is wsapi.Options.Check: it accepts the streams of the
+// configured venues and channels, for a symbol the venue already
+// subscribes, or a new one the venue's instrument list has (where the
+// adapter knows it) while the venue subscribes fewer than max_symbols. An
+// edge then asks its ingest (busWire.want, wsapi.Options.Want), which
+// decides the same way on its own venues, once the command passed every
+// limit.
 func (d *Daemon) checkLocal(st venue.Stream) error {
 	vr := d.byName[st.Venue()]
 	if vr == nil {
@@ -473,7 +474,7 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("GET /v1/books/{venue}/{symbol...}", d.authed(d.book))
 	d.claims.register(mux, d)
 	ui.Register(mux)
-	return mux
+	return d.front(mux)
 }
 
 // authed requires a valid token on a /v1 route when tokens are configured.
@@ -516,10 +517,25 @@ func (d *Daemon) readyz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"ready": true})
 }
 
-func (d *Daemon) coverage(w http.ResponseWriter, _ *http.Request, _ *api.Token) {
+// coverage lists the venues and streams within tok's scopes: a venue no
+// stream of which the token may read is left out, and so is every stream
+// outside them (which symbols other tokens asked for is not the token's).
+func (d *Daemon) coverage(w http.ResponseWriter, _ *http.Request, tok *api.Token) {
 	out := make([]venue.Coverage, 0, len(d.venues))
 	for _, vr := range d.venues {
+		if !tok.AllowsVenue(vr.cfg.Name) {
+			continue
+		}
 		cov := vr.adapter.Coverage()
+		if tok != nil {
+			mine := make([]venue.StreamCoverage, 0, len(cov.Streams))
+			for _, sc := range cov.Streams {
+				if tok.Allows(sc.Stream) {
+					mine = append(mine, sc)
+				}
+			}
+			cov.Streams = mine
+		}
 		if node, leading, ok := d.bus.leader(vr.cfg.Name, cov); ok {
 			cov.Leader = node
 			if d.bus.ingest != nil {

@@ -45,7 +45,7 @@ func TestSymbolsUnsubscribedAfterGrace(t *testing.T) {
 	sub := d.hub.NewEphemeral(subscriber.NewMailbox())
 	for _, sym := range []string{"ETH-USD", "SOL-USD"} {
 		st := venue.NewStream("coinbase", venue.Trades, sym)
-		if err := d.check(st); err != nil {
+		if err := d.checkLocal(st); err != nil {
 			t.Fatal(err)
 		}
 		if err := d.hub.Subscribe(sub, st); err != nil {
@@ -89,7 +89,7 @@ func TestSymbolCapAndInstruments(t *testing.T) {
 	sub := d.hub.NewEphemeral(subscriber.NewMailbox())
 	add := func(sym string) error {
 		st := venue.NewStream("coinbase", venue.Level2, sym)
-		if err := d.check(st); err != nil {
+		if err := d.checkLocal(st); err != nil {
 			return err
 		}
 		d.hub.Subscribe(sub, st)
@@ -113,10 +113,10 @@ func TestSymbolCapAndInstruments(t *testing.T) {
 
 	d2, src2 := newTestDaemon(t, "venues:\n  coinbase:\n    symbols: [BTC-USD]\n")
 	src2.SetInstruments([]string{"BTC-USD", "ETH-USD"})
-	if err := d2.check(venue.NewStream("coinbase", venue.Trades, "NOPE-USD")); !refusedWith(err, "unknown_symbol") {
+	if err := d2.checkLocal(venue.NewStream("coinbase", venue.Trades, "NOPE-USD")); !refusedWith(err, "unknown_symbol") {
 		t.Fatalf("an invented symbol: %v", err)
 	}
-	if err := d2.check(venue.NewStream("coinbase", venue.Trades, "ETH-USD")); err != nil {
+	if err := d2.checkLocal(venue.NewStream("coinbase", venue.Trades, "ETH-USD")); err != nil {
 		t.Fatalf("a listed symbol: %v", err)
 	}
 }

@@ -59,6 +59,32 @@ func Fixed(b []byte) (m uint64, frac int, neg bool, st Status) {
 	return m, frac, neg, OK
 }
 
+// MaxCoefDigits is the most significant digits Coef reads into a
+// coefficient: any such coefficient is below 10^18 and fits an int64.
+const MaxCoefDigits = 18
+
+// Coef reads a plain decimal, as Fixed does, into a signed coefficient of
+// at most MaxCoefDigits significant digits: the value is coef·10^-frac.
+// neg reports a leading '-' (which coef cannot show for "-0"). st is Big
+// for a well-formed decimal with more digits, which the caller parses
+// another way or refuses, and Bad for what Fixed refuses; coef is then 0.
+// It is the one reading of prices and sizes every venue's decoder shares;
+// each adds only its venue's bounds (sign, fraction digits).
+func Coef(b []byte) (coef int64, frac int, neg bool, st Status) {
+	m, frac, neg, st := Fixed(b)
+	switch {
+	case st == Bad:
+		return 0, 0, false, Bad
+	case st == Big || m >= maxMantissa:
+		return 0, frac, neg, Big
+	}
+	coef = int64(m)
+	if neg {
+		coef = -coef
+	}
+	return coef, frac, neg, OK
+}
+
 // pow10 holds 10^0 … 10^18, every power of ten an int64 holds.
 var pow10 = [...]int64{
 	1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9,

@@ -420,3 +420,29 @@ func TestScaleUp(t *testing.T) {
 		}
 	}
 }
+
+func TestCoef(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		coef int64
+		frac int
+		neg  bool
+		st   Status
+	}{
+		{"63982.70", 6398270, 2, false, OK},
+		{"-1.5", -15, 1, true, OK},
+		{"-0", 0, 0, true, OK},
+		{"000000000000000000001.5", 15, 1, false, OK},
+		{"999999999999999999", 999999999999999999, 0, false, OK}, // 18 digits
+		{"1000000000000000000", 0, 0, false, Big},                // 19
+		{"0.1234567890123456789", 0, 19, false, Big},
+		{"1e5", 0, 0, false, Bad},
+		{"", 0, 0, false, Bad},
+		{"1.", 0, 0, false, Bad},
+	} {
+		coef, frac, neg, st := Coef([]byte(c.in))
+		if coef != c.coef || frac != c.frac || neg != c.neg || st != c.st {
+			t.Errorf("Coef(%q) = %d, %d, %v, %d; want %d, %d, %v, %d", c.in, coef, frac, neg, st, c.coef, c.frac, c.neg, c.st)
+		}
+	}
+}

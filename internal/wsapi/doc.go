@@ -62,7 +62,8 @@
 // token only its own. A connection of the same token that attaches while
 // another holds the name takes it over: the old connection gets an error
 // message with code "taken_over" and is closed with code 4001. A reattach
-// gets a resumed notice (reason "reattached") and snapshots, queued by the
+// gets a resumed notice (reason "reattached") and snapshots, or the events
+// it missed where the core's recovery window holds them, queued by the
 // core before the writer starts. A name with no connection for NamedTTL is
 // forgotten (fanout.Hub.ExpireAfter).
 //

@@ -101,7 +101,7 @@ func (s *Server) adopt(name, tokName string, tok *api.Token, rec *NameRecord) {
 	}
 	var held []venue.Stream
 	for _, st := range rec.Streams {
-		if s.o.Check != nil && s.o.Check(st) != nil || !tok.Allows(st) {
+		if !tok.Allows(st) || s.o.admits(st) != nil { // scopes first: admits may ask the ingest
 			continue
 		}
 		if hub.Subscribe(sub, st) != nil {

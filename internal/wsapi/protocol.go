@@ -2,6 +2,7 @@ package wsapi
 
 import (
 	"encoding/json"
+	"strconv"
 
 	"github.com/fanoutd/fanoutd/internal/api"
 
@@ -18,13 +19,15 @@ const (
 	OpUnsubscribe Op = "unsubscribe"
 	OpSnapshot    Op = "snapshot"
 	OpPing        Op = "ping"
+	OpRecover     Op = "recover"
 )
 
 // Command is one parsed client command.
 type Command struct {
 	Op      Op
 	ID      string
-	Streams []venue.Stream // subscribe, unsubscribe; snapshot has exactly one
+	Streams []venue.Stream // subscribe, unsubscribe; snapshot and recover have exactly one
+	From    uint64         // recover: the first seq wanted, from 1
 }
 
 // CommandError is a refused command: its code, a message for humans, and
@@ -45,10 +48,11 @@ const maxIDLen = 64
 const maxStreamsPerCommand = 1024
 
 type wireCommand struct {
-	Op      *string   `json:"op"`
-	ID      *string   `json:"id"`
-	Streams *[]string `json:"streams"`
-	Stream  *string   `json:"stream"`
+	Op      *string      `json:"op"`
+	ID      *string      `json:"id"`
+	Streams *[]string    `json:"streams"`
+	Stream  *string      `json:"stream"`
+	From    *json.Number `json:"from"`
 }
 
 // ParseCommand parses one client message. Every failure is a
@@ -106,8 +110,25 @@ func ParseCommand(b []byte) (Command, *CommandError) {
 		}
 		c.Streams = []venue.Stream{st}
 		return c, nil
+	case OpRecover:
+		if w.Stream == nil {
+			return bad(api.CodeBadRequest, "recover wants one stream")
+		}
+		st, err := venue.ParseStream(*w.Stream)
+		if err != nil {
+			return bad(api.CodeBadRequest, err.Error())
+		}
+		var from uint64
+		if w.From != nil {
+			from, err = strconv.ParseUint(string(*w.From), 10, 64)
+		}
+		if w.From == nil || err != nil || from == 0 {
+			return bad(api.CodeBadRequest, "recover wants from: the first seq wanted, an integer from 1")
+		}
+		c.Streams, c.From = []venue.Stream{st}, from
+		return c, nil
 	}
-	return bad(api.CodeUnknownOp, "unknown op "+quote(*w.Op)+" (want subscribe, unsubscribe, snapshot or ping)")
+	return bad(api.CodeUnknownOp, "unknown op "+quote(*w.Op)+" (want subscribe, unsubscribe, snapshot, recover or ping)")
 }
 
 func clip(id string) string {
@@ -153,5 +174,20 @@ func appendError(dst []byte, id string, code api.Code, msg string) []byte {
 	dst = jsonw.AppendString(dst, string(code))
 	dst = append(dst, `,"message":`...)
 	dst = jsonw.AppendString(dst, msg)
+	return append(dst, '}')
+}
+
+// appendRecover appends {"type":"recover","id":…,"stream":…,"from":…,"to":…}:
+// the events of stream from seq from to seq to follow it (none if to is
+// from-1).
+func appendRecover(dst []byte, id string, st venue.Stream, from, to uint64) []byte {
+	dst = append(dst, `{"type":"recover","id":`...)
+	dst = jsonw.AppendString(dst, id)
+	dst = append(dst, `,"stream":`...)
+	dst = jsonw.AppendString(dst, string(st))
+	dst = append(dst, `,"from":`...)
+	dst = strconv.AppendUint(dst, from, 10)
+	dst = append(dst, `,"to":`...)
+	dst = strconv.AppendUint(dst, to, 10)
 	return append(dst, '}')
 }

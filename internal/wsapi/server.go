@@ -41,6 +41,8 @@ const (
 	DefaultCommandsPerSecond = 20
 	DefaultCommandBurst      = 40
 	DefaultMaxReplyBytes     = 1 << 20
+	DefaultMaxNamedPerToken  = 1000
+	DefaultMaxNamed          = 10000
 
 	// DefaultWriteDelay is the daemon's write delay. It is not a zero
 	// field's default: a zero WriteDelay means no write pool. See
@@ -72,6 +74,14 @@ type Limits struct {
 	// replies is closed with CloseCodeUnreadReplies past it. Defaults to
 	// DefaultMaxReplyBytes.
 	MaxReplyBytes int
+	// MaxNamedPerToken is the most named subscribers one token may hold,
+	// attached or not (a detached one is kept for NamedTTL); a connection
+	// for a new name past it is refused with 429 too_many_named. Without
+	// tokens, it does not apply. Defaults to DefaultMaxNamedPerToken.
+	MaxNamedPerToken int
+	// MaxNamed is the most named subscribers of the node, every token's
+	// together; past it likewise. Defaults to DefaultMaxNamed.
+	MaxNamed int
 }
 
 // Options configure a Server.
@@ -79,9 +89,16 @@ type Options struct {
 	// Hub is the fanout hub subscriptions go through. Required.
 	Hub *fanout.Hub
 	// Check decides whether this daemon serves st; an error is answered as
-	// unknown_stream with its text. nil accepts any stream whose venue has
-	// a feed.
+	// unknown_stream with its text (or an *api.Refusal's code). nil
+	// accepts any stream whose venue has a feed. It must not ask anything
+	// of another node: that is Want's.
 	Check func(st venue.Stream) error
+	// Want, if set, is asked for each stream of a command once the token's
+	// scopes, Check and every limit of the command have passed (an edge
+	// asks its ingest for the stream's symbol), so that a refused command
+	// makes no other node spend anything. An error refuses the command as
+	// Check's does.
+	Want func(st venue.Stream) error
 	// OnSubscribe is called after a subscription to st was added (the
 	// daemon has the venue adapter subscribe the symbol). It may be nil.
 	OnSubscribe func(st venue.Stream)
@@ -90,8 +107,15 @@ type Options struct {
 	// Origins is the allow-list for the Origin header of browser clients:
 	// exact origins ("https://desk.example.com") or "*". A request without
 	// an Origin header (not a browser) is always accepted; with an empty
-	// list only same-host origins are.
+	// list only origins whose host Hosts allows are, or, without Hosts,
+	// same-host origins.
 	Origins []string
+	// Hosts, if set, is the Host names answered (api.Hosts, against DNS
+	// rebinding; the daemon sets it when no tokens are configured): any
+	// other Host is refused with 403 host_not_allowed, and with no Origins
+	// an Origin is checked against it rather than against Host, which the
+	// page sets.
+	Hosts *api.Hosts
 	// WriteTimeout is the write deadline: a socket that accepts no bytes
 	// for this long is closed. Defaults to DefaultWriteTimeout.
 	WriteTimeout time.Duration
@@ -175,6 +199,8 @@ func (o Options) WithDefaults() Options {
 	}
 	set(&l.CommandBurst, DefaultCommandBurst)
 	set(&l.MaxReplyBytes, DefaultMaxReplyBytes)
+	set(&l.MaxNamedPerToken, DefaultMaxNamedPerToken)
+	set(&l.MaxNamed, DefaultMaxNamed)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -221,6 +247,11 @@ func NewServer(o Options) *Server {
 		s.startPool(runtime.GOMAXPROCS(0))
 	}
 	s.readBufs.New = func() any { b := make([]byte, o.Limits.MaxMessageBytes+1); return &b }
+	perToken := 0
+	if o.Auth.Enabled() {
+		perToken = o.Limits.MaxNamedPerToken
+	}
+	o.Hub.Registry().LimitNamed(o.Limits.MaxNamed, perToken)
 	s.up = websocket.Upgrader{
 		HandshakeTimeout: 10 * time.Second,
 		// Client messages are small commands; a larger one is read past
@@ -464,19 +495,38 @@ func (s *Server) checkOrigin(r *http.Request) bool {
 		return false
 	}
 	u, err := url.Parse(origin)
-	return err == nil && strings.EqualFold(u.Host, r.Host)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	if s.o.Hosts != nil {
+		return s.o.Hosts.Allows(u.Host)
+	}
+	return strings.EqualFold(u.Host, r.Host)
 }
 
 // ServeHTTP upgrades the request to a websocket session. It refuses with
-// 401 (unauthenticated), 403 (origin), 400 (bad name), 409 (a name another
-// token created), 429 (connections per token) or 503 (shutting down)
-// before upgrading.
+// 400 (a query that does not parse, a bad name), 401 (unauthenticated),
+// 403 (host, origin), 409 (a name another token created), 429
+// (connections per token, or a new name past the named limits) or 503
+// (shutting down) before upgrading.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	refuse := func(status int, code api.Code, msg string) {
 		s.o.Metrics.refused(code)
 		api.WriteError(w, status, code, msg)
 	}
-	tok, ok := s.o.Auth.Authenticate(r)
+	if !s.o.Hosts.Allows(r.Host) {
+		refuse(http.StatusForbidden, api.CodeHostNotAllowed, "without tokens only a loopback name or the listen address is answered as Host")
+		return
+	}
+	// The whole query or nothing: url.Values drops what follows a
+	// parameter that does not parse, and every parameter past Go's
+	// 10,000, which would turn a reattach into a new connection.
+	query, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		refuse(http.StatusBadRequest, api.CodeBadRequest, "query: "+err.Error())
+		return
+	}
+	tok, ok := s.o.Auth.AuthenticateUpgrade(r)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="fanoutd"`)
 		refuse(http.StatusUnauthorized, api.CodeUnauthenticated, "a valid bearer token is required")
@@ -486,12 +536,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusForbidden, api.CodeOriginNotAllowed, "origin not allowed")
 		return
 	}
-	name := r.URL.Query().Get("name")
-	if r.URL.Query().Has("name") && !subscriber.ValidName(name) {
+	name := query.Get("name")
+	if query.Has("name") && !subscriber.ValidName(name) {
 		refuse(http.StatusBadRequest, api.CodeBadName, "name must match [A-Za-z0-9_.-]{1,64}")
 		return
 	}
-	last, err := parseLast(r.URL.Query(), s.o.Limits.MaxStreams)
+	last, err := parseLast(query, s.o.Limits.MaxStreams)
 	if err == nil && last != nil && name == "" {
 		err = errors.New("last= needs ?name=: only a named subscriber reattaches")
 	}
@@ -501,9 +551,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	tokName := owner(tok)
 	if name != "" {
-		if sub := s.o.Hub.Registry().Named(name); sub != nil && sub.Owner() != tokName {
+		reg := s.o.Hub.Registry()
+		sub := reg.Named(name)
+		if sub != nil && sub.Owner() != tokName {
 			refuse(http.StatusConflict, api.CodeNameTaken, "the name belongs to another token")
 			return
+		}
+		if sub == nil {
+			if err := reg.NamedRoom(tokName); err != nil {
+				refuse(http.StatusTooManyRequests, api.CodeTooManyNamed, namedLimitMessage(err))
+				return
+			}
 		}
 	}
 	var connID string
@@ -582,9 +640,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			rec = nil // this node's own state is the newer
 		}
 		sub, existed, err := s.o.Hub.AttachFrom(name, tokName, sess.q, mergeLast(last, rec), s.takeover)
-		if err != nil { // another token created the name since the check above
-			s.o.Metrics.refused(api.CodeNameTaken)
-			ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.ClosePolicyViolation, string(api.CodeNameTaken)), time.Now().Add(time.Second))
+		if err != nil { // another token created the name, or others filled the limits, since the checks above
+			code := api.CodeNameTaken
+			if _, ok := errors.AsType[*subscriber.NamedLimitError](err); ok {
+				code = api.CodeTooManyNamed
+			}
+			s.o.Metrics.refused(code)
+			ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.ClosePolicyViolation, string(code)), time.Now().Add(time.Second))
 			s.mu.Lock()
 			delete(s.sessions, sess.q)
 			s.mu.Unlock()
@@ -634,6 +696,16 @@ func (s *Server) setSub(sess *session, sub *subscriber.Subscriber) {
 	s.mu.Lock()
 	sess.sub = sub
 	s.mu.Unlock()
+}
+
+// namedLimitMessage is the refusal's message for a NamedLimitError.
+func namedLimitMessage(err error) string {
+	if le, ok := errors.AsType[*subscriber.NamedLimitError](err); ok && le.PerOwner {
+		return "this token already holds limits.max_named_per_token (" + strconv.Itoa(le.Limit) + ") named subscribers: reattach one, or wait for one to expire (websocket.named_ttl)"
+	} else if ok {
+		return "the node already holds limits.max_named (" + strconv.Itoa(le.Limit) + ") named subscribers"
+	}
+	return err.Error()
 }
 
 // owner is the subscriber owner a connection with tok creates: the

@@ -903,30 +903,59 @@ func (s *session) allow() bool {
 	return true
 }
 
-// check answers whether the connection may subscribe to st.
+// check answers whether the connection may subscribe to st, on this node:
+// the token's scopes, then Options.Check.
 func (s *session) check(id string, st venue.Stream) bool {
-	// Scopes first: a stream outside them must not reach Check, which on
-	// an edge asks the ingest to subscribe its symbol.
 	if !s.tok.Allows(st) {
 		s.refuse(id, api.CodeUnauthorized, string(st)+": outside this token's scopes")
 		return false
 	}
-	o := &s.srv.o
-	var err error
+	return s.refuseErr(id, st, s.srv.o.check(st))
+}
+
+// want asks Options.Want for st, once every check and limit passed.
+func (s *session) want(id string, st venue.Stream) bool {
+	if s.srv.o.Want == nil {
+		return true
+	}
+	return s.refuseErr(id, st, s.srv.o.Want(st))
+}
+
+// refuseErr refuses the command id for st with err's code (unknown_stream
+// unless it is an *api.Refusal) and reports whether err was nil.
+func (s *session) refuseErr(id string, st venue.Stream, err error) bool {
+	if err == nil {
+		return true
+	}
+	code := api.CodeUnknownStream
+	if r, ok := errors.AsType[*api.Refusal](err); ok {
+		code = r.Code
+	}
+	s.refuse(id, code, string(st)+": "+err.Error())
+	return false
+}
+
+// check is Check, or without one whether st's venue has a feed.
+func (o *Options) check(st venue.Stream) error {
 	if o.Check != nil {
-		err = o.Check(st)
-	} else if o.Hub.Feed(st.Venue()) == nil {
-		err = errors.New("no such venue")
+		return o.Check(st)
 	}
-	if err != nil {
-		code := api.CodeUnknownStream
-		if r, ok := errors.AsType[*api.Refusal](err); ok {
-			code = r.Code
-		}
-		s.refuse(id, code, string(st)+": "+err.Error())
-		return false
+	if o.Hub.Feed(st.Venue()) == nil {
+		return errors.New("no such venue")
 	}
-	return true
+	return nil
+}
+
+// admits is check and then Want, for a stream taken on its own (an adopted
+// name's, a snapshot's).
+func (o *Options) admits(st venue.Stream) error {
+	if err := o.check(st); err != nil {
+		return err
+	}
+	if o.Want != nil {
+		return o.Want(st)
+	}
+	return nil
 }
 
 // namesChanged tells the cluster's record of names that a named
@@ -971,6 +1000,13 @@ func (s *session) handle(b []byte) {
 			s.refuse(cmd.ID, api.CodeTooManyStreams, "subscription would pass limits.max_streams_per_connection")
 			return
 		}
+		// Only a command that passed every check and limit asks another
+		// node for anything.
+		for _, st := range cmd.Streams {
+			if !s.want(cmd.ID, st) {
+				return
+			}
+		}
 		// The ack goes first: it is on the notice queue, which the
 		// writer drains ahead of the snapshot queued by Subscribe.
 		s.reply(appendAck(nil, cmd.ID, cmd.Streams))
@@ -991,7 +1027,7 @@ func (s *session) handle(b []byte) {
 		s.reply(appendAck(nil, cmd.ID, cmd.Streams))
 	case OpSnapshot:
 		st := cmd.Streams[0]
-		if !s.check(cmd.ID, st) {
+		if !s.check(cmd.ID, st) || !s.want(cmd.ID, st) {
 			return
 		}
 		if st.Channel() != venue.Level2 {
@@ -1007,5 +1043,7 @@ func (s *session) handle(b []byte) {
 			return
 		}
 		s.reply(s.srv.o.snapshotAck(cmd.ID, st))
+	case OpRecover:
+		s.recover(cmd)
 	}
 }

@@ -66,6 +66,7 @@ func FuzzParseCommand(f *testing.F) {
 		`{"op":"unsubscribe","id":"2","streams":["coinbase:level2:BTC-USD"]}`,
 		`{"op":"snapshot","id":"3","stream":"coinbase:level2:BTC-USD"}`,
 		`{"op":"ping","id":"4"}`,
+		`{"op":"recover","id":"5","stream":"coinbase:trades:BTC-USD","from":12}`,
 		`{"op":"subscribe","id":"1","streams":["coinbase:level2:BTC-`, // truncated
 		`{"op":"ping","id":4}`, `{"op":null}`, `{}`, `null`, `"x"`, ``, `{"op":"subscribe","streams":[null]}`,
 	} {
@@ -85,6 +86,10 @@ func FuzzParseCommand(f *testing.F) {
 		}
 		switch c.Op {
 		case OpPing:
+		case OpRecover:
+			if len(c.Streams) != 1 || c.From == 0 {
+				t.Fatalf("recover %+v", c)
+			}
 		case OpSubscribe, OpUnsubscribe, OpSnapshot:
 			if len(c.Streams) == 0 {
 				t.Fatalf("%s with no streams", c.Op)

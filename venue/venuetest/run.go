@@ -1,6 +1,7 @@
 package venuetest
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -47,8 +48,11 @@ type Venue interface {
 	// silent, count connections).
 	Server() *Server
 	// Garbage returns frames that do not parse, or parse into something
-	// impossible, for the venue.
+	// impossible, for the venue; the first does not parse.
 	Garbage() [][]byte
+	// NewDecoder builds the venue's decoder as replay does (its
+	// NewDecoder), writing to cfg.Sink.
+	NewDecoder(cfg venue.Config) venue.Decoder
 }
 
 // Wait is how long Run waits for anything to happen.
@@ -112,6 +116,14 @@ func Run(t *testing.T, v Venue) {
 		}
 		h.sink.WaitNotice(t, Wait, from, notice.DataQuality)
 		h.recovered(t, v, 5)
+		// The frames came in one burst: one notice, however many were bad.
+		if dq := kindsSince(h.sink, from, notice.DataQuality); len(dq) != 1 {
+			t.Errorf("%d data_quality notices for one burst of garbage, want 1: %v", len(dq), dq)
+		}
+	})
+	t.Run("BadFramesOnePerBurst", func(t *testing.T) {
+		v.Start(t)
+		badFramesOnePerBurst(t, v)
 	})
 	t.Run("CoverageFromObservation", func(t *testing.T) {
 		h := start(t, v)
@@ -136,6 +148,75 @@ func Run(t *testing.T, v Venue) {
 		}
 		v.Server().SetSilent(false)
 	})
+}
+
+// badFramesOnePerBurst feeds the venue's decoder two bursts of bad frames
+// at chosen receive times. The first is its first Garbage frame (which does
+// not parse) again and again, less than venue.BadFrameQuiet apart for three
+// quiet windows, then every Garbage frame: one data_quality notice. The
+// second starts venue.BadFrameQuiet after the first ends: one more. Each
+// names a stream of the venue or, for a frame of no known stream, the
+// connection, and quotes the start of the frame that began its burst.
+func badFramesOnePerBurst(t *testing.T, v Venue) {
+	t.Helper()
+	garbage := v.Garbage()
+	sink := NewSink()
+	d := v.NewDecoder(venue.Config{Sink: sink, Symbols: []string{v.Symbol()}})
+	at := time.Unix(1_800_000_000, 0)
+	gap := venue.BadFrameQuiet - time.Millisecond
+	const n = 4
+	burst := func(gap time.Duration, n int) {
+		for i := range n {
+			if i > 0 {
+				at = at.Add(gap)
+			}
+			d.Frame(at, garbage[0])
+		}
+		for _, g := range garbage {
+			at = at.Add(time.Millisecond)
+			d.Frame(at, g)
+		}
+	}
+	firsts := [][]byte{garbage[0], garbage[0]}
+	burst(gap, n)
+	if dq := kindsSince(sink, 0, notice.DataQuality); len(dq) != 1 {
+		t.Fatalf("a burst of bad frames %v apart (%v in all) gave %d data_quality notices, want 1: %v",
+			gap, time.Duration(n-1)*gap, len(dq), dq)
+	}
+	at = at.Add(venue.BadFrameQuiet) // BadFrameQuiet after the last frame
+	burst(time.Millisecond, 1)
+	dq := kindsSince(sink, 0, notice.DataQuality)
+	if len(dq) != 2 {
+		t.Fatalf("a second burst %v after the first gave %d data_quality notices in all, want 2: %v", venue.BadFrameQuiet, len(dq), dq)
+	}
+	for i, q := range dq {
+		if q.Venue != v.Name() {
+			t.Errorf("data_quality venue = %q, want %q", q.Venue, v.Name())
+		}
+		if _, ok := q.Details["connection"]; q.Stream == "" && !ok {
+			t.Errorf("data_quality names neither a stream nor a connection: %+v", q)
+		} else if q.Stream != "" && venue.Stream(q.Stream).Venue() != v.Name() {
+			t.Errorf("data_quality names stream %q of another venue", q.Stream)
+		}
+		if got, want := q.Details["sample"], venue.Sample(firsts[i]); got != want {
+			t.Errorf("data_quality %d sample = %q, want %q", i, got, want)
+		}
+	}
+	if a, b := dq[0].Details["bad_frames"], dq[1].Details["bad_frames"]; fmt.Sprint(a) != "1" || fmt.Sprint(b) == "1" {
+		t.Errorf("bad_frames = %v then %v, want 1 then the count so far", a, b)
+	}
+	sink.Check(t)
+}
+
+// kindsSince returns the notices of kind the sink recorded from index from.
+func kindsSince(s *Sink, from int, kind notice.Kind) []notice.Notice {
+	var out []notice.Notice
+	for _, n := range s.Notices()[from:] {
+		if n.Kind == kind {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // recovered steps the venue n times and waits until the consumer's book is

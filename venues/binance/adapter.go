@@ -116,10 +116,8 @@ func (a *Adapter) KnownSymbol(sym string) (known, listed bool) {
 type conn struct {
 	i      int // the pool's connection
 	epoch  uint64
-	nextID int64
-	nextAt time.Time        // when the link may write the next request
-	subs   map[string]int64 // stream → id of its pending request, 0 once acknowledged
-	reqs   map[int64]request
+	nextAt time.Time  // when the link may write the next request
+	subs   venue.Subs // by stream name; its requests carry Binance's ids
 	up     bool
 }
 
@@ -129,12 +127,6 @@ type fetchReq struct {
 	i     int
 	lower string
 	epoch uint64
-}
-
-type request struct {
-	method  string
-	streams []string
-	at      time.Time
 }
 
 // New returns an adapter for cfg. cfg.Sink is required; endpoints default to
@@ -211,6 +203,7 @@ func (a *Adapter) newConn(i int, lc *venue.LinkConfig) {
 	dcfg := a.cfg
 	dcfg.Logger = a.log
 	dec := NewDecoder(dcfg)
+	dec.badFrames.Conn = i
 	dec.hooks = hooks{
 		fetch:    func(lower string) { a.requestSnapshot(i, lower) },
 		response: func(id, code int64, msg string) { a.onResponse(i, id, code, msg) },
@@ -328,7 +321,7 @@ func (a *Adapter) connected(i int) bool {
 	for len(a.conns) <= i {
 		a.conns = append(a.conns, nil)
 	}
-	a.conns[i] = &conn{i: i, epoch: a.epoch, subs: map[string]int64{}, reqs: map[int64]request{}}
+	a.conns[i] = &conn{i: i, epoch: a.epoch}
 	a.fetchQ = slices.DeleteFunc(a.fetchQ, func(f fetchReq) bool { return f.i == i })
 	a.smu.Unlock()
 	poke(a.kick)
@@ -344,10 +337,9 @@ func (a *Adapter) tick(i int, now time.Time) string {
 	if c == nil {
 		return ""
 	}
-	for id, r := range c.reqs {
-		if now.Sub(r.at) > a.cfg.ReadTimeout {
-			return fmt.Sprintf("no reply to %s id %d within %v", r.method, id, a.cfg.ReadTimeout)
-		}
+	if late := c.subs.Unanswered(now, a.cfg.ReadTimeout); len(late) > 0 {
+		r, _ := c.subs.Sent(late[0])
+		return fmt.Sprintf("no reply to %s id %d within %v", r.Op, late[0], a.cfg.ReadTimeout)
 	}
 	return ""
 }
@@ -488,22 +480,19 @@ func (a *Adapter) reconcile(ctx context.Context) error {
 					desired[streamName(s, ch)] = true
 				}
 			}
-			var sub, unsub []string
-			for st := range desired {
-				if _, ok := l.subs[st]; !ok {
-					sub = append(sub, st)
-				}
-			}
-			for st := range l.subs {
+			for _, st := range l.subs.WantedKeys() {
 				if !desired[st] {
-					unsub = append(unsub, st)
+					l.subs.Unwant(st)
 				}
 			}
+			for st := range desired {
+				l.subs.Want(st)
+			}
+			sub, unsub := l.subs.Plan(time.Now(), nil)
 			slices.Sort(sub)
-			slices.Sort(unsub)
 			a.send(l, "UNSUBSCRIBE", unsub)
 			a.send(l, "SUBSCRIBE", sub)
-			if len(desired) == 0 && len(l.subs) == 0 && !l.up {
+			if len(desired) == 0 && !l.up {
 				l.up = true // nothing to subscribe: connected is up
 				ups = append(ups, i)
 			}
@@ -544,8 +533,6 @@ func (a *Adapter) send(l *conn, method string, streams []string) {
 		}
 		chunk := streams[:n]
 		streams = streams[n:]
-		l.nextID++
-		id := l.nextID
 		// The link paces requests: this one goes out when those queued
 		// before it have, and its answer is due from then.
 		at := time.Now()
@@ -553,14 +540,7 @@ func (a *Adapter) send(l *conn, method string, streams []string) {
 			at = l.nextAt
 		}
 		l.nextAt = at.Add(time.Second / msgsPerSec)
-		l.reqs[id] = request{method: method, streams: chunk, at: at}
-		for _, st := range chunk {
-			if method == "SUBSCRIBE" {
-				l.subs[st] = id
-			} else {
-				delete(l.subs, st)
-			}
-		}
+		id := l.subs.Request(venue.SubRequest{Op: method, Keys: chunk, At: at})
 		msg, _ := json.Marshal(struct {
 			Method string   `json:"method"`
 			Params []string `json:"params"`
@@ -591,21 +571,20 @@ func (a *Adapter) onResponse(i int, id int64, code int64, msg string) {
 		a.smu.Unlock()
 		return
 	}
-	req, ok := l.reqs[id]
+	req, ok := l.subs.Answer(id)
 	if !ok {
 		a.smu.Unlock()
 		a.log.Warn("binance: reply to an unknown request", "id", id, "code", code, "msg", msg)
 		return
 	}
-	delete(l.reqs, id)
 	var depth, refused []string
-	for _, st := range req.streams {
-		if req.method != "SUBSCRIBE" {
+	for _, st := range req.Keys {
+		if req.Op != "SUBSCRIBE" {
 			continue
 		}
 		if code != 0 {
-			if l.subs[st] == id {
-				delete(l.subs, st)
+			if l.subs.AskedIn(st) == id {
+				l.subs.Refuse(st)
 			}
 			sym, _, _ := strings.Cut(st, "@")
 			for s := range a.want {
@@ -616,8 +595,8 @@ func (a *Adapter) onResponse(i int, id int64, code int64, msg string) {
 			}
 			continue
 		}
-		if l.subs[st] == id {
-			l.subs[st] = 0
+		if l.subs.AskedIn(st) == id {
+			l.subs.Ack(st)
 			if sym, kind, _ := strings.Cut(st, "@"); strings.HasPrefix(kind, "depth") {
 				depth = append(depth, sym)
 			}

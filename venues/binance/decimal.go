@@ -47,19 +47,22 @@ const (
 	partsBig // over 18 significant digits: use parseDecimalSlow
 )
 
-// decimalParts splits a decimal string into its mantissa, its number of
-// fraction digits and its sign, without allocating (scan.Fixed), and
-// applies Binance's bounds: more than 18 significant digits goes to the
-// slow path, more than maxFrac fraction digits is refused.
+// decimalParts splits a decimal string into its coefficient, its number
+// of fraction digits and its sign, without allocating (scan.Coef), and
+// applies Binance's bound: more than maxFrac fraction digits is refused.
+// More than 18 significant digits goes to the slow path.
 func decimalParts(b []byte) (m uint64, frac int, neg bool, res int) {
-	m, frac, neg, st := scan.Fixed(b)
+	c, frac, neg, st := scan.Coef(b)
 	switch {
-	case st == scan.Big || st == scan.OK && m >= 1e18:
+	case st == scan.Big:
 		return 0, 0, false, partsBig
 	case st == scan.Bad || frac > maxFrac:
 		return 0, 0, false, partsBad
 	}
-	return m, frac, neg, partsOK
+	if neg {
+		c = -c
+	}
+	return uint64(c), frac, neg, partsOK
 }
 
 func makeDecimal(m uint64, frac int, neg bool) decimal.Decimal {

@@ -29,10 +29,6 @@ const (
 // that leaves the snapshot unbridgeable the decoder asks for another.
 const maxBuffered = 1000
 
-// burstGap is how long bad frames must stop for the next one to start a new
-// burst, and so a new data_quality notice.
-const burstGap = 10 * time.Second
-
 // pending is a depth event buffered while its book waits for a snapshot.
 type pending struct {
 	first, last int64 // U and u
@@ -91,9 +87,7 @@ type Decoder struct {
 	ev         venue.Event
 	fixed      []venue.FixedLevel // ev's levels, reused (venue.Sink)
 
-	badFrames uint64    // frames that did not parse or were impossible
-	badBurst  uint64    // in the current burst
-	lastBad   time.Time // receive time of the last bad frame
+	badFrames venue.BadFrames // frames that did not parse or were impossible; one notice per burst
 }
 
 var _ venue.Decoder = (*Decoder)(nil)
@@ -118,7 +112,7 @@ func NewDecoder(cfg venue.Config) *Decoder {
 }
 
 // BadFrames returns how many frames did not parse or were impossible.
-func (d *Decoder) BadFrames() uint64 { return d.badFrames }
+func (d *Decoder) BadFrames() uint64 { return d.badFrames.Count() }
 
 // symbolFor returns the state for a lower-case symbol, creating it. name is
 // the venue's spelling if the frame carried one.
@@ -396,23 +390,11 @@ func (d *Decoder) payloadKind(recv time.Time, kind string, lower []byte, sc *sca
 // bad counts a bad frame, reports the first of a burst as a data_quality
 // notice, and resyncs the book the frame belonged to, if known.
 func (d *Decoder) bad(recv time.Time, why string, frame []byte, s *symbol) {
-	d.badFrames++
-	if d.badBurst == 0 || recv.Sub(d.lastBad) > burstGap || recv.Before(d.lastBad) {
-		d.badBurst = 0
-		sample := frame
-		if len(sample) > 96 {
-			sample = sample[:96]
-		}
-		stream := ""
-		if s != nil {
-			stream = string(s.l2)
-		}
-		d.sink.Notice(notice.Must(notice.DataQuality, Name, stream, recv,
-			"binance: bad frame: "+why,
-			map[string]any{"reason": why, "bad_frames": d.badFrames, "sample": strings.ToValidUTF8(string(sample), "?")}))
+	var stream venue.Stream
+	if s != nil {
+		stream = s.l2
 	}
-	d.badBurst++
-	d.lastBad = recv
+	d.badFrames.Report(d.sink, Name, recv, stream, why, frame)
 	if s != nil && s.state == stateSynced {
 		d.resync(recv, s, "bad_frame", map[string]any{"last_u": s.lastU})
 	}

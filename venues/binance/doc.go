@@ -80,7 +80,8 @@
 // published for it, a book_resync notice names the reason and the sequence
 // numbers (last_u, U, u), a snapshot is fetched again, and the rebuilt book
 // is published as a snapshot. Bad frames are counted and reported as one
-// data_quality notice per burst (a burst ends after 10 s without one). A
+// data_quality notice per burst (venue.BadFrames: a burst ends after
+// venue.BadFrameQuiet without one). A
 // bad frame that names no book does not resync anything: the U/u chain
 // already catches any depth event it may have been.
 //

@@ -67,9 +67,8 @@ type Adapter struct {
 	life venue.Lifecycle
 	ping atomic.Uint64 // keepalives sent
 
-	mu      sync.Mutex // protects the fields below; taken after the decode lock
+	mu      sync.Mutex // protects the fields below and each conn's subs; taken after the decode lock
 	symbols []string   // wanted, in the order asked
-	nextReq uint64
 
 	// Under the decode lock.
 	conns []*conn         // one per connection of the pool
@@ -82,8 +81,8 @@ type conn struct {
 	dec *Decoder
 
 	// Guarded by Adapter.mu.
-	pending map[string]request // requests sent, by req_id, awaiting their answer
-	initial int                // initial subscribe requests not yet answered
+	subs    venue.Subs // by topic; its requests carry Bybit's req_ids
+	initial int        // initial subscribe requests not yet answered
 
 	// Under the decode lock.
 	resyncs venue.Retry // per topic: when its book may be resubscribed again
@@ -92,15 +91,14 @@ type conn struct {
 
 var _ venue.Adapter = (*Adapter)(nil)
 
-// request is one op the adapter sends to Bybit.
-type request struct {
-	op      string // "subscribe" or "unsubscribe"
-	symbol  string
-	args    []string
-	initial bool      // part of a connection's first subscriptions
-	resync  bool      // part of a book resync
-	sent    time.Time // when it was queued, for unansweredAfter
-}
+// Marks of a request (venue.SubRequest.Tag).
+const (
+	tagInitial uint8 = 1 << iota // part of a connection's first subscriptions
+	tagResync                    // part of a book resync
+)
+
+// symbolOf returns the symbol a topic names ("orderbook.50.BTCUSDT").
+func symbolOf(topic string) string { return topic[strings.LastIndexByte(topic, '.')+1:] }
 
 // unansweredAfter: a request Bybit has not answered for this long is
 // asked again (a venue that stalled swallows what it was sent meanwhile).
@@ -162,7 +160,8 @@ func New(cfg venue.Config) (*Adapter, error) {
 
 // newConn makes connection i's decoder and hooks (venue.PoolConfig.Conn).
 func (a *Adapter) newConn(i int, lc *venue.LinkConfig) {
-	c := &conn{i: i, dec: NewDecoder(a.cfg), pending: map[string]request{}}
+	c := &conn{i: i, dec: NewDecoder(a.cfg)}
+	c.dec.bad.Conn = i
 	c.dec.resync = func(topic string) { a.resync(c, topic) }
 	c.dec.whole = func(topic string) { c.resyncs.Done(topic) }
 	c.dec.control = func(m *controlMsg) { a.answer(c, m) }
@@ -211,7 +210,7 @@ func (a *Adapter) Subscribe(symbols ...string) error {
 				continue
 			}
 			if i, opened, ok := a.place(time.Now(), s); ok && !opened {
-				a.send(a.conns[i], request{op: "subscribe", symbol: s, args: a.topics(s)})
+				a.subscribe(a.conns[i], s, 0)
 			}
 		}
 	})
@@ -227,7 +226,12 @@ func (a *Adapter) Unsubscribe(symbols ...string) error {
 			a.symbols = slices.DeleteFunc(a.symbols, func(x string) bool { return x == s })
 			a.mu.Unlock()
 			if i, ok := a.pool.Where(s); ok {
-				a.send(a.conns[i], request{op: "unsubscribe", symbol: s, args: a.topics(s)})
+				c := a.conns[i]
+				a.mu.Lock()
+				c.subs.Unwant(a.topics(s)...)
+				_, drop := c.subs.Plan(time.Now(), nil)
+				a.mu.Unlock()
+				a.send(c, venue.SubRequest{Op: "unsubscribe", Keys: drop})
 				a.pool.Remove(s)
 			}
 			delete(a.over, s)
@@ -262,21 +266,29 @@ func (a *Adapter) topics(symbol string) []string {
 func (a *Adapter) connected(c *conn, _ time.Time) bool {
 	c.resyncs.Reset()
 	c.resyncQ = c.resyncQ[:0]
-	var first []request
-	for _, s := range a.pool.Keys(c.i) {
-		first = append(first, request{op: "subscribe", symbol: s, args: a.topics(s), initial: true})
-	}
+	syms := a.pool.Keys(c.i)
 	a.mu.Lock()
-	clear(c.pending)
+	c.subs.Reset()
 	c.initial = 0
-	for _, r := range first {
-		c.initial += (len(r.args) + maxArgs - 1) / maxArgs
+	for _, s := range syms {
+		c.initial += (len(a.topics(s)) + maxArgs - 1) / maxArgs
 	}
 	a.mu.Unlock()
-	for _, r := range first {
-		a.send(c, r)
+	for _, s := range syms {
+		a.subscribe(c, s, tagInitial)
 	}
-	return len(first) == 0
+	return len(syms) == 0
+}
+
+// subscribe asks for symbol's topics on c: those the ledger plans to ask
+// (all of them on a new connection). The decode lock must be held.
+func (a *Adapter) subscribe(c *conn, symbol string, tag uint8) {
+	topics := a.topics(symbol)
+	a.mu.Lock()
+	c.subs.Want(topics...)
+	ask, _ := c.subs.Plan(time.Now(), func(t string) bool { return !slices.Contains(topics, t) })
+	a.mu.Unlock()
+	a.send(c, venue.SubRequest{Op: "subscribe", Keys: ask, Tag: tag})
 }
 
 func (a *Adapter) pingFrame() []byte {
@@ -284,22 +296,20 @@ func (a *Adapter) pingFrame() []byte {
 }
 
 // send queues r on c's connection in requests of at most maxArgs args,
-// each under its own req_id so its answer can be matched.
-func (a *Adapter) send(c *conn, r request) {
+// each under its own req_id (the ledger's) so its answer can be matched.
+func (a *Adapter) send(c *conn, r venue.SubRequest) {
 	l := a.pool.Link(c.i)
-	for args := range slices.Chunk(r.args, maxArgs) {
+	for args := range slices.Chunk(r.Keys, maxArgs) {
 		part := r
-		part.args, part.sent = args, time.Now()
+		part.Keys, part.At = args, time.Now()
 		a.mu.Lock()
-		a.nextReq++
-		id := strconv.FormatUint(a.nextReq, 10)
-		c.pending[id] = part
+		id := strconv.FormatInt(c.subs.Request(part), 10)
 		a.mu.Unlock()
 		msg := make([]byte, 0, 64+32*len(args))
 		msg = append(msg, `{"req_id":"`...)
 		msg = append(msg, id...)
 		msg = append(msg, `","op":"`...)
-		msg = append(msg, part.op...)
+		msg = append(msg, part.Op...)
 		msg = append(msg, `","args":[`...)
 		for i, t := range args {
 			if i > 0 {
@@ -325,9 +335,11 @@ func (a *Adapter) resync(c *conn, topic string) {
 		return
 	}
 	c.resyncs.Fail(topic, now)
-	sym := topic[strings.LastIndexByte(topic, '.')+1:]
-	a.send(c, request{op: "unsubscribe", symbol: sym, args: []string{topic}, resync: true})
-	a.send(c, request{op: "subscribe", symbol: sym, args: []string{topic}, resync: true})
+	a.send(c, venue.SubRequest{Op: "unsubscribe", Keys: []string{topic}, Tag: tagResync})
+	a.mu.Lock()
+	c.subs.Asked(now, topic)
+	a.mu.Unlock()
+	a.send(c, venue.SubRequest{Op: "subscribe", Keys: []string{topic}, Tag: tagResync})
 }
 
 // tick resubscribes c's books whose backoff is over, and asks again what
@@ -340,26 +352,17 @@ func (a *Adapter) tick(c *conn, now time.Time) string {
 			a.resync(c, t)
 		}
 		a.mu.Lock()
-		var stale []string
-		for id, r := range c.pending {
-			if now.Sub(r.sent) >= unansweredAfter {
-				stale = append(stale, id)
+		var again []venue.SubRequest
+		for _, id := range c.subs.Unanswered(now, unansweredAfter) { // in the order sent
+			r, _ := c.subs.Answer(id)
+			if r.Op == "subscribe" {
+				c.subs.Asked(now, r.Keys...)
 			}
-		}
-		slices.SortFunc(stale, func(x, y string) int { // req_ids are counters: ask again in their order
-			if len(x) != len(y) {
-				return len(x) - len(y)
-			}
-			return strings.Compare(x, y)
-		})
-		var again []request
-		for _, id := range stale {
-			again = append(again, c.pending[id])
-			delete(c.pending, id)
+			again = append(again, r)
 		}
 		a.mu.Unlock()
 		for _, r := range again {
-			a.log.Warn("request unanswered; asking again", "connection", c.i, "op", r.op, "args", r.args)
+			a.log.Warn("request unanswered; asking again", "connection", c.i, "op", r.Op, "args", r.Keys)
 			a.send(c, r)
 		}
 	})
@@ -400,11 +403,12 @@ func (a *Adapter) answer(c *conn, m *controlMsg) {
 	if op == "pong" || op == "ping" || string(m.RetMsg) == "pong" {
 		return // any frame already counts as life
 	}
-	id := string(m.ReqID)
+	var r venue.SubRequest
+	id, err := strconv.ParseInt(string(m.ReqID), 10, 64)
+	ok := err == nil
 	a.mu.Lock()
-	r, ok := c.pending[id]
 	if ok {
-		delete(c.pending, id)
+		r, ok = c.subs.Answer(id)
 	}
 	a.mu.Unlock()
 	if !ok && m.HasSuccess && !m.Success {
@@ -417,20 +421,29 @@ func (a *Adapter) answer(c *conn, m *controlMsg) {
 		return
 	}
 	now := time.Now()
-	if m.HasSuccess && !m.Success && r.resync {
+	if m.HasSuccess && !m.Success && r.Tag&tagResync != 0 {
 		// The symbol was fine a moment ago; a new link is the sure way to
 		// fresh snapshots.
-		a.log.Warn("resync request refused; reconnecting", "op", r.op, "args", r.args, "ret_msg", string(m.RetMsg))
+		a.log.Warn("resync request refused; reconnecting", "op", r.Op, "args", r.Keys, "ret_msg", string(m.RetMsg))
 		a.pool.Link(c.i).Drop("resync refused: " + string(m.RetMsg))
 	} else if m.HasSuccess && !m.Success {
 		a.refused(c, now, r, string(m.RetMsg))
 	} else {
-		a.log.Debug("request confirmed", "op", r.op, "args", r.args)
-		if r.op == "unsubscribe" && !r.resync {
-			c.dec.forget(r.symbol, now)
+		a.log.Debug("request confirmed", "op", r.Op, "args", r.Keys)
+		switch {
+		case r.Op == "subscribe":
+			a.mu.Lock()
+			for _, t := range r.Keys {
+				if c.subs.AskedIn(t) == id {
+					c.subs.Ack(t)
+				}
+			}
+			a.mu.Unlock()
+		case r.Op == "unsubscribe" && r.Tag&tagResync == 0 && len(r.Keys) > 0:
+			c.dec.forget(symbolOf(r.Keys[0]), now)
 		}
 	}
-	if r.initial {
+	if r.Tag&tagInitial != 0 {
 		a.mu.Lock()
 		c.initial--
 		done := c.initial == 0
@@ -443,34 +456,40 @@ func (a *Adapter) answer(c *conn, m *controlMsg) {
 
 // matchFailure finds c's pending request whose topics a failure message
 // names, and removes it.
-func (a *Adapter) matchFailure(c *conn, msg string) (request, bool) {
+func (a *Adapter) matchFailure(c *conn, msg string) (venue.SubRequest, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for id, r := range c.pending {
-		for _, t := range r.args {
+	for _, id := range c.subs.Out() {
+		r, _ := c.subs.Sent(id)
+		for _, t := range r.Keys {
 			if strings.Contains(msg, t) {
-				delete(c.pending, id)
+				c.subs.Answer(id)
 				return r, true
 			}
 		}
 	}
-	return request{}, false
+	return venue.SubRequest{}, false
 }
 
 // refused reports a request Bybit refused. A refused subscribe drops the
 // symbol: it is not retried, on this link or the next.
-func (a *Adapter) refused(c *conn, now time.Time, r request, msg string) {
-	if r.op == "subscribe" {
-		a.mu.Lock()
-		a.symbols = slices.DeleteFunc(a.symbols, func(x string) bool { return x == r.symbol })
-		a.mu.Unlock()
-		if i, ok := a.pool.Where(r.symbol); ok && i == c.i {
-			a.pool.Remove(r.symbol)
-		}
-		c.dec.forget(r.symbol, now)
+func (a *Adapter) refused(c *conn, now time.Time, r venue.SubRequest, msg string) {
+	var symbol string
+	if len(r.Keys) > 0 {
+		symbol = symbolOf(r.Keys[0])
 	}
-	a.log.Warn("request refused", "op", r.op, "symbol", r.symbol, "ret_msg", msg)
+	if r.Op == "subscribe" {
+		a.mu.Lock()
+		a.symbols = slices.DeleteFunc(a.symbols, func(x string) bool { return x == symbol })
+		c.subs.Forget(a.topics(symbol)...)
+		a.mu.Unlock()
+		if i, ok := a.pool.Where(symbol); ok && i == c.i {
+			a.pool.Remove(symbol)
+		}
+		c.dec.forget(symbol, now)
+	}
+	a.log.Warn("request refused", "op", r.Op, "symbol", symbol, "ret_msg", msg)
 	c.dec.sink.Notice(notice.Must(notice.Refusal, Name, "", now,
-		"bybit refused "+r.op+" of "+r.symbol+": "+msg,
-		map[string]any{"symbol": r.symbol, "message": msg}))
+		"bybit refused "+r.Op+" of "+symbol+": "+msg,
+		map[string]any{"symbol": symbol, "message": msg}))
 }

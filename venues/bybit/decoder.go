@@ -16,11 +16,6 @@ import (
 // Name is the venue's name in streams and notices.
 const Name = "bybit"
 
-// burstGap separates bursts of bad frames: a bad frame more than burstGap
-// after the previous one starts a new burst and gets a data_quality notice;
-// the others are only counted.
-const burstGap = 5 * time.Second
-
 // maxTopics bounds the topics a decoder keeps state for, so that a
 // hostile or corrupt stream cannot grow it without limit.
 const maxTopics = 10000
@@ -49,7 +44,7 @@ type Decoder struct {
 
 	sc     scan.Scanner
 	dsc    scan.Scanner // the data object, scanned after the envelope
-	cache  decCache
+	cache  venue.DecimalCache
 	bids   []lvl // scratch for one frame's levels
 	asks   []lvl
 	ev     venue.Event        // the book update, reused (venue.Sink)
@@ -58,11 +53,9 @@ type Decoder struct {
 	ctl    controlMsg
 
 	// Bad-frame accounting.
-	bad       uint64    // bad frames in all
-	burstBad  uint64    // bad frames in the current burst
-	lastBad   time.Time // receive time of the newest bad frame
-	dropped   uint64    // book updates dropped while their book was invalid
-	unhandled uint64    // well-formed frames on topics we do not decode
+	bad       venue.BadFrames // bad frames in all; one notice per burst
+	dropped   uint64          // book updates dropped while their book was invalid
+	unhandled uint64          // well-formed frames on topics we do not decode
 }
 
 // topicKind is what a Bybit topic carries.
@@ -136,7 +129,7 @@ type Stats struct {
 
 // Stats returns the decoder's counters.
 func (d *Decoder) Stats() Stats {
-	return Stats{BadFrames: d.bad, DroppedUpdates: d.dropped, Unhandled: d.unhandled}
+	return Stats{BadFrames: d.bad.Count(), DroppedUpdates: d.dropped, Unhandled: d.unhandled}
 }
 
 // LinkDown marks every book invalid until the venue sends a new snapshot.
@@ -580,7 +573,7 @@ func (d *Decoder) best(t *topic) (bid, ask venue.Level, ok bool) {
 	fb, ok1 := t.book.BestFixed(venue.Bid)
 	fa, ok2 := t.book.BestFixed(venue.Ask)
 	if ok1 && ok2 {
-		dec := func(f venue.Fixed) decimal.Decimal { return d.cache.get(f.M, -int32(f.Scale)) }
+		dec := func(f venue.Fixed) decimal.Decimal { return d.cache.Get(f.M, -int32(f.Scale)) }
 		return venue.Level{Price: dec(fb.Price), Size: dec(fb.Size)}, venue.Level{Price: dec(fa.Price), Size: dec(fa.Size)}, true
 	}
 	bid, ok1 = t.book.Best(venue.Bid)
@@ -661,7 +654,7 @@ func (d *Decoder) price(t *topic, b []byte, snap bool) (decimal.Decimal, bool) {
 			m, exp = m2, t.priceExp
 		}
 	}
-	return d.cache.get(m, exp), true
+	return d.cache.Get(m, exp), true
 }
 
 func (d *Decoder) size(b []byte) (decimal.Decimal, bool) {
@@ -669,7 +662,7 @@ func (d *Decoder) size(b []byte) (decimal.Decimal, bool) {
 	if !ok {
 		return slowDecimal(b)
 	}
-	return d.cache.get(m, exp), true
+	return d.cache.Get(m, exp), true
 }
 
 // slowDecimal parses what parseFixed does not take (more than 18 digits,
@@ -750,26 +743,12 @@ func (d *Decoder) parseTrades(s *scan.Scanner, t *topic) errText {
 // badFrame counts a frame that does not parse or makes an impossible book,
 // reports it once per burst, and resyncs the book it concerns.
 func (d *Decoder) badFrame(recv time.Time, t *topic, why string, frame []byte) {
-	d.bad++
-	newBurst := d.lastBad.IsZero() || recv.Sub(d.lastBad) > burstGap || recv.Before(d.lastBad)
-	d.lastBad = recv
-	if newBurst {
-		d.burstBad = 0
-	}
-	d.burstBad++
-	stream := ""
+	var stream venue.Stream
 	if t != nil {
-		stream = string(t.streamName())
+		stream = t.streamName()
 	}
-	if newBurst {
-		sample := frame
-		if len(sample) > 160 {
-			sample = sample[:160]
-		}
-		d.log.Warn("bad frame", "reason", why, "stream", stream, "bad_frames", d.bad)
-		d.sink.Notice(notice.Must(notice.DataQuality, Name, stream, recv,
-			"bybit: "+why+" (further bad frames in this burst are only counted)",
-			map[string]any{"reason": why, "bad_frames": d.bad, "sample": string(sample)}))
+	if d.bad.Report(d.sink, Name, recv, stream, why, frame) {
+		d.log.Warn("bad frame", "reason", why, "stream", stream, "bad_frames", d.bad.Count())
 	}
 	if t != nil && t.kind == topicBook && t.valid {
 		d.resyncBook(recv, t, "bad_frame", map[string]any{"topic": t.name, "last_u": t.lastU, "cause": why})

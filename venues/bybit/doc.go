@@ -91,8 +91,8 @@
 //
 // A frame that does not parse, is neither data nor a control answer, or
 // holds an impossible value is counted (Decoder.Stats) and reported as one
-// data_quality notice per burst (bad frames less than 5 s apart are one
-// burst); a book it concerns is resynced. Unparseable frames that name no
+// data_quality notice per burst (venue.BadFrames: a burst ends after
+// venue.BadFrameQuiet without one); a book it concerns is resynced. Unparseable frames that name no
 // topic need no resync of their own: if one was a lost delta, the next
 // delta's u shows the gap. Frames on topics the decoder does not decode
 // (spot "tickers") are counted as unhandled, not bad.

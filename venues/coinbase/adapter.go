@@ -132,6 +132,7 @@ func New(cfg venue.Config) (*Adapter, error) {
 // newConn makes connection i's decoder and hooks (venue.PoolConfig.Conn).
 func (a *Adapter) newConn(i int, lc *venue.LinkConfig) {
 	c := &conn{i: i, dec: NewDecoder(a.cfg), resynced: map[string]bool{}}
+	c.dec.bad.Conn = i
 	c.dec.onRefuse = func(s string) { a.refused(s) }
 	c.dec.onBook = func(id string) { a.resyncBook(c, id) }
 	c.dec.onWhole = func(id string) { a.whole(c, id) }

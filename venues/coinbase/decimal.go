@@ -14,16 +14,16 @@ import (
 // A price that does not fit keeps its own exponent: correct, only slower.
 const priceExp = 12
 
-// digits parses a non-negative decimal string of at most 19 significant
-// digits and 40 bytes into its mantissa and the number of digits after the
-// point (scan.Fixed). ok is false for anything else (sign, exponent,
+// digits parses a non-negative decimal string of at most 18 significant
+// digits and 40 bytes into its coefficient and the number of digits after
+// the point (scan.Coef). ok is false for anything else (sign, exponent,
 // empty, too long), and the caller falls back to decimal.NewFromString.
 func digits(raw []byte) (m uint64, frac int, ok bool) {
 	if len(raw) > 40 {
 		return 0, 0, false
 	}
-	m, frac, neg, st := scan.Fixed(raw)
-	return m, frac, st == scan.OK && !neg
+	c, frac, neg, st := scan.Coef(raw)
+	return uint64(c), frac, st == scan.OK && !neg
 }
 
 type sizeKey struct {

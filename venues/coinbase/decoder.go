@@ -15,10 +15,6 @@ import (
 // Name is the venue's name in streams and notices.
 const Name = "coinbase"
 
-// burstQuiet is how long, in receive time, bad frames must stop before the
-// next bad frame starts a new burst and gets its own data_quality notice.
-const burstQuiet = 5 * time.Second
-
 // product is what the decoder keeps for one product id.
 type product struct {
 	id                  string
@@ -73,10 +69,7 @@ type Decoder struct {
 	dec      decimals
 	clk      scan.Clock
 
-	// Bad frames: counted, one notice per burst.
-	badFrames   uint64
-	lastBad     time.Time
-	burstNotice bool
+	bad venue.BadFrames // counted, one data_quality notice per burst
 
 	// resync is set when the link must be dropped and rebuilt (a gap, a
 	// bad frame); the adapter reads it after each frame. Replay ignores it:
@@ -111,7 +104,7 @@ func NewDecoder(cfg venue.Config) *Decoder {
 
 // BadFrames returns how many frames did not parse or made an impossible
 // book, since the decoder was made.
-func (d *Decoder) BadFrames() uint64 { return d.badFrames }
+func (d *Decoder) BadFrames() uint64 { return d.bad.Count() }
 
 // Book returns the decoder's book for product id and whether it is valid
 // (built from a snapshot and not known to be wrong since). The book is the
@@ -157,7 +150,7 @@ func (d *Decoder) Frame(recv time.Time, frame []byte) {
 	var seq int64
 	hasSeq, done := false, false
 	if s.Peek() != '{' {
-		d.bad(recv, "not a JSON object", frame, nil)
+		d.badFrame(recv, "not a JSON object", frame, nil)
 		return
 	}
 	for more := s.Object(); more; more = s.More('}') {
@@ -182,9 +175,9 @@ func (d *Decoder) Frame(recv time.Time, frame []byte) {
 				if !d.envelope(recv, seq, frame) {
 					return
 				}
-				bad := d.badFrames
+				bad := d.bad.Count()
 				d.events(&s, recv, channel, ts, seq, frame)
-				if d.badFrames != bad {
+				if d.bad.Count() != bad {
 					return // reported once; the rest of the frame is not read
 				}
 				done = true
@@ -196,7 +189,7 @@ func (d *Decoder) Frame(recv time.Time, frame []byte) {
 		}
 	}
 	if !s.End() {
-		d.bad(recv, "malformed JSON", frame, nil)
+		d.badFrame(recv, "malformed JSON", frame, nil)
 		return
 	}
 	if done {
@@ -208,13 +201,13 @@ func (d *Decoder) Frame(recv time.Time, frame []byte) {
 			return
 		}
 		if typ == nil {
-			d.bad(recv, "frame has neither channel nor type", frame, nil)
+			d.badFrame(recv, "frame has neither channel nor type", frame, nil)
 		}
 		return // another request/response shape: nothing we use
 	}
 	if !hasSeq || !d.envelope(recv, seq, frame) {
 		if !hasSeq {
-			d.bad(recv, "frame has no sequence_num", frame, nil)
+			d.badFrame(recv, "frame has no sequence_num", frame, nil)
 		}
 		return
 	}
@@ -222,7 +215,7 @@ func (d *Decoder) Frame(recv time.Time, frame []byte) {
 		if string(channel) == "l2_data" {
 			d.badL2(recv, "frame has no events", frame)
 		} else {
-			d.bad(recv, "frame has no events", frame, nil)
+			d.badFrame(recv, "frame has no events", frame, nil)
 		}
 		return
 	}
@@ -233,7 +226,7 @@ func (d *Decoder) Frame(recv time.Time, frame []byte) {
 // envelope checks a data frame's sequence_num against the link's.
 func (d *Decoder) envelope(recv time.Time, seq int64, frame []byte) bool {
 	if seq < 0 {
-		d.bad(recv, "negative sequence_num", frame, nil)
+		d.badFrame(recv, "negative sequence_num", frame, nil)
 		return false
 	}
 	if d.seq >= 0 && seq != d.seq+1 {
@@ -304,17 +297,18 @@ func (d *Decoder) invalidate(p *product, recv time.Time, reason string, details 
 		"coinbase "+p.id+" book resync ("+reason+"): "+how+" for a new snapshot", det))
 }
 
-// bad counts a frame that did not parse or made an impossible book and
+// badFrame counts a frame that did not parse or made an impossible book and
 // reports the burst once. If the frame concerned p, p's book is resynced
 // by resubscribing its level2 on the same link; a frame that names no book
 // costs none: its sequence_num was read (or the next frame's shows a gap),
 // so nothing else was lost. Level2 frames that name no product go to
 // badL2.
-func (d *Decoder) bad(recv time.Time, why string, frame []byte, p *product) {
-	d.report(recv, why, frame)
+func (d *Decoder) badFrame(recv time.Time, why string, frame []byte, p *product) {
 	if p == nil {
+		d.bad.Report(d.sink, Name, recv, "", why, frame)
 		return
 	}
+	d.bad.Report(d.sink, Name, recv, p.l2, why, frame)
 	if p.valid {
 		d.invalidate(p, recv, "bad_frame", map[string]any{"bad_frame": why, "resync": "resubscribe"})
 	}
@@ -323,26 +317,12 @@ func (d *Decoder) bad(recv time.Time, why string, frame []byte, p *product) {
 	}
 }
 
-// badL2 is bad for a level2 frame whose product could not be read: any
+// badL2 is badFrame for a level2 frame whose product could not be read: any
 // book may have missed it, so every book is resynced (the link reconnects).
 func (d *Decoder) badL2(recv time.Time, why string, frame []byte) {
-	d.report(recv, why, frame)
+	d.bad.Report(d.sink, Name, recv, "", why, frame)
 	d.resyncAll(recv, "bad_frame", map[string]any{"bad_frame": why})
 	d.setResync("bad_frame")
-}
-
-func (d *Decoder) report(recv time.Time, why string, frame []byte) {
-	d.badFrames++
-	if !d.burstNotice || recv.Sub(d.lastBad) >= burstQuiet {
-		d.burstNotice = true
-		prefix := frame
-		if len(prefix) > 80 {
-			prefix = prefix[:80]
-		}
-		d.sink.Notice(notice.Must(notice.DataQuality, Name, "", recv, "coinbase: bad frame: "+why,
-			map[string]any{"reason": why, "bad_frames": d.badFrames, "sample": string(prefix)}))
-	}
-	d.lastBad = recv
 }
 
 // l2 decodes the events of an l2_data frame.
@@ -371,7 +351,7 @@ func (d *Decoder) l2(s *scan.Scanner, recv, vt time.Time, seq int64, frame []byt
 		p := d.product(id)
 		snap := string(typ) == "snapshot"
 		if !snap && string(typ) != "update" {
-			d.bad(recv, "l2_data event type is neither snapshot nor update", frame, p)
+			d.badFrame(recv, "l2_data event type is neither snapshot nor update", frame, p)
 			return false
 		}
 		if !snap && !p.valid {
@@ -380,7 +360,7 @@ func (d *Decoder) l2(s *scan.Scanner, recv, vt time.Time, seq int64, frame []byt
 		sub := scan.New(updates)
 		ups, ok := d.levels(&sub)
 		if !ok {
-			d.bad(recv, "bad l2_data level", frame, p)
+			d.badFrame(recv, "bad l2_data level", frame, p)
 			return false
 		}
 		if snap {
@@ -398,7 +378,7 @@ func (d *Decoder) l2(s *scan.Scanner, recv, vt time.Time, seq int64, frame []byt
 // "malformed <channel> events"); event reports false when it reported the
 // frame bad itself, which ends the walk.
 func (d *Decoder) eachEvent(s *scan.Scanner, recv time.Time, channel string, frame []byte, event func() bool) {
-	bad := d.bad
+	bad := d.badFrame
 	if channel == "l2_data" {
 		bad = func(recv time.Time, why string, frame []byte, _ *product) { d.badL2(recv, why, frame) }
 	}
@@ -525,7 +505,7 @@ func (d *Decoder) snapshotFixed(p *product, ups []update, recv, vt time.Time, se
 
 func (d *Decoder) snapshotDone(p *product, recv, vt time.Time, seq int64, frame []byte) {
 	if p.book.Crossed() {
-		d.bad(recv, "crossed book after snapshot", frame, p)
+		d.badFrame(recv, "crossed book after snapshot", frame, p)
 		return
 	}
 	p.valid = true
@@ -564,7 +544,7 @@ func (d *Decoder) update(p *product, ups []update, recv, vt time.Time, seq int64
 		p.book.SetFixed(ups[i].side, ups[i].fl.Price, ups[i].fl.Size)
 	}
 	if p.book.Crossed() {
-		d.bad(recv, "crossed book after update", frame, p)
+		d.badFrame(recv, "crossed book after update", frame, p)
 		return
 	}
 	d.ev = venue.Event{Kind: venue.KindBook, Stream: p.l2, VenueTime: vt, RecvTime: recv, VenueSeq: seq,
@@ -586,7 +566,7 @@ func (d *Decoder) updateDecimal(p *product, ups []update, recv, vt time.Time, se
 		p.book.Set(ups[i].side, l.Price, l.Size)
 	}
 	if p.book.Crossed() {
-		d.bad(recv, "crossed book after update", frame, p)
+		d.badFrame(recv, "crossed book after update", frame, p)
 		return
 	}
 	ev := &venue.Event{Kind: venue.KindBook, Stream: p.l2, VenueTime: vt, RecvTime: recv, VenueSeq: seq, Bids: bids, Asks: asks}
@@ -624,7 +604,7 @@ func (d *Decoder) trades(s *scan.Scanner, recv time.Time, frame []byte) {
 		sub := scan.New(trades)
 		evs, ok := d.parseTrades(&sub, recv)
 		if !ok {
-			d.bad(recv, "bad market_trades trade", frame, nil)
+			d.badFrame(recv, "bad market_trades trade", frame, nil)
 			return false
 		}
 		snap := string(typ) == "snapshot"
@@ -721,14 +701,14 @@ func isDigits(s string) bool {
 // last trade price.
 func (d *Decoder) tickers(s *scan.Scanner, recv, vt time.Time, frame []byte) {
 	if s.Peek() != '[' {
-		d.bad(recv, "ticker events is not an array", frame, nil)
+		d.badFrame(recv, "ticker events is not an array", frame, nil)
 		return
 	}
 	walked := s.Members("tickers", func() bool {
 		for more := s.Array(); more; more = s.More(']') {
 			ev, p, ok := d.ticker(s, recv, vt)
 			if !ok {
-				d.bad(recv, "bad ticker", frame, nil)
+				d.badFrame(recv, "bad ticker", frame, nil)
 				return false
 			}
 			d.emit(p, ev, p.ticker, recv)
@@ -736,7 +716,7 @@ func (d *Decoder) tickers(s *scan.Scanner, recv, vt time.Time, frame []byte) {
 		return true
 	})
 	if walked && s.Failed() {
-		d.bad(recv, "malformed ticker events", frame, nil)
+		d.badFrame(recv, "malformed ticker events", frame, nil)
 	}
 }
 
@@ -789,7 +769,7 @@ func (d *Decoder) ticker(s *scan.Scanner, recv, vt time.Time) (*venue.Event, *pr
 func (d *Decoder) ack(s *scan.Scanner, recv time.Time, frame []byte) {
 	set := map[string][]string{}
 	if s.Peek() != '[' {
-		d.bad(recv, "subscriptions events is not an array", frame, nil)
+		d.badFrame(recv, "subscriptions events is not an array", frame, nil)
 		return
 	}
 	s.Members("subscriptions", func() bool {
@@ -802,7 +782,7 @@ func (d *Decoder) ack(s *scan.Scanner, recv time.Time, frame []byte) {
 		return true
 	})
 	if s.Failed() {
-		d.bad(recv, "malformed subscriptions", frame, nil)
+		d.badFrame(recv, "malformed subscriptions", frame, nil)
 		return
 	}
 	for _, ids := range set {

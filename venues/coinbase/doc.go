@@ -83,8 +83,8 @@
 //
 // Bad frames: a frame that is not JSON, lacks its envelope, carries a
 // malformed level, a negative size, or leaves a book crossed is counted
-// (Decoder.BadFrames), reported as one data_quality notice per burst (a
-// burst ends after 5 s without a bad frame) and costs only the book it
+// (Decoder.BadFrames), reported as one data_quality notice per burst
+// (venue.BadFrames: a burst ends after venue.BadFrameQuiet without one) and costs only the book it
 // concerns: that book is marked invalid (book_resync, "resync":"resubscribe")
 // and its level2 is unsubscribed and subscribed again on the same link for a
 // new snapshot, after a backoff (1 s doubling) if its last resync did not

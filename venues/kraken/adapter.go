@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -61,12 +60,12 @@ type Adapter struct {
 	dec  *Decoder // under the link's decode lock
 	life venue.Lifecycle
 
-	smu sync.Mutex    // protects ss; taken before mu
-	ss  *sessionState // the current connection's requests
+	smu  sync.Mutex    // protects ss and subs; taken before mu
+	ss   *sessionState // the current connection's requests
+	subs venue.Subs    // "channel|symbol" keys and "instrument|"; a refused key is not asked again
 
 	mu       sync.Mutex      // protects the fields below
 	symbols  []string        // wanted, in subscription order
-	refused  map[string]bool // channel|symbol the venue refused: not asked again
 	unknown  map[string]bool // symbols the venue refused as not supported
 	resub    []string        // symbols whose book must be resubscribed (resync)
 	whole    []string        // symbols whose book a snapshot made whole since the session last looked
@@ -102,7 +101,8 @@ func New(cfg venue.Config) (*Adapter, error) {
 	if cfg.PingInterval <= 0 {
 		cfg.PingInterval = DefaultPingInterval
 	}
-	a := &Adapter{cfg: cfg, log: cfg.Logger.With("venue", Name), refused: map[string]bool{}, unknown: map[string]bool{}}
+	a := &Adapter{cfg: cfg, log: cfg.Logger.With("venue", Name), unknown: map[string]bool{}}
+	a.subs.Want(instrumentKey)
 	for _, s := range cfg.Symbols {
 		if !slices.Contains(a.symbols, s) {
 			a.symbols = append(a.symbols, s)
@@ -147,13 +147,11 @@ func (a *Adapter) Stop(ctx context.Context) error { return a.life.Stop(ctx) }
 // Subscribe adds symbols on the configured channels. A symbol the venue
 // refused before is asked for again.
 func (a *Adapter) Subscribe(symbols ...string) error {
+	a.smu.Lock()
+	a.subs.Want(a.keys(symbols)...) // a refused key is asked again
+	a.smu.Unlock()
 	a.mu.Lock()
 	for _, s := range symbols {
-		for k := range a.refused {
-			if strings.HasSuffix(k, "|"+s) {
-				delete(a.refused, k)
-			}
-		}
 		delete(a.unknown, s)
 		if !slices.Contains(a.symbols, s) {
 			a.symbols = append(a.symbols, s)
@@ -258,9 +256,10 @@ func (a *Adapter) connected(now time.Time) bool {
 	a.mu.Unlock()
 	a.smu.Lock()
 	defer a.smu.Unlock()
-	ss := &sessionState{a: a, subscribed: map[string]bool{}, pending: map[string]time.Time{},
-		reqChan: map[int64]string{}, resyncing: map[string]bool{}, instrSent: now}
+	ss := &sessionState{a: a, reqChan: map[int64]string{}, resyncing: map[string]bool{}, instrSent: now}
 	a.ss = ss
+	a.subs.Reset()
+	a.subs.Deadline = a.cfg.ReadTimeout
 	ss.flush(now)
 	return true
 }
@@ -290,33 +289,40 @@ func (a *Adapter) pingFrame() []byte {
 	return fmt.Appendf(nil, `{"method":"ping","req_id":%d}`, id)
 }
 
-// sessionState is what one connection has asked for; guarded by
-// Adapter.smu.
+// instrumentKey is the ledger key of the instrument channel, asked first
+// on every connection.
+const instrumentKey = "instrument|"
+
+// keys returns the ledger keys of syms on the configured channels, symbol
+// by symbol.
+func (a *Adapter) keys(syms []string) []string {
+	var out []string
+	for _, s := range syms {
+		for _, ch := range a.cfg.ChannelsOrAll() {
+			out = append(out, kchannels[ch]+"|"+s)
+		}
+	}
+	return out
+}
+
+// sessionState is what one connection has asked for beyond the ledger
+// (Adapter.subs); guarded by Adapter.smu.
 type sessionState struct {
-	a          *Adapter
-	reqID      int64
-	subscribed map[string]bool      // channel|symbol requested on this link
-	pending    map[string]time.Time // channel|symbol (or "instrument|") → ack deadline
-	reqChan    map[int64]string     // req_id → Kraken channel, to name refusals
-	resyncing  map[string]bool      // book|symbol resubscribed for a resync, not yet answered
-	retry      venue.Retry          // keys rate-limited or resynced: not asked again before their time
-	instrSent  time.Time
-	instrAsked bool // the instrument subscribe is sent (and not rate-limited)
-	booksOK    bool // instrument precisions arrived (or will not): books may be subscribed
-	failed     string
+	a         *Adapter
+	reqID     int64
+	reqChan   map[int64]string // req_id → Kraken channel, to name refusals
+	resyncing map[string]bool  // book|symbol resubscribed for a resync, not yet answered
+	resyncs   venue.Retry      // book|symbol resynced: not resynced again before its time, or whole
+	instrSent time.Time
+	booksOK   bool // instrument precisions arrived (or will not): books may be subscribed
+	failed    string
 }
 
 // limit takes key back after the venue rate-limited its subscribe: it is
 // asked again after its backoff.
 func (ss *sessionState) limit(key string, now time.Time) {
-	delete(ss.pending, key)
 	delete(ss.resyncing, key)
-	if key == "instrument|" {
-		ss.instrAsked = false
-	} else {
-		delete(ss.subscribed, key)
-	}
-	ss.retry.Fail(key, now)
+	ss.a.subs.Limit(key, now)
 }
 
 func (ss *sessionState) send(msg []byte) {
@@ -377,13 +383,14 @@ func (ss *sessionState) flush(now time.Time) string {
 		ss.booksOK = true
 	}
 	for _, sym := range whole {
-		ss.retry.Done("book|" + sym)
+		ss.resyncs.Done("book|" + sym)
 	}
+	subs := &a.subs
 	if limited {
 		// Kraken's rate-limit error names no request: every unanswered
 		// one may have been refused. Ask them all again later; one that
 		// did succeed answers "already subscribed".
-		for _, key := range slices.Sorted(maps.Keys(ss.pending)) {
+		for _, key := range subs.Pending() {
 			ss.limit(key, now)
 		}
 	}
@@ -394,7 +401,7 @@ func (ss *sessionState) flush(now time.Time) string {
 		}
 		key := ch + "|" + k.symbol
 		if ch == "instrument" {
-			key = "instrument|"
+			key = instrumentKey
 			if !k.success && !k.limited {
 				ss.booksOK = true // no precisions: books infer them from snapshots
 			}
@@ -404,7 +411,7 @@ func (ss *sessionState) flush(now time.Time) string {
 		}
 		switch {
 		case k.limited && k.symbol == "" && ch != "instrument":
-			for _, key := range slices.Sorted(maps.Keys(ss.pending)) {
+			for _, key := range subs.Pending() {
 				ss.limit(key, now)
 			}
 		case k.limited:
@@ -412,41 +419,38 @@ func (ss *sessionState) flush(now time.Time) string {
 		case isAlready(k.err) && ss.resyncing[key]:
 			// The resync's unsubscribe did not take: the book is still
 			// the broken one. Resync again.
-			delete(ss.pending, key)
+			subs.Ack(key)
 			delete(ss.resyncing, key)
 			resub = append(resub, k.symbol)
-		case k.success || isAlready(k.err):
-			delete(ss.pending, key)
+		case k.success || isAlready(k.err) || ch == "instrument":
+			subs.Ack(key)
 			delete(ss.resyncing, key)
-			if ch != "book" {
-				ss.retry.Done(key)
-			}
 		default:
-			delete(ss.pending, key)
 			delete(ss.resyncing, key)
-			if ch != "instrument" {
-				a.refused[key] = true
-				delete(ss.subscribed, key)
-				if strings.Contains(strings.ToLower(k.err), "not supported") {
-					a.unknown[k.symbol] = true
-				}
+			subs.Refuse(key)
+			if strings.Contains(strings.ToLower(k.err), "not supported") {
+				a.unknown[k.symbol] = true
 			}
 		}
 	}
 	want := slices.Clone(a.symbols)
-	refused := make(map[string]bool, len(a.refused))
-	for k := range a.refused {
-		refused[k] = true
-	}
 	a.mu.Unlock()
 
+	// The ledger wants what a.symbols holds, on every configured channel.
+	wantKeys := a.keys(want)
+	subs.Want(wantKeys...)
+	keep := make(map[string]bool, len(wantKeys)+1)
+	keep[instrumentKey] = true
+	for _, k := range wantKeys {
+		keep[k] = true
+	}
+	for _, k := range subs.WantedKeys() {
+		if !keep[k] {
+			subs.Unwant(k)
+		}
+	}
 	if !ss.booksOK && now.Sub(ss.instrSent) > a.cfg.ReadTimeout {
 		ss.booksOK = true
-	}
-	if !ss.instrAsked && !ss.retry.Waiting("instrument|", now) {
-		ss.send(ss.request("subscribe", "instrument", nil))
-		ss.instrAsked = true
-		ss.pending["instrument|"] = now.Add(a.cfg.ReadTimeout)
 	}
 	// Resyncs: unsubscribe and subscribe the book again, for a fresh
 	// snapshot; a few at a time, and a book whose last resync did not make
@@ -454,18 +458,18 @@ func (ss *sessionState) flush(now time.Time) string {
 	var later []string
 	for _, sym := range resub {
 		key := "book|" + sym
-		if !ss.subscribed[key] || slices.Contains(later, sym) {
+		if st := subs.State(key); st != venue.SubAsked && st != venue.SubAcked || slices.Contains(later, sym) {
 			continue // not wanted, or to be subscribed afresh anyway
 		}
-		if len(ss.resyncing) >= maxResyncs || ss.retry.Waiting(key, now) {
+		if len(ss.resyncing) >= maxResyncs || ss.resyncs.Waiting(key, now) {
 			later = append(later, sym)
 			continue
 		}
 		ss.send(ss.request("unsubscribe", "book", []string{sym}))
 		ss.send(ss.request("subscribe", "book", []string{sym}))
-		ss.pending[key] = now.Add(a.cfg.ReadTimeout)
+		subs.Asked(now, key)
 		ss.resyncing[key] = true
-		ss.retry.Fail(key, now) // until a snapshot makes it whole
+		ss.resyncs.Fail(key, now) // until a snapshot makes it whole
 	}
 	if len(later) > 0 {
 		a.mu.Lock()
@@ -476,37 +480,26 @@ func (ss *sessionState) flush(now time.Time) string {
 		}
 		a.mu.Unlock()
 	}
+	ask, drop := subs.Plan(now, func(k string) bool { return !ss.booksOK && strings.HasPrefix(k, "book|") })
+	if slices.Contains(ask, instrumentKey) {
+		ss.send(ss.request("subscribe", "instrument", nil))
+	}
 	for _, ch := range a.cfg.ChannelsOrAll() {
 		kch := kchannels[ch]
-		if kch == "book" && !ss.booksOK {
-			continue
-		}
-		var add, drop []string
-		for _, sym := range want {
-			key := kch + "|" + sym
-			if !ss.subscribed[key] && !refused[key] && !ss.retry.Waiting(key, now) {
-				add = append(add, sym)
+		symbolsOf := func(keys []string) []string {
+			var out []string
+			for _, k := range keys {
+				if sym, ok := strings.CutPrefix(k, kch+"|"); ok {
+					out = append(out, sym)
+				}
 			}
+			return out
 		}
-		for key := range ss.subscribed {
-			if sym, ok := strings.CutPrefix(key, kch+"|"); ok && !slices.Contains(want, sym) {
-				drop = append(drop, sym)
-			}
-		}
-		for c := range slices.Chunk(add, symbolsPerRequest) {
+		for c := range slices.Chunk(symbolsOf(ask), symbolsPerRequest) {
 			ss.send(ss.request("subscribe", kch, c))
-			for _, sym := range c {
-				ss.subscribed[kch+"|"+sym] = true
-				ss.pending[kch+"|"+sym] = now.Add(a.cfg.ReadTimeout)
-			}
 		}
-		slices.Sort(drop)
-		for c := range slices.Chunk(drop, symbolsPerRequest) {
+		for c := range slices.Chunk(symbolsOf(drop), symbolsPerRequest) {
 			ss.send(ss.request("unsubscribe", kch, c))
-			for _, sym := range c {
-				delete(ss.subscribed, kch+"|"+sym)
-				delete(ss.pending, kch+"|"+sym)
-			}
 		}
 	}
 	return ss.failed
@@ -515,10 +508,8 @@ func (ss *sessionState) flush(now time.Time) string {
 // expired returns a reason to drop the link if a subscription went
 // unanswered past its deadline, or "".
 func (ss *sessionState) expired(now time.Time) string {
-	for key, dl := range ss.pending {
-		if now.After(dl) {
-			return "no answer to subscribe " + key
-		}
+	if keys := ss.a.subs.Overdue(now); len(keys) > 0 {
+		return "no answer to subscribe " + keys[0]
 	}
 	return ""
 }

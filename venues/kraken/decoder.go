@@ -28,10 +28,6 @@ const DefaultDepth = 10
 // whatever the subscribed depth.
 const checksumLevels = 10
 
-// qualityWindow is the shortest interval between two data_quality notices:
-// the bad frames of one burst are counted and reported together.
-const qualityWindow = 10 * time.Second
-
 // Decoder turns Kraken v2 frames into events and notices on its sink: it
 // keeps each symbol's book, applies Kraken's depth truncation, verifies the
 // CRC32 checksum after every book message, and marks a book invalid (and,
@@ -54,11 +50,10 @@ type Decoder struct {
 	ck         []byte             // scratch: checksum input
 	digits     digitCache         // text of recent coefficients, for the checksum
 
-	badFrames     uint64    // frames that did not decode, in all
-	badSince      uint64    // bad frames since the last data_quality notice
-	lastQuality   time.Time // when the last data_quality notice went out
-	dataFrames    uint64    // book, trade and ticker frames decoded
-	instrumentGot bool      // an instrument snapshot has arrived
+	frame         []byte          // the frame being decoded (during Frame only), quoted by badFrame
+	bad           venue.BadFrames // frames that did not decode, in all; one notice per burst
+	dataFrames    uint64          // book, trade and ticker frames decoded
+	instrumentGot bool            // an instrument snapshot has arrived
 
 	// Hooks the live adapter sets; nil when replaying.
 	onResync     func(symbol string)
@@ -138,7 +133,7 @@ func validDepth(d int) bool {
 
 // BadFrames returns how many frames did not decode since the decoder was
 // made.
-func (d *Decoder) BadFrames() uint64 { return d.badFrames }
+func (d *Decoder) BadFrames() uint64 { return d.bad.Count() }
 
 // LinkDown marks every book invalid: after a reconnect Kraken sends a new
 // snapshot, and nothing is published for a book until it has.
@@ -183,6 +178,12 @@ type frameHead struct {
 
 // Frame decodes one raw frame received at recv.
 func (d *Decoder) Frame(recv time.Time, frame []byte) {
+	d.frame = frame
+	d.decode(recv, frame)
+	d.frame = nil
+}
+
+func (d *Decoder) decode(recv time.Time, frame []byte) {
 	s := &d.sc
 	s.Reset(frame)
 	var h frameHead
@@ -566,22 +567,16 @@ func (d *Decoder) resync(recv time.Time, st *symState, reason, during string, wa
 	}
 }
 
-// badFrame counts a frame that did not decode, reports it at most once per
-// qualityWindow, and resyncs the book it concerned — or every valid book if
+// badFrame counts a frame that did not decode, reports it once per burst,
+// and resyncs the book it concerned — or every valid book if
 // it cannot be told which (the checksum covers only the top 10 levels, so a
 // lost update deeper in the book would otherwise go unnoticed).
 func (d *Decoder) badFrame(recv time.Time, reason string, st *symState) {
-	d.badFrames++
-	d.badSince++
-	if d.lastQuality.IsZero() || recv.Sub(d.lastQuality) >= qualityWindow || recv.Before(d.lastQuality) {
-		stream := ""
-		if st != nil {
-			stream = string(st.l2)
-		}
-		d.sink.Notice(notice.Must(notice.DataQuality, Name, stream, recv, "kraken: "+reason,
-			map[string]any{"reason": reason, "bad_frames": d.badFrames}))
-		d.lastQuality, d.badSince = recv, 0
+	var stream venue.Stream
+	if st != nil {
+		stream = st.l2
 	}
+	d.bad.Report(d.sink, Name, recv, stream, reason, d.frame)
 	d.log.Debug("bad frame", "reason", reason)
 	if st != nil {
 		if st.book != nil && st.book.valid {

@@ -77,7 +77,8 @@
 // rate-limited is asked again the same way, on the same link. A frame that cannot be attributed to a symbol resyncs every
 // book: the checksum covers only the top 10 levels, so a lost update deeper
 // in the book would otherwise go unnoticed. Bad frames are counted
-// (Decoder.BadFrames) and reported as data_quality at most once per 10 s.
+// (Decoder.BadFrames) and reported as one data_quality notice per burst
+// (venue.BadFrames: a burst ends after venue.BadFrameQuiet without one).
 //
 // # Live and replay share the decoder
 //

@@ -2,14 +2,10 @@ package kraken
 
 import "github.com/fanoutd/fanoutd/internal/scan"
 
-// maxCoef bounds the coefficients parseNum accepts: any coefficient of at
-// most 18 significant digits fits an int64.
-const maxCoef = 1e18
-
 // parseNum parses the text of a JSON number into coef·10^-decs without
 // going through float64: "0.12290" is (12290, 5), "9705.60000000" is
 // (970560000000, 8), "1e-05" is (1, 5). The part before the exponent is
-// read by scan.Fixed; Kraken writes prices and sizes as JSON numbers, so
+// read by scan.Coef; Kraken writes prices and sizes as JSON numbers, so
 // the exponent is this venue's own. It fails on anything that is not a
 // number, on more than 18 significant digits and on absurd exponents.
 func parseNum(b []byte) (coef int64, decs int, ok bool) {
@@ -23,11 +19,14 @@ func parseNum(b []byte) (coef int64, decs int, ok bool) {
 			break
 		}
 	}
-	m, frac, neg, st := scan.Fixed(mant)
-	if st != scan.OK || m >= maxCoef {
+	c, frac, neg, st := scan.Coef(mant)
+	if st != scan.OK {
 		return 0, 0, false
 	}
-	coef, decs = int64(m), frac-exp
+	if neg {
+		c = -c
+	}
+	coef, decs = c, frac-exp
 	for ; decs < 0; decs++ {
 		if coef > (1<<63-1)/10 {
 			return 0, 0, false

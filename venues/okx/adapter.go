@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -62,10 +61,6 @@ const (
 	tickInterval = 250 * time.Millisecond
 )
 
-// rateKey is the one key of Adapter.limits: OKX limits the connection,
-// not a stream, so every request waits out the same backoff.
-const rateKey = "rate"
-
 // Adapter is the OKX v5 public market-data adapter: one websocket, the
 // books/trades/tickers channels for each symbol, books kept by a Decoder.
 type Adapter struct {
@@ -80,13 +75,9 @@ type Adapter struct {
 	unknown map[string]bool // instIds OKX refused as not existing (60018)
 
 	// Under the link's decode lock: the current connection's requests.
-	start     time.Time
-	pending   map[string]time.Time // "channel\x00instId" subscribed, not yet acked → when asked
-	later     map[string]bool      // keys to ask again once limits allows (rate-limited, unanswered)
-	limits    venue.Retry          // the connection's backoff after a rate limit (key rateKey)
-	resyncQ   []string             // instIds whose book awaits a resync request
-	resyncing map[string]bool      // instIds resynced and not yet whole again
-	resyncs   venue.Retry          // per instId: when its resync may be asked again
+	start   time.Time
+	subs    venue.Subs    // "channel\x00instId" keys; OKX limits the connection, so one backoff (Shared)
+	resyncs venue.Resyncs // instIds whose book awaits, or is in, a resync
 }
 
 var (
@@ -113,13 +104,14 @@ func New(cfg venue.Config) (*Adapter, error) {
 	}
 	cfg.Channels = cfg.ChannelsOrAll()
 	a := &Adapter{cfg: cfg, log: cfg.Logger.With("venue", Name), unknown: map[string]bool{},
-		pending: map[string]time.Time{}, later: map[string]bool{}, resyncing: map[string]bool{},
-		resyncs: venue.Retry{Base: resyncRetry, Max: resyncRetry << 5}}
+		subs:    venue.Subs{Deadline: ackDeadline, Shared: true},
+		resyncs: venue.Resyncs{Max: maxResyncs, Retry: venue.Retry{Base: resyncRetry, Max: resyncRetry << 5}}}
 	for _, s := range cfg.Symbols {
 		if !slices.Contains(a.symbols, s) {
 			a.symbols = append(a.symbols, s)
 		}
 	}
+	a.subs.Want(a.keys(a.symbols)...)
 	a.dec = NewDecoder(cfg)
 	a.dec.hooks = hooks{resync: a.resync, ack: a.ack, refused: a.refused, forced: a.forced, data: a.data,
 		limited: a.limited, whole: a.whole}
@@ -182,8 +174,9 @@ func (a *Adapter) Subscribe(symbols ...string) error {
 			}
 		}
 		a.mu.Unlock()
+		a.subs.Want(a.keys(add)...)
 		if a.link.Connected() {
-			a.subscribe(time.Now(), a.keys(add))
+			a.flush(time.Now())
 		}
 	})
 	return nil
@@ -242,35 +235,21 @@ func (a *Adapter) keys(syms []string) []string {
 	return out
 }
 
-// subscribe asks for keys (grouped by symbol, symbolsPerRequest symbols a
-// request) and expects their acks. The decode lock must be held.
-func (a *Adapter) subscribe(now time.Time, keys []string) {
+// subscribe sends keys (asked) as subscribe requests of
+// symbolsPerRequest symbols (grouped by symbol). The decode lock must be
+// held.
+func (a *Adapter) subscribe(keys []string) {
 	per := symbolsPerRequest * len(a.cfg.Channels)
 	for c := range slices.Chunk(keys, per) {
-		for _, k := range c {
-			a.pending[k] = now
-			delete(a.later, k)
-		}
 		a.link.Send(request("subscribe", c))
 	}
 }
 
-// forgetKeys drops every request state of instID (unsubscribed, refused).
-// The decode lock must be held.
+// forgetKeys drops every request state of instID (unsubscribed, refused):
+// the unsubscribe, if any, is the caller's. The decode lock must be held.
 func (a *Adapter) forgetKeys(instID string) {
-	for k := range a.later {
-		if strings.HasSuffix(k, "\x00"+instID) {
-			delete(a.later, k)
-		}
-	}
-	for k := range a.pending {
-		if strings.HasSuffix(k, "\x00"+instID) {
-			delete(a.pending, k)
-		}
-	}
-	delete(a.resyncing, instID)
-	a.resyncs.Done(instID)
-	a.resyncQ = slices.DeleteFunc(a.resyncQ, func(s string) bool { return s == instID })
+	a.subs.Forget(a.keys([]string{instID})...)
+	a.resyncs.Whole(instID)
 }
 
 // wanted reports whether instID is still wanted.
@@ -296,18 +275,12 @@ func (a *Adapter) KnownSymbol(sym string) (known, listed bool) {
 // connected subscribes every wanted symbol on a new connection; the link is
 // up once every subscription is answered (or data flows).
 func (a *Adapter) connected(now time.Time) bool {
-	clear(a.pending)
-	clear(a.later)
-	clear(a.resyncing)
-	a.limits.Reset()
+	a.subs.Reset()
 	a.resyncs.Reset()
-	a.resyncQ = a.resyncQ[:0]
 	a.start = now
-	a.mu.Lock()
-	syms := slices.Clone(a.symbols)
-	a.mu.Unlock()
-	a.subscribe(now, a.keys(syms))
-	return len(a.pending) == 0
+	ask, _ := a.subs.Plan(now, nil)
+	a.subscribe(ask)
+	return a.subs.Answered()
 }
 
 // tick asks again what is due (rate-limited or unanswered subscriptions,
@@ -323,10 +296,11 @@ func (a *Adapter) tick(now time.Time) string {
 			return
 		}
 		var missing []string
-		for k := range a.pending {
-			missing = append(missing, strings.Replace(k, "\x00", ":", 1))
+		for _, k := range a.subs.WantedKeys() {
+			if st := a.subs.State(k); st != venue.SubAcked && st != venue.SubRefused {
+				missing = append(missing, strings.Replace(k, "\x00", ":", 1))
+			}
 		}
-		slices.Sort(missing)
 		a.log.Warn("okx subscriptions not acknowledged; asking again", "args", missing)
 		a.link.Up(now)
 	})
@@ -335,42 +309,15 @@ func (a *Adapter) tick(now time.Time) string {
 
 // flush sends what is due. The decode lock must be held.
 func (a *Adapter) flush(now time.Time) {
-	// Subscriptions unanswered for ackDeadline are asked again.
-	expired := false
-	for k, at := range a.pending {
-		if now.Sub(at) > ackDeadline {
-			delete(a.pending, k)
-			a.later[k] = true
-			expired = true
-		}
-	}
-	if expired {
-		a.limits.Fail(rateKey, now)
-	}
-	if len(a.later) > 0 && !a.limits.Waiting(rateKey, now) {
-		var again []string
-		for k := range a.later {
-			if _, sym, _ := strings.Cut(k, "\x00"); a.wanted(sym) {
-				again = append(again, k)
-			}
-		}
-		clear(a.later)
-		slices.Sort(again)
-		a.subscribe(now, again)
-	}
+	// Subscriptions unanswered for ackDeadline are asked again after the
+	// connection's backoff, as are new ones and rate-limited ones.
+	a.subs.Expire(now)
+	ask, _ := a.subs.Plan(now, nil)
+	a.subscribe(ask)
 	// Resyncs: those whose book is still not whole are asked again after
 	// their backoff; new ones start while fewer than maxResyncs run.
-	for _, id := range slices.Sorted(maps.Keys(a.resyncing)) {
-		if !a.resyncs.Waiting(id, now) {
-			a.sendResync(id, now)
-		}
-	}
-	for len(a.resyncQ) > 0 && len(a.resyncing) < maxResyncs {
-		id := a.resyncQ[0]
-		a.resyncQ = a.resyncQ[1:]
-		if a.wanted(id) {
-			a.sendResync(id, now)
-		}
+	for _, id := range a.resyncs.Due(now, a.wanted) {
+		a.sendResync(id, now)
 	}
 }
 
@@ -378,10 +325,7 @@ func (a *Adapter) flush(now time.Time) {
 // fresh snapshot.
 func (a *Adapter) sendResync(instID string, now time.Time) {
 	k := okxChannel(venue.Level2) + "\x00" + instID
-	a.resyncing[instID] = true
-	a.resyncs.Fail(instID, now) // asked again unless whole before then
-	delete(a.later, k)
-	a.pending[k] = now
+	a.subs.Asked(now, k)
 	a.link.Send(request("unsubscribe", []string{k}))
 	a.link.Send(request("subscribe", []string{k}))
 }
@@ -389,40 +333,29 @@ func (a *Adapter) sendResync(instID string, now time.Time) {
 // Decoder hooks, called under the link's decode lock.
 
 func (a *Adapter) resync(instID string) {
-	if a.resyncing[instID] || slices.Contains(a.resyncQ, instID) {
+	if a.resyncs.Pending(instID) {
 		return // asked for already; flush asks again if it stays broken
 	}
-	a.resyncQ = append(a.resyncQ, instID)
+	a.resyncs.Queue(instID)
 	if a.link.Connected() {
 		a.flush(time.Now())
 	}
 }
 
-func (a *Adapter) whole(instID string) {
-	delete(a.resyncing, instID)
-	a.resyncs.Done(instID)
-}
+func (a *Adapter) whole(instID string) { a.resyncs.Whole(instID) }
 
 func (a *Adapter) ack(op, channel, instID string) {
 	if op != "subscribe" {
 		return
 	}
-	delete(a.pending, channel+"\x00"+instID)
-	if len(a.later) == 0 {
-		a.limits.Done(rateKey)
-	}
+	a.subs.Ack(channel + "\x00" + instID)
 	a.maybeUp(time.Now())
 }
 
 // limited takes back every unanswered subscription after a rate-limit
-// error (which names none): each is asked again after its backoff.
-func (a *Adapter) limited() {
-	for k := range a.pending {
-		delete(a.pending, k)
-		a.later[k] = true
-	}
-	a.limits.Fail(rateKey, time.Now())
-}
+// error (which names none): they are asked again after the connection's
+// backoff.
+func (a *Adapter) limited() { a.subs.LimitAsked(time.Now()) }
 
 func (a *Adapter) refused(channel, instID string) {
 	if instID == "" {
@@ -432,14 +365,16 @@ func (a *Adapter) refused(channel, instID string) {
 	a.symbols = slices.DeleteFunc(a.symbols, func(s string) bool { return s == instID })
 	a.unknown[instID] = true
 	a.mu.Unlock()
+	now := time.Now()
 	a.forgetKeys(instID)
 	// Whether OKX serves the other args of a request with a refused one is
 	// unverified: ask again at once for what is still unanswered (a
 	// subscription it did serve is acked again).
-	if len(a.pending) > 0 {
-		a.subscribe(time.Now(), slices.Sorted(maps.Keys(a.pending)))
+	if p := a.subs.Pending(); len(p) > 0 {
+		a.subs.Asked(now, p...)
+		a.subscribe(p)
 	}
-	a.maybeUp(time.Now())
+	a.maybeUp(now)
 }
 
 func (a *Adapter) forced(code, msg string) {
@@ -456,7 +391,7 @@ func (a *Adapter) data() {
 
 // maybeUp marks the link up once every initial subscription is answered.
 func (a *Adapter) maybeUp(now time.Time) {
-	if len(a.pending) == 0 && len(a.later) == 0 && a.link.Connected() {
+	if a.subs.Answered() && a.link.Connected() {
 		a.link.Up(now)
 	}
 }

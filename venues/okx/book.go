@@ -81,13 +81,12 @@ type book struct {
 	scale      int32 // price decimals of every key and px
 	bids, asks side
 	keepText   bool
-	text       []byte    // arena of level texts
-	spare      []byte    // the other arena, reused by compaction
-	dead       int       // bytes of text no level refers to
-	vals       []vals    // sizes of the levels, by slot
-	free       []int32   // unused slots of vals
-	nbig       int       // vals with a big size
-	cache      *decCache // the decoder's; nil makes every decimal anew
+	text       []byte  // arena of level texts
+	spare      []byte  // the other arena, reused by compaction
+	dead       int     // bytes of text no level refers to
+	vals       []vals  // sizes of the levels, by slot
+	free       []int32 // unused slots of vals
+	nbig       int     // vals with a big size
 
 	// The checksum string as of the last checksum, where each pair of
 	// levels starts in it, the CRC state at every csBlock bytes of it, its
@@ -173,7 +172,7 @@ func (b *book) freeSlot(s int32) {
 // price returns the price of key in fixed point.
 func (b *book) price(key int64) venue.Fixed { return venue.Fixed{M: key, Scale: uint8(b.scale)} }
 
-func newBook(c *decCache) *book { return &book{bids: side{bid: true}, cache: c, csFrom: noPatch} }
+func newBook() *book { return &book{bids: side{bid: true}, csFrom: noPatch} }
 
 func (b *book) side(bid bool) *side {
 	if bid {

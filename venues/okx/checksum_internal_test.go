@@ -17,7 +17,7 @@ import (
 // that touch the top 25 and below it, checked after every run.
 func TestIncrementalChecksum(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	b := newBook(nil)
+	b := newBook()
 	const mid = 100000
 	var model [2]map[int64]string // side (0 bids) → key → "px:sz" at scale 2
 	pxText := func(key int64) []byte { return fmt.Appendf(nil, "%d.%02d", key/100, key%100) }

@@ -18,10 +18,6 @@ import (
 const Name = "okx"
 
 const (
-	// dqWindow is the shortest time between two data_quality notices: bad
-	// frames inside it are counted into the next notice, so a burst gives
-	// one notice.
-	dqWindow = 10 * time.Second
 	// resyncRetry is how long a book may wait for the snapshot its resync
 	// asked for before the decoder asks again (only while frames for the
 	// instrument keep arriving, so a silent venue is left to the link's
@@ -44,16 +40,15 @@ type Decoder struct {
 	log  *slog.Logger
 
 	insts map[string]*inst
-	last  *inst     // the instrument of the last push (in insts; never removed)
-	cache *decCache // shared by every book
+	last  *inst               // the instrument of the last push (in insts; never removed)
+	cache *venue.DecimalCache // sizes, shared by every book
 
 	// scratch, reused for every frame
 	bids, asks []rawLevel
 	ev         venue.Event        // the book update, reused (venue.Sink)
 	fixed      []venue.FixedLevel // its levels
 
-	badFrames  uint64    // frames that did not parse or made an impossible book
-	lastDQ     time.Time // receive time of the last data_quality notice
+	badFrames  venue.BadFrames // frames that did not parse or made an impossible book; one notice per burst
 	resyncs    uint64
 	checksums  uint64 // checksums verified
 	keepalives uint64 // no-change updates (seqId == prevSeqId) skipped
@@ -105,7 +100,7 @@ func NewDecoder(cfg venue.Config) *Decoder {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Decoder{sink: venue.NewCoverageSink(Name, cfg.Sink), log: log.With("venue", Name), insts: make(map[string]*inst), cache: new(decCache)}
+	return &Decoder{sink: venue.NewCoverageSink(Name, cfg.Sink), log: log.With("venue", Name), insts: make(map[string]*inst), cache: new(venue.DecimalCache)}
 }
 
 var _ venue.Decoder = (*Decoder)(nil)
@@ -120,7 +115,7 @@ type Stats struct {
 
 // Stats returns the counters so far.
 func (d *Decoder) Stats() Stats {
-	return Stats{BadFrames: d.badFrames, Resyncs: d.resyncs, Checksums: d.checksums, Keepalives: d.keepalives}
+	return Stats{BadFrames: d.badFrames.Count(), Resyncs: d.resyncs, Checksums: d.checksums, Keepalives: d.keepalives}
 }
 
 func (d *Decoder) inst(id []byte) *inst {
@@ -133,7 +128,7 @@ func (d *Decoder) inst(id []byte) *inst {
 		l2:     venue.NewStream(Name, venue.Level2, s),
 		trades: venue.NewStream(Name, venue.Trades, s),
 		ticker: venue.NewStream(Name, venue.Ticker, s),
-		book:   newBook(d.cache),
+		book:   newBook(),
 	}
 	d.insts[s] = in
 	return in
@@ -297,7 +292,7 @@ func (d *Decoder) data(recv time.Time, s *scan.Scanner, f *frame, b []byte) bool
 	}
 	if !venue.ValidSymbol(f.instID) {
 		if kind != chanBooks {
-			return d.badFrame(recv, "push without a valid instId", b)
+			return d.badFrame(recv, "", "push without a valid instId", b)
 		}
 		return d.bad(recv, nil, "push without a valid instId", b)
 	}
@@ -307,7 +302,7 @@ func (d *Decoder) data(recv time.Time, s *scan.Scanner, f *frame, b []byte) bool
 	}
 	if in == nil {
 		if len(d.insts) >= maxInsts {
-			return d.badFrame(recv, "too many instruments", b)
+			return d.badFrame(recv, "", "too many instruments", b)
 		}
 		in = d.inst(f.instID)
 	}
@@ -353,7 +348,7 @@ func (d *Decoder) object(recv time.Time, s *scan.Scanner, what string, book *ins
 		if book != nil {
 			return d.bad(recv, book, why, b)
 		}
-		return d.badFrame(recv, why, b)
+		return d.badFrame(recv, "", why, b)
 	}
 	if s.Peek() != '{' {
 		return bad(what + " is not an object")
@@ -442,16 +437,16 @@ func parseLevels(s *scan.Scanner, dst []rawLevel) []rawLevel {
 		if !s.Expect(']') {
 			return dst
 		}
-		var st numStatus
-		if l.pm, l.pf, st = parseNum(l.px); st != numOK || l.pm == 0 {
-			s.Fail() // a price beyond int64 is not a price
+		var st scan.Status
+		if l.pm, l.pf, st = parseNum(l.px); st != scan.OK || l.pm == 0 {
+			s.Fail() // a price of more than 18 digits is not a price
 			return dst
 		}
 		switch l.sm, l.sf, st = parseNum(l.sz); st {
-		case numBad:
+		case scan.Bad:
 			s.Fail()
 			return dst
-		case numBig:
+		case scan.Big:
 			var err error
 			if l.szDec, err = decimal.NewFromString(string(l.sz)); err != nil {
 				s.Fail()
@@ -475,14 +470,14 @@ func (l *rawLevel) vals() vals {
 	return vals{sz: venue.Fixed{M: l.sm, Scale: uint8(l.sf)}}
 }
 
-func (l *rawLevel) size(c *decCache) decimal.Decimal {
+func (l *rawLevel) size(c *venue.DecimalCache) decimal.Decimal {
 	switch {
 	case l.bigSz:
 		return l.szDec
 	case l.sm == 0:
 		return decimal.Decimal{}
 	}
-	return c.get(cacheSize, l.sz, l.sm, -l.sf)
+	return c.Get(l.sm, -l.sf)
 }
 
 // scaleFor returns the price scale that holds the book and m's levels, and
@@ -727,17 +722,18 @@ func retryAfter(fails int) time.Duration {
 }
 
 // bad counts a frame that did not parse or made an impossible book,
-// reports it at most once per dqWindow, and resyncs the book it concerns.
+// reports it once per burst, and resyncs the book it concerns.
 // When it cannot tell which, it resyncs only the valid books that could not
 // notice the loss themselves: a book with a seqId chain or checksums finds
 // a lost frame of its own at its next update. It always returns false, so
 // callers can return it.
 func (d *Decoder) bad(recv time.Time, in *inst, why string, b []byte) bool {
-	d.badFrame(recv, why, b)
 	if in != nil {
+		d.badFrame(recv, in.l2, why, b)
 		d.invalidate(recv, in, "bad_frame", map[string]any{"error": why})
 		return false
 	}
+	d.badFrame(recv, "", why, b)
 	// In instrument order, so that a capture replays to the same notices.
 	for _, id := range slices.Sorted(maps.Keys(d.insts)) {
 		if in := d.insts[id]; in.valid && !in.haveSeq && !in.checked {
@@ -749,16 +745,7 @@ func (d *Decoder) bad(recv time.Time, in *inst, why string, b []byte) bool {
 
 // badFrame counts and reports a bad frame that concerns no book (a trade
 // or ticker push): nothing needs a resync.
-func (d *Decoder) badFrame(recv time.Time, why string, b []byte) bool {
-	d.badFrames++
-	if d.lastDQ.IsZero() || recv.Sub(d.lastDQ) >= dqWindow || recv.Before(d.lastDQ) {
-		sample := b
-		if len(sample) > 96 {
-			sample = sample[:96]
-		}
-		d.sink.Notice(notice.Must(notice.DataQuality, Name, "", recv, "bad frame: "+why,
-			map[string]any{"reason": why, "bad_frames": d.badFrames, "sample": string(sample)}))
-		d.lastDQ = recv
-	}
+func (d *Decoder) badFrame(recv time.Time, stream venue.Stream, why string, b []byte) bool {
+	d.badFrames.Report(d.sink, Name, recv, stream, why, b)
 	return false
 }

@@ -47,7 +47,7 @@ func TestResyncRetry(t *testing.T) {
 // TestTextArenaCompaction: a long run of updates on a checksummed book
 // keeps the text arena bounded and every checksum right.
 func TestTextArenaCompaction(t *testing.T) {
-	b := newBook(nil)
+	b := newBook()
 	b.reset(1, true)
 	for i := range 20000 {
 		key := int64(1000 + i%50)

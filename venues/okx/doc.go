@@ -87,8 +87,8 @@
 // or a snapshot that failed its own checks) is resynced again, the wait
 // doubling up to 320 s, whether or not updates arrive: no resubscribe loop
 // against OKX's 480 subscribe operations an hour, and no book left dead.
-// Bad frames are counted and reported as one data_quality notice per 10 s
-// burst. One that cannot be tied to an instrument resyncs only the books
+// Bad frames are counted and reported as one data_quality notice per burst
+// (venue.BadFrames: a burst ends after venue.BadFrameQuiet without one). One that cannot be tied to an instrument resyncs only the books
 // that could not see a loss themselves (no seqId and no checksum, as in
 // the 2022 captures): a book with a seqId chain finds a lost frame of its
 // own at its next update, so the bad frame costs no other book.

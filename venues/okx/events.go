@@ -18,12 +18,12 @@ func decimalOf(b []byte, emptyOK bool) (decimal.Decimal, bool) {
 	}
 	m, f, st := parseNum(b)
 	switch st {
-	case numOK:
+	case scan.OK:
 		if m == 0 {
 			return decimal.Decimal{}, true
 		}
 		return decimal.New(m, -f), true
-	case numBig:
+	case scan.Big:
 		v, err := decimal.NewFromString(string(b))
 		return v, err == nil
 	}
@@ -57,7 +57,7 @@ func (d *Decoder) trade(recv time.Time, s *scan.Scanner, in *inst, b []byte) boo
 	ev.Price, ok1 = decimalOf(px, false)
 	ev.Size, ok2 = decimalOf(sz, false)
 	if !ok1 || !ok2 || ev.Price.Sign() <= 0 || !venue.ValidSymbol(id) {
-		return d.badFrame(recv, "impossible trade", b)
+		return d.badFrame(recv, in.trades, "impossible trade", b)
 	}
 	switch string(side) {
 	case "buy":
@@ -106,7 +106,7 @@ func (d *Decoder) ticker(recv time.Time, s *scan.Scanner, in *inst, b []byte) bo
 		ev.Last.Valid = true
 	}
 	if ok != [5]bool{true, true, true, true, true} {
-		return d.badFrame(recv, "impossible ticker", b)
+		return d.badFrame(recv, in.ticker, "impossible ticker", b)
 	}
 	d.emit(ev, recv)
 	return true
@@ -141,7 +141,7 @@ func (d *Decoder) event(recv time.Time, f *frame, b []byte) {
 	switch string(f.event) {
 	case "subscribe", "unsubscribe":
 		if !f.hasArg {
-			d.badFrame(recv, "ack without arg", b)
+			d.badFrame(recv, "", "ack without arg", b)
 			return
 		}
 		if string(f.event) == "unsubscribe" && kindOfChannel(f.channel) == chanBooks {

@@ -72,6 +72,7 @@ type Server struct {
 	bin  string
 	dir  string
 	port int
+	conf string // a configuration file, if any (-c)
 	cmd  *exec.Cmd
 	done chan struct{} // closes when the process exited
 }
@@ -80,7 +81,12 @@ type Server struct {
 // with JetStream on, storing under a temporary directory, listening on
 // 127.0.0.1 on a free port, and waits until it takes connections. It is
 // killed when the test ends.
-func Standalone(t testing.TB) *Server {
+func Standalone(t testing.TB) *Server { t.Helper(); return StandaloneConfig(t, "") }
+
+// StandaloneConfig is Standalone with conf (nats-server's configuration
+// syntax, e.g. an authorization block) as its configuration file; the
+// flags still set JetStream, the store, the address and the port.
+func StandaloneConfig(t testing.TB, conf string) *Server {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -89,6 +95,12 @@ func Standalone(t testing.TB) *Server {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	s := &Server{t: t, bin: Binary(t), dir: t.TempDir(), port: port}
+	if conf != "" {
+		s.conf = filepath.Join(s.dir, "nats-server.conf")
+		if err := os.WriteFile(s.conf, []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	s.Start()
 	t.Cleanup(s.Kill)
 	return s
@@ -101,7 +113,11 @@ func (s *Server) URL() string { return "nats://127.0.0.1:" + strconv.Itoa(s.port
 // it answers a client's connection with its INFO line.
 func (s *Server) Start() {
 	s.t.Helper()
-	s.cmd = exec.Command(s.bin, "-js", "-sd", s.dir, "-a", "127.0.0.1", "-p", strconv.Itoa(s.port))
+	args := []string{"-js", "-sd", s.dir, "-a", "127.0.0.1", "-p", strconv.Itoa(s.port)}
+	if s.conf != "" {
+		args = append(args, "-c", s.conf)
+	}
+	s.cmd = exec.Command(s.bin, args...)
 	if testing.Verbose() {
 		s.cmd.Stderr = os.Stderr
 	}

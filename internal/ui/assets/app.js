@@ -204,7 +204,14 @@
 
   // ---- claim check (/v1/claimcheck/stats) ----
   async function claimcheck() {
-    const s = await getJSON('/v1/claimcheck/stats');
+    // The statistics are node-wide: a token with scopes is refused them
+    // (403), and the panel is hidden rather than the token reported bad.
+    const headers = {};
+    if (token) headers.Authorization = 'Bearer ' + token;
+    const probe = await fetch('/v1/claimcheck/stats', { headers, cache: 'no-store' });
+    $('#claimcheck').hidden = probe.status === 403;
+    if (probe.status === 403) return;
+    const s = probe.ok ? await probe.json() : await getJSON('/v1/claimcheck/stats');
     $('#store-table tbody').replaceChildren(...(s.stores || []).map((x) => el('tr', { 'data-store': x.name },
       el('th', { scope: 'row', text: x.name }),
       ...[x.limit, x.ceiling, x.inflight, x.queued, x.requests, x.throttled, x.wasted].map((v) => el('td', { class: 'num', text: v })),

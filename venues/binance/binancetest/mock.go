@@ -225,6 +225,9 @@ func price(ticks int) decimal.Decimal { return decimal.New(int64(ticks)*1e6, -8)
 // size returns n/1000 with eight fraction digits.
 func size(n int) decimal.Decimal { return decimal.New(int64(n)*1e5, -8) }
 
+// NewDecoder implements venuetest.Venue: binance.NewDecoder, as replay builds it.
+func (m *Mock) NewDecoder(cfg venue.Config) venue.Decoder { return binance.NewDecoder(cfg) }
+
 // NewAdapter implements venuetest.Venue.
 func (m *Mock) NewAdapter(cfg venue.Config) (venue.Adapter, error) {
 	cfg.WSURL, cfg.RESTURL = m.srv.URL, m.srv.HTTPURL

@@ -117,6 +117,9 @@ func (m *Mock) Config(cfg venue.Config) venue.Config {
 	return cfg
 }
 
+// NewDecoder implements venuetest.Venue: bybit.NewDecoder, as replay builds it.
+func (m *Mock) NewDecoder(cfg venue.Config) venue.Decoder { return bybit.NewDecoder(cfg) }
+
 // NewAdapter builds a bybit adapter pointed at the mock.
 func (m *Mock) NewAdapter(cfg venue.Config) (venue.Adapter, error) {
 	return bybit.New(m.Config(cfg))

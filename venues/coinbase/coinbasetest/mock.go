@@ -144,6 +144,9 @@ func size(r *rand.Rand) decimal.Decimal {
 	return decimal.New(int64(1+r.IntN(500000)), -4)
 }
 
+// NewDecoder implements venuetest.Venue: coinbase.NewDecoder, as replay builds it.
+func (m *Mock) NewDecoder(cfg venue.Config) venue.Decoder { return coinbase.NewDecoder(cfg) }
+
 // NewAdapter builds the coinbase adapter pointed at the mock, with a read
 // timeout short enough that silence is found within a second.
 func (m *Mock) NewAdapter(cfg venue.Config) (venue.Adapter, error) {

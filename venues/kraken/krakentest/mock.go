@@ -176,6 +176,9 @@ func (m *Mock) instrumentFrame() []byte {
 		m.Sym, m.QtyPrec, m.PricePrec)
 }
 
+// NewDecoder implements venuetest.Venue: kraken.NewDecoder, as replay builds it.
+func (m *Mock) NewDecoder(cfg venue.Config) venue.Decoder { return kraken.NewDecoder(cfg) }
+
 // NewAdapter builds a kraken adapter pointed at the mock, with liveness
 // short enough that silence is noticed within about a second.
 func (m *Mock) NewAdapter(cfg venue.Config) (venue.Adapter, error) {

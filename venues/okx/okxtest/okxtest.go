@@ -107,6 +107,9 @@ func (m *Mock) StartTB(t testing.TB) {
 	m.srv = venuetest.NewServer(t, m)
 }
 
+// NewDecoder implements venuetest.Venue: okx.NewDecoder, as replay builds it.
+func (m *Mock) NewDecoder(cfg venue.Config) venue.Decoder { return okx.NewDecoder(cfg) }
+
 // NewAdapter builds an okx.Adapter against the mock, with a keepalive and
 // dead-link deadline short enough to notice silence within a second.
 func (m *Mock) NewAdapter(cfg venue.Config) (venue.Adapter, error) {

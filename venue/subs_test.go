@@ -1,0 +1,152 @@
+package venue_test
+
+import (
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/fanoutd/fanoutd/venue"
+)
+
+// The ledger's life on one connection: a plan asks what is wanted, in the
+// order it was wanted; answers settle it; an expired or limited key is asked
+// again only after its backoff, which doubles; an unwanted key is dropped;
+// a new connection asks again all but what the venue refused.
+func TestSubsPlan(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := venue.Subs{Deadline: 5 * time.Second}
+		s.Want("b", "a", "c")
+		ask, drop := s.Plan(time.Now(), nil)
+		if !slices.Equal(ask, []string{"b", "a", "c"}) || drop != nil {
+			t.Fatalf("first plan = %v, %v; want [b a c] and nothing dropped", ask, drop)
+		}
+		if ask, _ := s.Plan(time.Now(), nil); ask != nil {
+			t.Fatalf("asked again before any answer: %v", ask)
+		}
+		id := s.Request(venue.SubRequest{Op: "subscribe", Keys: []string{"b", "a"}, At: time.Now()})
+		if s.AskedIn("b") != id || s.AskedIn("c") != 0 {
+			t.Fatalf("AskedIn b = %d, c = %d; want %d and 0", s.AskedIn("b"), s.AskedIn("c"), id)
+		}
+		if late := s.Unanswered(time.Now(), time.Second); late != nil {
+			t.Fatalf("unanswered at once: %v", late)
+		}
+		time.Sleep(time.Second)
+		if late := s.Unanswered(time.Now(), time.Second); !slices.Equal(late, []int64{id}) {
+			t.Fatalf("Unanswered after 1 s = %v, want [%d]", late, id)
+		}
+		r, ok := s.Answer(id)
+		if !ok || r.Op != "subscribe" || !slices.Equal(r.Keys, []string{"b", "a"}) {
+			t.Fatalf("Answer(%d) = %+v, %v", id, r, ok)
+		}
+		if _, ok := s.Answer(id); ok {
+			t.Fatal("a request answered twice")
+		}
+		s.Ack("b")
+		s.Refuse("a")
+		if s.Answered() {
+			t.Fatal("answered with c unanswered")
+		}
+		// c is never answered: it expires after the deadline, not before.
+		time.Sleep(4 * time.Second)
+		if exp := s.Expire(time.Now()); exp != nil {
+			t.Fatalf("expired at the deadline: %v", exp)
+		}
+		time.Sleep(time.Millisecond)
+		if exp := s.Expire(time.Now()); !slices.Equal(exp, []string{"c"}) {
+			t.Fatalf("Expire = %v, want [c]", exp)
+		}
+		// Backoff: 1 s less up to 20% jitter, then 2 s.
+		if ask, _ := s.Plan(time.Now(), nil); ask != nil {
+			t.Fatalf("expired key asked at once: %v", ask)
+		}
+		time.Sleep(time.Second)
+		if ask, _ := s.Plan(time.Now(), nil); !slices.Equal(ask, []string{"c"}) {
+			t.Fatalf("after its backoff the plan asks %v, want [c]", ask)
+		}
+		if d := s.Limit("c", time.Now()); d <= 1600*time.Millisecond || d > 2*time.Second {
+			t.Fatalf("second backoff %v, want 1.6–2 s", d)
+		}
+		time.Sleep(2 * time.Second)
+		s.Plan(time.Now(), nil)
+		s.Ack("c")
+		if !s.Answered() || s.State("c") != venue.SubAcked || s.State("a") != venue.SubRefused {
+			t.Fatalf("states b %v a %v c %v", s.State("b"), s.State("a"), s.State("c"))
+		}
+		// Unwanted: b was acked, so it is dropped; a was refused, so not.
+		s.Unwant("b", "a")
+		if ask, drop := s.Plan(time.Now(), nil); ask != nil || !slices.Equal(drop, []string{"b"}) {
+			t.Fatalf("plan after Unwant = %v, %v; want drop [b]", ask, drop)
+		}
+		// A new connection: c is asked again; a refused key wanted anew too.
+		s.Want("a")
+		s.Reset()
+		if ask, _ := s.Plan(time.Now(), nil); !slices.Equal(ask, []string{"c", "a"}) {
+			t.Fatalf("plan on a new connection = %v, want [c a]", ask)
+		}
+	})
+}
+
+// A shared backoff (a venue that limits the connection) fails once for all
+// the keys a limit takes back, and they come back together.
+func TestSubsShared(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := venue.Subs{Shared: true}
+		s.Want("a", "b", "c")
+		s.Plan(time.Now(), nil)
+		s.Ack("a")
+		if back := s.LimitAsked(time.Now()); !slices.Equal(back, []string{"b", "c"}) {
+			t.Fatalf("LimitAsked = %v", back)
+		}
+		s.Want("d") // new keys wait out the connection's backoff too
+		if ask, _ := s.Plan(time.Now(), nil); ask != nil {
+			t.Fatalf("asked during the backoff: %v", ask)
+		}
+		time.Sleep(time.Second)
+		if ask, _ := s.Plan(time.Now(), nil); !slices.Equal(ask, []string{"b", "c", "d"}) {
+			t.Fatalf("after the backoff = %v, want [b c d] in one plan", ask)
+		}
+		// Acked, all of them: the backoff is over, the next limit starts at 1 s again.
+		for _, k := range []string{"b", "c", "d"} {
+			s.Ack(k)
+		}
+		s.Want("e")
+		s.Plan(time.Now(), nil)
+		if d := s.Limit("e", time.Now()); d > time.Second {
+			t.Fatalf("backoff after every key was acked = %v, want at most 1 s", d)
+		}
+	})
+}
+
+// Resyncs: at most Max in flight, the queue in order, a key in flight asked
+// again after its backoff until Whole, a key no longer wanted skipped.
+func TestResyncs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := venue.Resyncs{Max: 2, Retry: venue.Retry{Base: 10 * time.Second}}
+		for _, k := range []string{"x", "y", "gone", "z", "x"} {
+			r.Queue(k)
+		}
+		wanted := func(k string) bool { return k != "gone" }
+		if due := r.Due(time.Now(), wanted); !slices.Equal(due, []string{"x", "y"}) {
+			t.Fatalf("Due = %v, want [x y]", due)
+		}
+		if due := r.Due(time.Now(), wanted); due != nil {
+			t.Fatalf("Due again at once = %v", due)
+		}
+		r.Whole("x")
+		if due := r.Due(time.Now(), wanted); !slices.Equal(due, []string{"z"}) {
+			t.Fatalf("Due after x is whole = %v, want [z] (gone is not wanted)", due)
+		}
+		time.Sleep(10 * time.Second)
+		if due := r.Due(time.Now(), wanted); !slices.Equal(due, []string{"y", "z"}) {
+			t.Fatalf("Due after the backoff = %v, want [y z] asked again", due)
+		}
+		if r.InFlight() != 2 || !r.Pending("y") || r.Pending("x") {
+			t.Fatalf("in flight %d, y pending %v, x pending %v", r.InFlight(), r.Pending("y"), r.Pending("x"))
+		}
+		r.Reset()
+		if r.InFlight() != 0 || r.Pending("y") {
+			t.Fatal("Reset kept resyncs")
+		}
+	})
+}
