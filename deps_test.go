@@ -53,14 +53,16 @@ var policy = map[string][]string{
 	"internal/daemon":            {"internal/ui", "internal/cluster", "claimcheck", "claimcheck/s3store", "derive", "fanout", "internal/api", "internal/config", "internal/wsapi", "notice", "replay", "subscriber", "venue", "venues"},
 	"internal/daemon/daemontest": {"internal/config", "internal/daemon"},
 	"internal/faults":            {}, // tests only
+	"internal/testutil":          {}, // tests only
 	"internal/bench/tardis":      {}, // tests only (the tardis-dev comparison)
-	"internal/bench":             {"fanout", "internal/config", "internal/daemon", "internal/testsource", "replay", "venue", "venues"},
+	"internal/bench":             {"fanout", "internal/cli", "internal/config", "internal/daemon", "internal/testsource", "replay", "venue", "venues"},
 	"internal/tail":              {"client"},
+	"internal/cli":               {},
 	// The public Go client imports nothing of ours: users import it alone.
 	"client": {},
 	// deploy/ holds no Go but its tests (Prometheus rules, the Grafana dashboard).
 	"deploy":      {},
-	"cmd/fanoutd": {"claimcheck", "internal/bench", "internal/tail", "internal/config", "internal/daemon", "notice", "replay", "venue", "venues"},
+	"cmd/fanoutd": {"claimcheck", "internal/bench", "internal/cli", "internal/tail", "internal/config", "internal/daemon", "notice", "replay", "venue", "venues"},
 }
 
 // websockets names the packages that may import a websocket library: the

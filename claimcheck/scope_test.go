@@ -30,7 +30,7 @@ func authorizeStream(r *http.Request, stream string) (int, bool) {
 
 // TestGatewayStreamScopes: a pack mixes streams and claim ids are
 // enumerable, so the gateway must check each claim's stream, not only its
-// tenant (issue 11 item 3).
+// tenant.
 func TestGatewayStreamScopes(t *testing.T) {
 	ds, err := claimcheck.NewDirStore("dir", t.TempDir())
 	if err != nil {

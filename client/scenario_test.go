@@ -660,6 +660,9 @@ func (r *run) match(c *rec, stream string, timeout time.Duration) error {
 		if !ok {
 			continue // the client passed that seq without a book at it (a loss): read again
 		}
+		if got.State != client.Valid && (got.Reason == client.ReasonDropping || got.Reason == client.ReasonGap) {
+			continue // a fresh loss, announced and marked: read again once it is repaired
+		}
 		if got.State != client.Valid && got.Reason != client.ReasonLinkDown {
 			return fmt.Errorf("book at seq %d is %v (%s)", got.Seq, got.State, got.Reason)
 		}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/internal/daemon/daemontest"
+	"github.com/fanoutd/fanoutd/internal/testutil"
 	"github.com/fanoutd/fanoutd/venue/venuetest"
 	"github.com/fanoutd/fanoutd/venues"
 	"github.com/fanoutd/fanoutd/venues/coinbase/coinbasetest"
@@ -204,17 +205,8 @@ func (p *prom) query(t *testing.T, expr string) []series {
 	return r.Data.Result
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > d {
-			t.Fatalf("after %v: %s", d, what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return time.Since(start)
-}
+// waitFor is testutil.WaitFor, the one polling helper of the tests.
+var waitFor = testutil.WaitFor
 
 var metricName = regexp.MustCompile(`\b(?:fanoutd|process|go)_[a-z0-9_]+\b`)
 

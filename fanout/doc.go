@@ -91,8 +91,8 @@
 // which never blocks (subscriber.Mailbox's lock is held for a few pointer
 // moves). Lock order: Feed.mu, then subscriber.Mailbox.mu; the Hub's
 // budget of derived streams has a lock of its own, taken with no other
-// held. Feeds of different venues run in parallel; a Mailbox may be
-// offered to by several feeds at once.
+// held (the whole daemon's chains: docs/lock-order.md). Feeds of different
+// venues run in parallel; a Mailbox may be offered to by several feeds at once.
 //
 // The dropping state lives in the feed's entry for the subscriber and is
 // re-derived on every call from what that call observed (the connection

@@ -49,16 +49,19 @@ type Field struct {
 // show but must not rely on.
 type Schema struct {
 	Kind     Kind
+	Doc      string // what the kind means, for the docs/protocol.md table
 	Fields   []Field
 	Evidence bool
 }
 
 var schemas = map[Kind]Schema{
-	LinkUp: {Fields: []Field{
-		{"url", String, true, "the endpoint connected to"},
+	LinkUp: {Doc: "a venue link (or one of its connections) is connected and subscribed", Fields: []Field{
+		{"url", String, true, "the endpoint connected to (in a replay, the capture's recorded endpoint)"},
+		{"capture", String, false, "the capture replayed (replay)"},
+		{"line", Int, false, "the capture line of the first frame after the disconnect (replay)"},
 		{"connection", Int, false, "which of the venue's connections, from 0 (a venue spread over connections)"},
 	}},
-	LinkDown: {Fields: []Field{
+	LinkDown: {Doc: "a venue link dropped; its streams are not live (no `coverage_change` per stream)", Fields: []Field{
 		{"reason", String, true, "why the link dropped (`stopped` on shutdown; `recorded` in a replay)"},
 		{"up_ms", Int, false, "how long the link was up (live links)"},
 		{"capture", String, false, "the capture replayed (replay)"},
@@ -66,22 +69,22 @@ var schemas = map[Kind]Schema{
 		{"connection", Int, false, "which of the venue's connections, from 0 (a venue spread over connections)"},
 		{"streams", Strings, false, "the streams that stopped, when other connections of the venue stay up (absent: every stream of the venue)"},
 	}},
-	LinkReconnecting: {Fields: []Field{
+	LinkReconnecting: {Doc: "a reconnect attempt is scheduled", Fields: []Field{
 		{"attempt", Int, true, "attempts since the last stable link, from 1"},
 		{"delay_ms", Int, true, "the wait before the attempt"},
 		{"connection", Int, false, "which of the venue's connections, from 0 (a venue spread over connections)"},
 	}},
-	BookResync: {Evidence: true, Fields: []Field{
+	BookResync: {Doc: "a book was found wrong (gap, checksum) and is being rebuilt; a `snapshot:true` event follows", Evidence: true, Fields: []Field{
 		{"reason", String, true, "`gap`, `checksum`, `bad_frame`, … what was found wrong; on an edge node `bus_gap` or `epoch_change` (evidence `first`, `last`: the seq range lost, `epoch`: the ingest's new epoch); `failover` when a standby ingest took the venue over (evidence `node`: the new leader, `previous`: the old, `seq`: the seq of the snapshot:true that follows)"},
 		{"claim", Object, false, "claim check of the newest stored snapshot (added by the daemon)"},
 	}},
-	Dropping: {Fields: []Field{
+	Dropping: {Doc: "this subscriber's queue is full: newest events are dropped", Fields: []Field{
 		{"bound", Int, true, "the queue bound in messages"},
 		{"queue_len", Int, true, "messages queued"},
 		{"max_queue_bytes", Int, true, "the byte bound (0: none)"},
 		{"queue_bytes", Int, true, "bytes queued"},
 	}},
-	Resumed: {Fields: []Field{
+	Resumed: {Doc: "delivery resumed", Fields: []Field{
 		{"reason", String, true, "`drained` or `reattached`"},
 		{"bound", Int, true, "the queue bound in messages"},
 		{"queue_len", Int, true, "messages queued"},
@@ -91,23 +94,23 @@ var schemas = map[Kind]Schema{
 		{"recovered", Object, false, "by stream, `[first, last]` seq lost and sent again: those events follow the notice, in seq order, before anything newer of the stream (no snapshot for a level2 stream recovered); present when the daemon keeps a recovery window and could recover a stream"},
 		{"claims", Object, false, "by level2 stream resent, the claim check of its newest stored snapshot"},
 	}},
-	CoverageChange: {Fields: []Field{
+	CoverageChange: {Doc: "a stream started or stopped arriving; the notice's `stream` names it", Fields: []Field{
 		{"stream", String, true, "the stream (also the notice's `stream`)"},
 		{"live", Bool, true, "true: its events arrive; false: they stopped (unsubscribed, refused). A `link_down` ends every stream's coverage without a notice each"},
 	}},
-	Refusal: {Fields: []Field{
+	Refusal: {Doc: "the venue refused a subscription", Fields: []Field{
 		{"message", String, true, "the venue's words"},
 		{"symbol", String, false, "the symbol refused, where known"},
 		{"channel", String, false, "the venue's channel, where known"},
 		{"code", String, false, "the venue's error code, where it sends one"},
 	}},
-	DataQuality: {Fields: []Field{
+	DataQuality: {Doc: "frames that do not parse or make an impossible book: one per burst, a burst ending after 10 s without a bad frame ([venues.md](venues.md))", Fields: []Field{
 		{"reason", String, true, "what was wrong with the frame"},
 		{"bad_frames", Int, true, "bad frames from this venue connection so far"},
 		{"sample", String, true, "the bad frame's first 96 bytes (invalid UTF-8 as `?`)"},
 		{"connection", Int, false, "which of the venue's connections, from 0, when the frame concerns no known stream (the notice's `stream` is then empty)"},
 	}},
-	RateLimited: {Fields: []Field{
+	RateLimited: {Doc: "a request rate was limited", Fields: []Field{
 		{"message", String, true, "what was limited"},
 		{"status", Int, false, "the HTTP status, for an HTTP request"},
 		{"retry_after_s", Int, false, "the wait the venue asked for"},
@@ -118,10 +121,10 @@ var schemas = map[Kind]Schema{
 		{"window_s", Int, false, "the window of that limit"},
 		{"connection", Int, false, "which of the venue's connections, from 0 (a venue spread over connections)"},
 	}},
-	Shutdown:        {},
-	ReplayEnd:       {Fields: []Field{{"capture", String, true, "the capture that ended"}}},
-	RecordingFailed: {},
-	StreamGap: {Fields: []Field{
+	Shutdown:        {Doc: "the daemon is shutting down"},
+	ReplayEnd:       {Doc: "a replayed capture ended for this stream", Fields: []Field{{"capture", String, true, "the capture that ended"}}},
+	RecordingFailed: {Doc: "recording this venue's frames failed (a write error, a full disk, frames dropped at the recorder's queue); recording resumes by itself"},
+	StreamGap: {Doc: "on an edge node: events of a trades or ticker stream were lost between the ingest and this edge (NATS core is at most once); the stream goes on (see [cluster.md](cluster.md#what-an-edge-promises))", Fields: []Field{
 		{"reason", String, true, "`bus_gap` (a hole in seq between the ingest and this edge), `epoch_change` (the ingest restarted: seq starts again) or `failover` (a standby ingest took the venue over: seq continues at `after`+1; events the venue sent between `from` and `until` may be lost)"},
 		{"first", Int, false, "the first seq lost"},
 		{"last", Int, false, "the last seq lost, where known"},
@@ -132,7 +135,7 @@ var schemas = map[Kind]Schema{
 		{"node", String, false, "failover: the new leader"},
 		{"previous", String, false, "failover: the old leader"},
 	}},
-	TokenExpiring: {Fields: []Field{
+	TokenExpiring: {Doc: "the connection's JWT expires soon: send `refresh` with a new one, or the connection is closed with 4003 at `expires_at`; `venue` and `stream` are empty", Fields: []Field{
 		{"expires_at", String, true, "when the token stops being accepted, its exp plus `auth.jwt.leeway` (RFC 3339); a `refresh` before then keeps the connection, else it is closed with 4003 (`token_expired`)"},
 		{"in_ms", Int, true, "milliseconds from the notice to `expires_at`; sent `auth.jwt.expiring_notice` (default 1m) ahead, or at once for a token that expires sooner"},
 	}},

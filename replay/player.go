@@ -70,6 +70,19 @@ type PlayerOptions struct {
 	// OnBadLine is called for a malformed line (which is skipped); nil
 	// makes a malformed line end the replay with its error.
 	OnBadLine func(err error)
+	// Align shifts each venue's captures in time so that every venue's
+	// first record plays at the earliest first record of all of them:
+	// captures recorded at different times play together. A venue's own
+	// captures (its segments, its connections) keep their relative times.
+	// It does not apply to the parallel player.
+	Align bool
+	// LiveLinks replays a disconnect line as a live link reports one: a
+	// link_down, then a link_up at the capture's next frame; a disconnect
+	// that ends a capture is the end of the recording and sends no
+	// link_down. Without it every disconnect line is a link_down (the
+	// form replay --export writes). It does not apply to the parallel
+	// player.
+	LiveLinks bool
 	// Parallel reads, gunzips and decodes each capture on a goroutine of
 	// its own, merging their outputs by receive time on the caller's: the
 	// sinks get the same calls in the same order as without it, from the
@@ -96,6 +109,27 @@ type cursor struct {
 	ordinal int           // tie-break: keep source order for equal times
 	conn    int           // the venue connection the capture holds (Meta.Connection)
 	shared  bool          // another capture of its venue plays too
+	down    bool          // LiveLinks: a link_down was sent, the link_up not yet
+}
+
+// align sets the cursors' offsets so that each venue's first record plays
+// at the earliest first record of all; every cursor holds its first
+// record.
+func align(cs []*cursor) {
+	first := map[string]time.Time{}
+	var t0 time.Time
+	for _, c := range cs {
+		t := c.rec.Time
+		if f, ok := first[c.venue]; !ok || t.Before(f) {
+			first[c.venue] = t
+		}
+		if t0.IsZero() || t.Before(t0) {
+			t0 = t
+		}
+	}
+	for _, c := range cs {
+		c.offset = t0.Sub(first[c.venue])
+	}
 }
 
 // markShared marks the cursors whose venue has several captures in play:
@@ -125,6 +159,20 @@ func (c *cursor) linkDown(at time.Time, line int, streams []venue.Stream) notice
 		d["connection"], d["streams"] = c.conn, ss
 	}
 	return notice.Must(notice.LinkDown, c.venue, "", at, "replayed capture: link dropped here", d)
+}
+
+// linkUp is the notice for the frame at line after a disconnect line: the
+// link came up again, as a live link's link_up after a reconnect.
+func (c *cursor) linkUp(at time.Time, line int) notice.Notice {
+	url := c.f.Meta.Endpoint
+	if url == "" {
+		url = c.src.Name
+	}
+	d := map[string]any{"url": url, "capture": c.src.Name, "line": line}
+	if c.shared {
+		d["connection"] = c.conn
+	}
+	return notice.Must(notice.LinkUp, c.venue, "", at, "replayed capture: link up again", d)
 }
 
 // streamSet is the streams seen, in the order first seen.
@@ -241,6 +289,9 @@ func Play(ctx context.Context, o PlayerOptions, srcs []Source) (Stats, error) {
 			c.end(o)
 		}
 	}
+	if o.Align {
+		align(h)
+	}
 	heap.Init(&h)
 	var t0 time.Time
 	wall0 := time.Now()
@@ -274,23 +325,38 @@ func Play(ctx context.Context, o PlayerOptions, srcs []Source) (Stats, error) {
 				}
 			}
 		}
+		var ok bool
+		var err error
 		if c.rec.Disconnect {
 			st.Disconnects++
-			var seen []venue.Stream
-			if c.shared {
-				c.sink.mu.Lock()
-				seen = slices.Clone(c.sink.order)
-				c.sink.mu.Unlock()
+			line := c.rec.Line
+			if ok, err = c.next(o, &st); err != nil {
+				return st, err
 			}
-			c.sink.Notice(c.linkDown(at, c.rec.Line, seen))
+			// With LiveLinks a disconnect that ends the capture is where
+			// the recording stopped, not a drop: the decoder's books are
+			// still reset, for the next loop's snapshots.
+			if !o.LiveLinks || ok && !c.down {
+				var seen []venue.Stream
+				if c.shared {
+					c.sink.mu.Lock()
+					seen = slices.Clone(c.sink.order)
+					c.sink.mu.Unlock()
+				}
+				c.sink.Notice(c.linkDown(at, line, seen))
+				c.down = o.LiveLinks
+			}
 			c.dec.LinkDown(at)
 		} else {
+			if c.down {
+				c.down = false
+				c.sink.Notice(c.linkUp(at, c.rec.Line))
+			}
 			st.Frames++
 			c.dec.Frame(at, c.rec.Frame)
-		}
-		ok, err := c.next(o, &st)
-		if err != nil {
-			return st, err
+			if ok, err = c.next(o, &st); err != nil {
+				return st, err
+			}
 		}
 		if ok {
 			heap.Fix(&h, 0)

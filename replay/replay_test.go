@@ -359,3 +359,134 @@ func TestExportSinkAssignsSeq(t *testing.T) {
 		t.Fatalf("export:\n%s", buf.String())
 	}
 }
+
+// TestPlayAligns: with Align, captures of two venues recorded an hour
+// apart play together, paced from the same start; a venue's two captures
+// (consecutive segments) keep their relative times. Without it the later
+// venue waits the hour.
+func TestPlayAligns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		a1 := writeCapture(t, dir, "a1.jsonl", "va",
+			`2026-11-29T12:00:00.0000000Z {"s":"va:trades:X","p":"1"}`,
+			`2026-11-29T12:00:02.0000000Z {"s":"va:trades:X","p":"3"}`)
+		a2 := writeCapture(t, dir, "a2.jsonl", "va",
+			`2026-11-29T12:00:04.0000000Z {"s":"va:trades:X","p":"5"}`)
+		b := writeCapture(t, dir, "b.jsonl", "vb",
+			`2026-11-29T13:00:01.0000000Z {"s":"vb:trades:Y","p":"2"}`,
+			`2026-11-29T13:00:04.0000000Z {"s":"vb:trades:Y","p":"4"}`)
+		for _, tc := range []struct {
+			align bool
+			want  time.Duration
+			order []string
+		}{
+			{true, 4 * time.Second, []string{"2", "1", "3", "4", "5"}}, // equal times: source order
+			{false, time.Hour + 4*time.Second, []string{"1", "3", "5", "2", "4"}},
+		} {
+			sink := &memSink{}
+			o := playOpts(sink, map[string]*toyDecoder{})
+			o.Speed, o.Align = 1, tc.align
+			start := time.Now()
+			if _, err := Play(context.Background(), o, []Source{FileSource(b, ""), FileSource(a1, ""), FileSource(a2, "")}); err != nil {
+				t.Fatal(err)
+			}
+			if got := time.Since(start); got != tc.want {
+				t.Errorf("align %v: took %v, want %v", tc.align, got, tc.want)
+			}
+			var prices []string
+			for _, e := range sink.events {
+				prices = append(prices, e.Price.String())
+			}
+			if !slices.Equal(prices, tc.order) {
+				t.Errorf("align %v: order %v, want %v", tc.align, prices, tc.order)
+			}
+		}
+	})
+}
+
+// TestPlayLiveLinks: with LiveLinks a disconnect line inside a capture is
+// a link_down followed, at the next frame, by a link_up; the disconnect
+// that ends the capture sends none, looped or not. Without it every
+// disconnect line is a link_down.
+func TestPlayLiveLinks(t *testing.T) {
+	dir := t.TempDir()
+	p := writeCapture(t, dir, "a.jsonl", "va",
+		`2026-11-29T12:00:00.0000001Z {"s":"va:trades:X","p":"1"}`,
+		``,
+		`2026-11-29T12:00:00.0000003Z {"s":"va:trades:X","p":"3"}`,
+		``)
+	kinds := func(sink *memSink) []string {
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		var ks []string
+		for _, n := range sink.notices {
+			if err := notice.CheckDetails(n); err != nil {
+				t.Fatal(err)
+			}
+			ks = append(ks, n.Kind.String())
+		}
+		return ks
+	}
+	for _, tc := range []struct {
+		live bool
+		want []string
+	}{
+		{true, []string{"link_down", "link_up", "replay_end"}},
+		{false, []string{"link_down", "link_down", "replay_end"}},
+	} {
+		sink := &memSink{}
+		decs := map[string]*toyDecoder{}
+		o := playOpts(sink, decs)
+		o.LiveLinks = tc.live
+		st, err := Play(context.Background(), o, []Source{FileSource(p, "")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := kinds(sink); !slices.Equal(got, tc.want) {
+			t.Errorf("live %v: notices %v, want %v", tc.live, got, tc.want)
+		}
+		if st.Disconnects != 2 || decs["va"].downs != 2 {
+			t.Errorf("live %v: %d disconnects, decoder told %d times", tc.live, st.Disconnects, decs["va"].downs)
+		}
+	}
+	// Looped: one link_down and one link_up per pass.
+	synctest.Test(t, func(t *testing.T) {
+		sink := &memSink{}
+		o := playOpts(sink, map[string]*toyDecoder{})
+		o.LiveLinks, o.Loop, o.Speed = true, true, 1
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() {
+			_, err := Play(ctx, o, []Source{FileSource(p, "")})
+			done <- err
+		}()
+		for {
+			time.Sleep(time.Millisecond)
+			synctest.Wait()
+			sink.mu.Lock()
+			n := len(sink.events)
+			sink.mu.Unlock()
+			if n >= 6 { // three passes
+				break
+			}
+		}
+		cancel()
+		<-done
+		ks := kinds(sink)
+		downs, ups := 0, 0
+		for i, k := range ks {
+			switch k {
+			case "link_down":
+				downs++
+				if i+1 < len(ks) && ks[i+1] != "link_up" {
+					t.Fatalf("link_down followed by %s: %v", ks[i+1], ks)
+				}
+			case "link_up":
+				ups++
+			}
+		}
+		if downs < 2 || downs-ups > 1 {
+			t.Fatalf("%d link_down, %d link_up over three passes: %v", downs, ups, ks)
+		}
+	})
+}

@@ -80,6 +80,13 @@ type recording struct {
 // final book.
 func recordLive(t *testing.T, vc venueCase, steps int) recording {
 	t.Helper()
+	return recordWith(t, vc, steps, []venue.Channel{venue.Level2}, nil)
+}
+
+// recordWith is recordLive on channels, calling extra (if set) after every
+// 100 steps of the book to send the mock's other frames (trades, tickers).
+func recordWith(t *testing.T, vc venueCase, steps int, channels []venue.Channel, extra func(m venuetest.Venue, i int)) recording {
+	t.Helper()
 	m := vc.mock()
 	m.Start(t)
 	dir := t.TempDir()
@@ -97,7 +104,7 @@ func recordLive(t *testing.T, vc venueCase, steps int) recording {
 	var live bytes.Buffer
 	check := venuetest.NewSink()
 	export := replay.NewExportSink(&live)
-	ad, err := m.NewAdapter(venue.Config{Sink: tee{check, export}, Recorder: rec, Symbols: []string{m.Symbol()}, Channels: []venue.Channel{venue.Level2}})
+	ad, err := m.NewAdapter(venue.Config{Sink: tee{check, export}, Recorder: rec, Symbols: []string{m.Symbol()}, Channels: channels})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,8 +133,16 @@ func recordLive(t *testing.T, vc venueCase, steps int) recording {
 		}
 	}
 	waitSnapshots(1)
+	if extra != nil {
+		// The other channels' subscriptions follow level2's; let them be
+		// answered before the book starts moving (a generator, not a test).
+		time.Sleep(300 * time.Millisecond)
+	}
 	for i := 0; i < steps; i += 100 {
 		m.Step(100)
+		if extra != nil {
+			extra(m, i)
+		}
 		if i == steps/2 { // a link drop inside the capture: an empty line, a resync
 			check.WaitBook(t, venuetest.Wait, l2, m.Book)
 			accepted := m.Server().Accepted()

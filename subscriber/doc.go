@@ -42,5 +42,6 @@
 // queues; Offer, Force, Notify, Reply and Drain hold it for a few pointer
 // moves and never block, and Len is O(1) under it. Several feeds (one per
 // venue) may offer to one Mailbox concurrently; one writer at a time drains
-// it.
+// it. A Subscriber's attachMu is taken before the Registry's lock; the
+// daemon's lock order is docs/lock-order.md.
 package subscriber

@@ -54,6 +54,16 @@ type Coverage struct {
 	// node (ingest nodes only). Absent outside a cluster.
 	Leader  string `json:"leader,omitempty"`
 	Leading *bool  `json:"leading,omitempty"`
+	// DownSince is, while the link is not up, when it first failed since it
+	// was last up (or since it started): it does not restart at each
+	// reconnect attempt. Error is the last connection failure's reason
+	// (the dial error). Both are absent while the link is up.
+	DownSince time.Time `json:"down_since,omitzero"`
+	Error     string    `json:"error,omitempty"`
+	// Clock is, in a replay, the replay's clock: the receive time of the
+	// newest record played, against which the ages of Since and of the
+	// streams' last_event are measured. Absent on a live link.
+	Clock time.Time `json:"clock,omitzero"`
 }
 
 // CoverageTracker is the coverage bookkeeping adapters share. The zero
@@ -65,6 +75,8 @@ type CoverageTracker struct {
 	link    LinkState
 	since   time.Time
 	resyncs uint64
+	downAt  time.Time // first failure since the link was last up
+	err     string    // the last failure's reason, until the link is up
 	streams map[Stream]*StreamCoverage
 	last    *StreamCoverage // the entry Observe found last, while in streams
 }
@@ -116,10 +128,27 @@ func (c *CoverageTracker) SetLink(s LinkState, t time.Time) {
 		return
 	}
 	c.link, c.since = s, t
+	switch s {
+	case LinkUp:
+		c.downAt, c.err = time.Time{}, ""
+	case LinkDown:
+		if c.downAt.IsZero() {
+			c.downAt = t
+		}
+	}
 	if s != LinkUp {
 		clear(c.streams)
 		c.last = nil
 	}
+}
+
+// Failed records a connection attempt that failed at t with err: the link
+// is down, since its first failure, for err's reason.
+func (c *CoverageTracker) Failed(t time.Time, err error) {
+	c.SetLink(LinkDown, t)
+	c.mu.Lock()
+	c.err = err.Error()
+	c.mu.Unlock()
 }
 
 // Resync counts one book resync.
@@ -142,6 +171,9 @@ func (c *CoverageTracker) Snapshot() Coverage {
 	defer c.mu.Unlock()
 	out := Coverage{Venue: c.venue, Link: c.link.String(), Since: c.since, Resyncs: c.resyncs,
 		Streams: make([]StreamCoverage, 0, len(c.streams))}
+	if c.link != LinkUp {
+		out.DownSince, out.Error = c.downAt, c.err
+	}
 	for _, sc := range c.streams {
 		out.Streams = append(out.Streams, *sc)
 	}

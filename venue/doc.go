@@ -15,8 +15,14 @@
 // validation (Config.Validate).
 //
 // Import rules (checked by deps_test.go at the module root): venue imports
-// only notice among fanoutd's packages; venues/* import venue and notice,
-// never fanout or subscriber.
+// only notice and internal/jsonw among fanoutd's packages; venues/* import
+// venue, venue/wsconn, notice and internal/scan (their mocks, venues/*/*test,
+// also venue/venuetest and their own adapter), never fanout or subscriber.
+//
+// A Link's decode lock (shared by a Pool's connections) is taken before the
+// Link's connection lock, the Pool's run lock, the coverage tracker's lock
+// and whatever the decoder's sink takes (the venue's feed); the daemon's
+// lock order is docs/lock-order.md.
 //
 // # Sequence numbers
 //

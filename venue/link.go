@@ -312,7 +312,7 @@ func (l *Link) session(ctx context.Context) time.Duration {
 	dcancel()
 	if err != nil {
 		now := time.Now()
-		cov.SetLink(LinkDown, now)
+		cov.Failed(now, err)
 		if ctx.Err() == nil {
 			l.log.Warn("dial failed", "url", l.cfg.URL, "err", err)
 		}

@@ -247,6 +247,15 @@ func (p *Pool) Coverage() Coverage {
 		if rank(c.Link) < rank(out.Link) {
 			out.Link = c.Link
 		}
+		if !c.DownSince.IsZero() && (out.DownSince.IsZero() || c.DownSince.Before(out.DownSince)) {
+			out.DownSince = c.DownSince
+		}
+		if c.Error != "" {
+			out.Error = c.Error
+		}
+	}
+	if out.Link == LinkUp.String() {
+		out.DownSince, out.Error = time.Time{}, ""
 	}
 	slices.SortFunc(out.Streams, byStream)
 	return out

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/fanoutd/fanoutd/claimcheck"
+	"github.com/fanoutd/fanoutd/internal/cli"
 	"github.com/fanoutd/fanoutd/internal/daemon"
 )
 
@@ -19,7 +20,7 @@ import (
 // or does not verify.
 func claimsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	usage := func() int {
-		fmt.Fprintln(stderr, "usage: fanoutd claims get REF [--config FILE] [-o FILE]   (REF: <tenant>/<claim id>, or a claim URL)")
+		fmt.Fprintln(stderr, "usage: fanoutd claims get REF [--config FILE] [-o FILE]   (REF: <tenant>/<claim id>, claim:<tenant>/<claim id>, or a claim URL)")
 		return 2
 	}
 	if len(args) == 0 || args[0] != "get" {
@@ -29,18 +30,15 @@ func claimsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "configuration file (default fanoutd.yaml if present, else built-in defaults)")
 	out := fs.String("o", "", "write the claim to this file instead of stdout")
-	var refs []string
-	for rest := args[1:]; ; rest = fs.Args()[1:] { // flags may follow REF
-		if err := fs.Parse(rest); err != nil {
-			return 2
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		refs = append(refs, fs.Arg(0))
+	refs, err := cli.ParseArgs(fs, args[1:])
+	if err != nil {
+		return 2
 	}
 	if len(refs) != 1 {
 		return usage()
+	}
+	if ref, ok := claimRef(refs[0]); ok { // claim:<tenant>/<id>, as replay takes it
+		refs[0] = ref
 	}
 	if _, err := claimcheck.ParseRef(refs[0]); err != nil {
 		fmt.Fprintf(stderr, "fanoutd: claims get: %v\n", err)

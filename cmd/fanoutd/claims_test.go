@@ -469,7 +469,7 @@ venues:
 		{url, "all-secret", 200},
 		{url, "scoped-secret", 200},
 		{url, "other-secret", 403},
-		{url, "kraken-secret", 403}, // a Coinbase book outside a kraken-only token (issue 11, item 3)
+		{url, "kraken-secret", 403}, // a Coinbase book outside a kraken-only token
 		{"/v1/snapshots/coinbase/BTC-USD/latest", "", 401},
 		{"/v1/snapshots/coinbase/BTC-USD/latest", "kraken-secret", 403},
 		{"/v1/snapshots/coinbase/BTC-USD/latest", "other-secret", 403},

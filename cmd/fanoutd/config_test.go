@@ -65,8 +65,8 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"tokens:\n  - name: a\n    sha256: abc\n", "tokens[0].sha256: not 64 hex digits"},
 		{"log_level: loud\n", `log_level: "loud"`},
 		{"websocket:\n  io_uring: sometimes\n", "websocket.io_uring"},
-		// Values that used to pass check-config and then crash or weaken
-		// serve (issue 11, item 6).
+		// Values that would otherwise pass check-config and then crash or
+		// weaken serve.
 		{"limits:\n  max_message_bytes: 100000000000\n", "limits.max_message_bytes: 100000000000 is not an integer from 64 to 1048576"},
 		{"limits:\n  max_message_bytes: 4611686018427387904\n", "limits.max_message_bytes: 4611686018427387904 is not an integer"},
 		{"limits:\n  max_message_bytes: 1.5\n", "limits.max_message_bytes: 1.5 is not an integer"},
@@ -88,7 +88,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"limits:\n  max_named: many\n", `limits.max_named: "many" is not`},
 		{"tokens:\n  - {name: t1, token: s1, streams: [[\"x\"]]}\n", "tokens[0].streams[0]: cannot unmarshal !!seq"},
 		{"shutdown_timeout: 1000h\n", `shutdown_timeout: "1000h" is not a duration between 0 and 24h`},
-		// cluster: (issue 12); secrets are never echoed.
+		// cluster:; secrets are never echoed.
 		{"cluster:\n  role: relay\n", `cluster.role: "relay" is not all, ingest or edge`},
 		{"cluster:\n  nats_url: http://x:1\n", `cluster.nats_url: "http://x:1" is not nats://host:port`},
 		{"cluster:\n  nats_url: nats://bob:hunter2@x:4222\n", "cluster.nats_url: carries credentials"},

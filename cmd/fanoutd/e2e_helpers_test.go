@@ -21,6 +21,7 @@ import (
 	"github.com/fanoutd/fanoutd/internal/config"
 	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/internal/testsource"
+	"github.com/fanoutd/fanoutd/internal/testutil"
 	"github.com/fanoutd/fanoutd/venue"
 	"github.com/fanoutd/fanoutd/venues"
 )
@@ -128,17 +129,8 @@ func (td *testDaemon) trade(i int) {
 		Size: decimal.New(1, 0), Side: venue.SideBuy, RecvTime: t0})
 }
 
-// checkFor polls cond until it holds or d passes (nats-server's checkFor).
-func checkFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
+// checkFor is testutil.WaitFor, the one polling helper of the tests.
+var checkFor = testutil.WaitFor
 
 // wire is one decoded server object.
 type wire struct {

@@ -1,16 +1,19 @@
 // Command fanoutd is the market-data fanout daemon and its tools:
 //
 //	fanoutd serve [--config FILE] [--listen ADDR] [--insecure]   (the default command)
-//	fanoutd check-config FILE
+//	fanoutd check-config [--config] FILE
 //	fanoutd tail [--url URL] [--token T] [--name N] STREAM…
 //	fanoutd bench [--subs N] [--rate R] [--size B] [--duration D] [--io-uring=false] [--source inproc|venue] [--peer centrifugo]
 //	fanoutd soak [--duration D] [--subs N] [--drop-every D] [--speed N] [CAPTURE…]
-//	fanoutd record --venue V --streams S… --out DIR [--duration D] [--config FILE]
-//	fanoutd replay [--venue V] [--speed 1|N|max] [--loop] [--wait N] [--config FILE] [--listen ADDR] CAPTURE…
-//	fanoutd replay --export FILE|- CAPTURE…
+//	fanoutd record --venue V --streams S[,S…] --out DIR [--duration D] [--config FILE]
+//	fanoutd replay [--venue V] [--speed 1|N|max] [--loop] [--wait N] [--align=false] [--config FILE] [--listen ADDR] CAPTURE…
+//	fanoutd replay --export FILE|- [--streams S[,S…]] CAPTURE…
 //	fanoutd claims get REF [--config FILE] [-o FILE]
+//	fanoutd help
 //	fanoutd version
 //
+// Flags may come before or after a command's other arguments; a flag that
+// takes a list (--streams) may be repeated, each value comma-separated.
 // Exit codes: 0 success, 1 runtime failure, 2 bad usage or configuration.
 package main
 
@@ -24,10 +27,12 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
 	"github.com/fanoutd/fanoutd/internal/bench"
+	"github.com/fanoutd/fanoutd/internal/cli"
 	"github.com/fanoutd/fanoutd/internal/config"
 	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/venues"
@@ -37,12 +42,35 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// commands is what `fanoutd help` lists, in order.
+const commands = `usage: fanoutd [COMMAND] [FLAGS] [ARGS]
+
+commands:
+  serve          run the daemon (the default command)      fanoutd serve --config fanoutd.yaml
+  replay         serve recorded captures as live venues    fanoutd replay --loop testdata/replay/demo/*.jsonl.gz
+  tail           print what a running daemon sends         fanoutd tail coinbase:level2:BTC-USD
+  record         record a venue's frames to captures       fanoutd record --venue kraken --streams BTC/USD --out dir
+  check-config   check a configuration file, every key     fanoutd check-config fanoutd.yaml
+  claims get     fetch a stored snapshot or capture        fanoutd claims get claim:TENANT/ID
+  bench, soak    load and soak harnesses
+  help           this list
+  version        the version and the commit it was built from
+
+'fanoutd COMMAND --help' lists a command's flags; flags may follow its arguments.
+Documentation: README.md and docs/ (docs/operations.md has every command and flag).
+`
+
 func run(args []string, stdout, stderr io.Writer) int {
 	cmd := "serve"
 	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
 		cmd, args = args[0], args[1:]
+	} else if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		cmd = "help"
 	}
 	switch cmd {
+	case "help":
+		fmt.Fprint(stdout, commands)
+		return 0
 	case "serve":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
@@ -74,12 +102,37 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer stop()
 		return replayCmd(ctx, args, stdout, stderr, nil)
 	case "version":
-		fmt.Fprintln(stdout, "fanoutd", daemon.Version)
+		bi, _ := debug.ReadBuildInfo()
+		fmt.Fprintln(stdout, versionLine(daemon.Version, bi))
 		return 0
 	default:
-		fmt.Fprintf(stderr, "fanoutd: unknown command %q (want serve, check-config, tail, bench, soak, record, replay, claims or version)\n", cmd)
+		fmt.Fprintf(stderr, "fanoutd: unknown command %q (want serve, check-config, tail, bench, soak, record, replay, claims, help or version)\n", cmd)
 		return 2
 	}
+}
+
+// versionLine is `fanoutd version`'s output: the version and the commit the
+// binary was built from (vcs.revision, with -dirty for uncommitted
+// changes), as the go command stamps a build inside a git work tree.
+func versionLine(version string, bi *debug.BuildInfo) string {
+	rev, dirty := "", false
+	if bi != nil {
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+	}
+	if rev == "" {
+		return "fanoutd " + version + " (commit unknown: built without version control information)"
+	}
+	if dirty {
+		rev += "-dirty"
+	}
+	return "fanoutd " + version + " (commit " + rev + ")"
 }
 
 // serve runs the daemon until ctx is done. o is the daemon's options
@@ -93,7 +146,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, o daemo
 	listen := fs.String("listen", "", "address to listen on; overrides the config's listen and FANOUTD_LISTEN (default 127.0.0.1:8080)")
 	insecure := fs.Bool("insecure", false, "allow a non-loopback listen address without tokens")
 	cf := clusterFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if extra, err := cli.ParseArgs(fs, args); err != nil {
+		return 2
+	} else if len(extra) > 0 {
+		fmt.Fprintf(stderr, "fanoutd: serve: unexpected argument %q (try fanoutd help)\n", extra[0])
 		return 2
 	}
 	cfg, err := loadCommandConfig(*cfgPath)
@@ -144,12 +200,28 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, o daemo
 }
 
 func checkConfig(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 1 {
-		fmt.Fprintln(stderr, "usage: fanoutd check-config FILE")
+	fs := flag.NewFlagSet("check-config", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: fanoutd check-config [--config] FILE")
+		fs.PrintDefaults()
+	}
+	path := fs.String("config", "", "the configuration file to check (or give it as the argument)")
+	files, err := cli.ParseArgs(fs, args)
+	if err != nil {
 		return 2
 	}
-	if _, err := config.Load(args[0], os.Getenv); err != nil {
-		printErr(stderr, err, "")
+	if *path != "" {
+		files = append([]string{*path}, files...)
+	}
+	if len(files) != 1 {
+		fs.Usage()
+		return 2
+	}
+	if _, errs := config.LoadAll(files[0], os.Getenv); len(errs) > 0 {
+		for _, err := range errs {
+			printErr(stderr, err, "")
+		}
 		return 2
 	}
 	fmt.Fprintln(stdout, "ok")
@@ -184,15 +256,36 @@ func printErr(stderr io.Writer, err error, suffix string) {
 
 // loadCommandConfig loads a command's --config: path, else ./fanoutd.yaml
 // if there is one, else the built-in defaults; with the environment's
-// overrides.
+// overrides. A bad file's error names every bad key.
 func loadCommandConfig(path string) (*config.Config, error) {
 	if path == "" {
 		if _, err := os.Stat("fanoutd.yaml"); err == nil {
 			path = "fanoutd.yaml"
 		}
 	}
-	return config.Load(path, os.Getenv)
+	cfg, errs := config.LoadAll(path, os.Getenv)
+	switch len(errs) {
+	case 0:
+		return cfg, nil
+	case 1:
+		return nil, errs[0]
+	}
+	return nil, configErrors(errs)
 }
+
+// configErrors are every bad key of a configuration, printed one a line
+// after the "fanoutd: " the commands put before an error.
+type configErrors []error
+
+func (e configErrors) Error() string {
+	msgs := make([]string, len(e))
+	for i, err := range e {
+		msgs[i] = err.Error()
+	}
+	return strings.Join(msgs, "\nfanoutd: ")
+}
+
+func (e configErrors) Unwrap() []error { return e }
 
 // logger is the commands' logger: text on stderr at the configured level.
 func logger(cfg *config.Config, stderr io.Writer) *slog.Logger {

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fanoutd/fanoutd/internal/cli"
 	"github.com/fanoutd/fanoutd/internal/config"
 	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/notice"
@@ -139,24 +140,27 @@ func recordCmd(ctx context.Context, args []string, stdout, stderr io.Writer, bui
 	fs := flag.NewFlagSet("record", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fanoutd record --venue V --streams S… --out DIR [--duration D] [--config FILE]")
+		fmt.Fprintln(stderr, "usage: fanoutd record --venue V --streams S[,S…] [--streams S…] --out DIR [--duration D] [--config FILE]")
 		fs.PrintDefaults()
 	}
 	venueName := fs.String("venue", "", "the venue to record (required)")
-	fs.String("streams", "", "streams to record: venue:channel:symbol, or bare symbols (every channel); several values, or comma-separated")
+	var more cli.ListFlag
+	fs.Var(&more, "streams", "streams to record: venue:channel:symbol, or bare symbols (every channel); --streams A,B, --streams A --streams B and --streams A B all give both")
 	out := fs.String("out", "", "directory for the capture segments (default: the config's record.dir)")
 	dur := fs.Duration("duration", 0, "stop after this long (default: until SIGINT/SIGTERM)")
 	cfgPath := fs.String("config", "", "configuration file: the venue's endpoints and depth, record.max_bytes/max_age/queue")
-	if err := fs.Parse(args); err != nil {
+	extra, err := cli.ParseArgs(fs, args)
+	if err != nil {
 		return 2
 	}
+	streams = append(streams, more...)
 	usage := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "fanoutd: record: "+format+"\n", a...)
 		return 2
 	}
 	switch {
-	case fs.NArg() > 0:
-		return usage("unexpected argument %q", fs.Arg(0))
+	case len(extra) > 0:
+		return usage("unexpected argument %q", extra[0])
 	case *venueName == "":
 		return usage("--venue is required (%s)", strings.Join(venues.Names(), ", "))
 	case !slices.ContainsFunc(built, func(v venues.Venue) bool { return v.Name == *venueName }):

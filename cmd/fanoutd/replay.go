@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fanoutd/fanoutd/internal/cli"
 	"github.com/fanoutd/fanoutd/internal/config"
 	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/replay"
@@ -27,6 +28,7 @@ type replayOpts struct {
 	speed      float64 // 0: max
 	loop       bool
 	wait       int
+	align      bool
 	cfgPath    string
 	listen     string
 	insecure   bool
@@ -62,28 +64,33 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fanoutd replay [--venue V] [--speed 1|N|max] [--loop] [--wait N] [--config FILE] [--listen ADDR] [--insecure] [--grace D] CAPTURE…")
+		fmt.Fprintln(stderr, "usage: fanoutd replay [--venue V] [--speed 1|N|max] [--loop] [--wait N] [--align=false] [--config FILE] [--listen ADDR] [--insecure] [--grace D] CAPTURE…")
 		fmt.Fprintln(stderr, "       fanoutd replay --role ingest [--nats URL] [--embedded-nats] [--speed …] [--loop] [--config FILE] [--listen ADDR] CAPTURE…")
-		fmt.Fprintln(stderr, "       fanoutd replay --export FILE|- [--streams S[,S…]] [--venue V] [--config FILE] [--cpuprofile FILE] CAPTURE…")
+		fmt.Fprintln(stderr, "       fanoutd replay --export FILE|- [--streams S[,S…]]… [--venue V] [--config FILE] [--cpuprofile FILE] CAPTURE…")
+		fmt.Fprintln(stderr, "Flags may come before or after the captures; --streams may be repeated.")
 		fs.PrintDefaults()
 	}
 	var o replayOpts
 	fs.StringVar(&o.venue, "venue", "", "the captures' venue, overriding their metadata")
 	speed := fs.String("speed", "1", "pace: 1 keeps the recorded pacing, N plays N times faster (N from 0.001), max as fast as possible")
 	fs.BoolVar(&o.loop, "loop", false, "play the captures again when they end, until interrupted")
-	fs.IntVar(&o.wait, "wait", 0, "start the clock only once N subscriptions were made")
+	fs.IntVar(&o.wait, "wait", 1, "start the clock only once N subscriptions were made, so that the first subscribers see the captures from their start; 0 starts it at once (the default with --role ingest)")
+	fs.BoolVar(&o.align, "align", true, "play captures recorded at different times together: each venue's first frame at the same moment (a venue's own captures keep their relative times); --align=false plays them by their absolute receive times. Not with --export, which merges by receive time")
 	fs.StringVar(&o.cfgPath, "config", "", "configuration file (default fanoutd.yaml if present, else built-in defaults)")
 	fs.StringVar(&o.listen, "listen", "", "address to listen on; overrides the config's listen and FANOUTD_LISTEN")
 	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback listen address without tokens")
 	fs.StringVar(&o.export, "export", "", "write the normalized events and notices to FILE (- for stdout) as fast as possible, without serving")
-	streams := fs.String("streams", "", "with --export: only these streams, comma-separated names or patterns ('*' matches any run), derived ones included (binance:book_snapshot_25_1s:*)")
+	var streams cli.ListFlag
+	fs.Var(&streams, "streams", "with --export: only these streams, names or patterns ('*' matches any run), derived ones included (binance:book_snapshot_25_1s:*); --streams A,B and --streams A --streams B both give both")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the replay to FILE")
 	fs.DurationVar(&o.grace, "grace", daemon.DefaultGrace, "after the replay ends, keep serving at most this long for the queues to drain")
 	cf := clusterFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	captures, err := cli.ParseArgs(fs, args)
+	if err != nil {
 		return 2
 	}
-	var err error
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if o.speed, err = parseSpeed(*speed); err != nil {
 		fmt.Fprintf(stderr, "fanoutd: replay: %v\n", err)
 		return 2
@@ -96,12 +103,12 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 		fmt.Fprintf(stderr, "fanoutd: replay: --grace: %v is negative\n", o.grace)
 		return 2
 	}
-	if *streams != "" {
+	if len(streams) > 0 {
 		if o.export == "" {
 			fmt.Fprintln(stderr, "fanoutd: replay: --streams applies to --export (a served replay takes subscriptions)")
 			return 2
 		}
-		for _, p := range strings.Split(*streams, ",") {
+		for _, p := range streams {
 			if err := checkStreamPattern(p); err != nil {
 				fmt.Fprintf(stderr, "fanoutd: replay: --streams: %q %v\n", p, err)
 				return 2
@@ -109,13 +116,13 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 			o.streams = append(o.streams, p)
 		}
 	}
-	o.captures = fs.Args()
+	o.captures = captures
 	if len(o.captures) == 0 {
 		fs.Usage()
 		return 2
 	}
-	if o.export != "" && (o.loop || o.wait > 0) {
-		fmt.Fprintln(stderr, "fanoutd: replay: --export plays once, as fast as possible: --loop and --wait do not apply")
+	if o.export != "" && (o.loop || set["wait"] && o.wait > 0 || set["align"] && o.align) {
+		fmt.Fprintln(stderr, "fanoutd: replay: --export plays once, as fast as possible, by receive time: --loop, --wait and --align do not apply")
 		return 2
 	}
 	if _, ok := venues.Lookup(o.venue); o.venue != "" && !ok {
@@ -130,6 +137,9 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 	if err := cf.apply(fs, cfg); err != nil {
 		fmt.Fprintf(stderr, "fanoutd: replay: %v\n", err)
 		return 2
+	}
+	if !set["wait"] && (o.export != "" || cfg.Cluster.Role == config.RoleIngest) {
+		o.wait = 0 // nothing to wait for: an export, or an ingest (its subscribers are on the edges)
 	}
 	switch {
 	case cfg.Cluster.Role == config.RoleEdge:
@@ -222,7 +232,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 		grace = -1 // ReplayOptions' zero is the default
 	}
 	err = daemon.Replay(ctx, cfg, daemon.ReplayOptions{Sources: o.srcs, Speed: o.speed, Loop: o.loop, Wait: o.wait,
-		Grace: grace, Logger: log}, ln)
+		Align: o.align, Grace: grace, Logger: log}, ln)
 	if err != nil {
 		fmt.Fprintf(stderr, "fanoutd: %v\n", err)
 		return 1
@@ -263,13 +273,16 @@ func export(ctx context.Context, o *replayOpts, cfg *config.Config, stdout, stde
 		w = f
 	}
 	start := time.Now()
-	st, err := daemon.Export(ctx, cfg, o.srcs, w, log, o.streams...)
+	st, none, err := daemon.ExportStreams(ctx, cfg, o.srcs, w, log, o.streams...)
 	if err == nil && f != nil {
 		err = f.Close()
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "fanoutd: replay: %v\n", err)
 		return 1
+	}
+	for _, p := range none {
+		fmt.Fprintf(stderr, "fanoutd: replay: --streams: %q matches no stream in the captures (they hold %s)\n", p, strings.Join(captureStreams(o), ", "))
 	}
 	el := time.Since(start)
 	fmt.Fprintf(stderr, "fanoutd: replayed %d frames (%d disconnects) in %v: %.0f frames/s\n",
@@ -287,4 +300,17 @@ func claimRef(arg string) (string, bool) {
 		return arg, true
 	}
 	return "", false
+}
+
+// captureStreams names what the captures' metadata says they subscribed,
+// as venue:*:symbol patterns.
+func captureStreams(o *replayOpts) []string {
+	var out []string
+	for v, syms := range o.venues {
+		for _, s := range syms {
+			out = append(out, v+":*:"+s)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

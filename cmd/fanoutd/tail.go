@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/fanoutd/fanoutd/internal/cli"
 	"github.com/fanoutd/fanoutd/internal/tail"
 )
 
@@ -22,10 +23,11 @@ func tailCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Name, "name", "", "attach as this named subscriber")
 	fs.BoolVar(&o.Raw, "raw", false, "print the JSON objects as received")
 	fs.BoolVar(&o.Reconnect, "reconnect", false, "reconnect (and reattach a --name) when the connection ends, instead of exiting")
-	if err := fs.Parse(args); err != nil {
+	streams, err := cli.ParseArgs(fs, args)
+	if err != nil {
 		return 2
 	}
-	if o.Streams = fs.Args(); len(o.Streams) == 0 {
+	if o.Streams = streams; len(o.Streams) == 0 {
 		fmt.Fprintln(stderr, "usage: fanoutd tail [--url URL[,URL…]] [--token T] [--name N] [--raw] [--reconnect] STREAM…")
 		return 2
 	}

@@ -23,9 +23,32 @@ func TestTailRefusedSubscribeExits(t *testing.T) {
 	if code != 1 || !strings.Contains(out.String(), "ERROR unknown_stream") || !strings.Contains(errb.String(), "unknown_stream") {
 		t.Fatalf("exit %d, out %q, err %q: want 1 and the unknown_stream refusal", code, out.String(), errb.String())
 	}
-	// A flag after the streams is a usage error, not a stream.
-	if code := tailCmd(ctx, []string{"--url", td.url(""), string(l2), "--raw"}, &out, &errb); code != 2 {
-		t.Fatalf("flag after the streams: exit %d, want 2", code)
+	// A flag after the streams is a flag, not a stream: the refused stream
+	// still ends tail with 1.
+	var out2, errb2 syncBuffer
+	if code := tailCmd(ctx, []string{"nosuchvenue:level2:BTC-USD", "--url", td.url("")}, &out2, &errb2); code != 1 || ctx.Err() != nil {
+		t.Fatalf("--url after the stream: exit %d (ctx %v), err %q: want 1, the unknown_stream refusal", code, ctx.Err(), errb2.String())
+	}
+}
+
+// tail STREAM --raw: the flag after the stream is taken, and the objects
+// are printed as received.
+func TestTailFlagAfterStream(t *testing.T) {
+	td := startDaemon(t, baseConfig)
+	td.bookSnapshot()
+	var out, errb syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() { done <- tailCmd(ctx, []string{"--url", td.url(""), string(l2), "--raw"}, &out, &errb) }()
+	checkFor(t, 10*time.Second, "tail's raw snapshot", func() bool {
+		return strings.Contains(out.String(), `"stream":"`+string(l2)+`"`) && strings.Contains(out.String(), `"snapshot":true`)
+	})
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if strings.Contains(out.String(), "book SNAPSHOT") {
+		t.Fatalf("--raw after the stream printed the summary form: %q", out.String())
 	}
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/fanoutd/fanoutd/fanout"
+	"github.com/fanoutd/fanoutd/internal/cli"
 	"github.com/fanoutd/fanoutd/internal/config"
 	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/internal/testsource"
@@ -62,7 +63,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	memprofile := fs.String("memprofile", "", "with --idle: write the server's heap profile at the end of the measured window to this file (fanoutd only)")
 	edges := fs.Int("edges", 0, "also run a cluster: one ingest (this process, embedded NATS) and N edge processes, against --role all under the same load (both fed as --source says)")
 	rounds := fs.Int("rounds", 1, "with --edges: run both this many times, interleaved, and end with each round's CPU ratio and latency differences and their medians")
-	if err := fs.Parse(args); err != nil {
+	if rest, err := cli.ParseArgs(fs, args); err != nil {
+		return 2
+	} else if len(rest) > 0 {
+		fmt.Fprintf(stderr, "fanoutd: unexpected argument %q\n", rest[0])
 		return 2
 	}
 	set := map[string]bool{}
@@ -393,7 +397,10 @@ func Clients(args []string, stdout, stderr io.Writer) int {
 	warm := fs.Duration("warmup", 3*time.Second, "")
 	dur := fs.Duration("duration", 20*time.Second, "")
 	idle := fs.Bool("idle", false, "")
-	if err := fs.Parse(args); err != nil {
+	if rest, err := cli.ParseArgs(fs, args); err != nil {
+		return 2
+	} else if len(rest) > 0 {
+		fmt.Fprintf(stderr, "fanoutd: unexpected argument %q\n", rest[0])
 		return 2
 	}
 	if *idle {

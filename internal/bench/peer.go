@@ -21,7 +21,7 @@ import (
 )
 
 // centrifugoServer is a Centrifugo binary in a child process, the peer
-// the issue measures fanoutd against: default settings but for
+// fanoutd is measured against: default settings but for
 // anonymous access (client.insecure, allow_publish_for_client). Events go
 // in as client publish commands on one websocket connection, its
 // cheapest way in (its HTTP publish API cost about 200 µs of CPU a

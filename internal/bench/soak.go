@@ -25,6 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fanoutd/fanoutd/internal/cli"
 	"github.com/fanoutd/fanoutd/internal/config"
 	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/replay"
@@ -63,10 +64,10 @@ func Soak(args []string, stdout, stderr io.Writer) int {
 	grTol := fs.Float64("goroutine-tolerance", 0.10, "goroutines and open files: the same, as a fraction (plus 25)")
 	samplesOut := fs.String("samples", "", "write the per-second samples (CSV) to this file")
 	memprofile := fs.String("memprofile", "", "write the daemon's heap profile to FILE.warm after warm-up (a third of --duration) and to FILE at the end: go tool pprof -diff_base FILE.warm FILE shows what grew")
-	if err := fs.Parse(args); err != nil {
+	captures, err := cli.ParseArgs(fs, args)
+	if err != nil {
 		return 2
 	}
-	captures := fs.Args()
 	if len(captures) == 0 {
 		captures, _ = filepath.Glob("testdata/replay/*.jsonl.gz")
 	}

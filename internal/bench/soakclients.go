@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/fanoutd/fanoutd/internal/cli"
 )
 
 // soakReport is what the soak's subscribers report to the parent.
@@ -86,7 +88,10 @@ func SoakClients(args []string, stdout, stderr io.Writer) int {
 	flapFrac := fs.Float64("flap", 0.05, "")
 	namedFrac := fs.Float64("named", 0.05, "")
 	stallFor := fs.Duration("stall-for", 12*time.Second, "")
-	if err := fs.Parse(args); err != nil {
+	if rest, err := cli.ParseArgs(fs, args); err != nil {
+		return 2
+	} else if len(rest) > 0 {
+		fmt.Fprintf(stderr, "fanoutd: unexpected argument %q\n", rest[0])
 		return 2
 	}
 	streams := strings.Split(*streamList, ",")

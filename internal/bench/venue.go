@@ -18,6 +18,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/shopspring/decimal"
 
+	"github.com/fanoutd/fanoutd/internal/cli"
 	"github.com/fanoutd/fanoutd/venue"
 )
 
@@ -44,7 +45,10 @@ func VenueMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	rate := fs.Int("rate", 2000, "frames per second")
 	pad := fs.Int("pad", 1, "bytes of padding in each trade id")
 	dur := fs.Duration("duration", 23*time.Second, "how long to send")
-	if err := fs.Parse(args); err != nil {
+	if rest, err := cli.ParseArgs(fs, args); err != nil {
+		return 2
+	} else if len(rest) > 0 {
+		fmt.Fprintf(stderr, "fanoutd: unexpected argument %q\n", rest[0])
 		return 2
 	}
 	v := &benchVenue{subscribed: make(chan struct{})}

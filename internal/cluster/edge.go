@@ -40,7 +40,7 @@ type Edge struct {
 	log  *slog.Logger
 	nc   *nats.Conn // set by Start
 
-	mu       sync.Mutex // protects the fields below; taken after a feed's lock, never before
+	mu       sync.Mutex // protects the fields below; taken after a feed's lock, never before (docs/lock-order.md)
 	streams  map[venue.Stream]*edgeStream
 	queue    []wanted
 	venues   map[string]*edgeVenue

@@ -282,7 +282,11 @@ func yamlError(data []byte, err error) error {
 	if key == "" {
 		key = "(line " + m[1] + ")"
 	}
-	return &Error{Key: key, Msg: detail + " (line " + m[1] + ")"}
+	msg = detail + " (line " + m[1] + ")"
+	if s := suggest(key); detail == "unknown key" && s != "" {
+		msg += "; did you mean " + s + "?"
+	}
+	return &Error{Key: key, Msg: msg}
 }
 
 var tagRE = regexp.MustCompile(`cannot unmarshal (!!\w+)`)

@@ -5,7 +5,7 @@ package daemon
 // snapshot claims, claim checks added to notices and snapshot replies, the
 // `claims get` command, and captures checked in and played from claims.
 //
-// Lock order: a feed's lock (fanout.Feed) before claimWire.mu. The fanout
+// Lock order (docs/lock-order.md): a feed's lock (fanout.Feed) before claimWire.mu. The fanout
 // core calls claimWire.snapshotClaim with its lock held; claimWire never
 // calls into a feed while holding mu.
 

@@ -23,6 +23,7 @@ import (
 	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/internal/daemon/daemontest"
 	"github.com/fanoutd/fanoutd/internal/testsource"
+	"github.com/fanoutd/fanoutd/internal/testutil"
 	"github.com/fanoutd/fanoutd/venue"
 	"github.com/fanoutd/fanoutd/venue/venuetest"
 	"github.com/fanoutd/fanoutd/venues"
@@ -186,17 +187,8 @@ func (c *wsClient) all() []wireMsg {
 	return out
 }
 
-// waitFor polls cond until it holds, or fails the test after d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// waitFor is testutil.WaitFor, the one polling helper of the tests.
+var waitFor = testutil.WaitFor
 
 // bookOf replays a subscriber's level2 events of st into a book, checking
 // seq order: every update follows the event before it, or a snapshot.

@@ -387,6 +387,12 @@ func (d *Daemon) Run(ctx context.Context, ln net.Listener) error {
 			}
 		}
 	}()
+	unreachDone := make(chan struct{})
+	defer func() { stopSweep(); <-unreachDone }()
+	go func() {
+		defer close(unreachDone)
+		d.watchUnreachable(sweepCtx, 250*time.Millisecond)
+	}()
 	errc := make(chan error, 1)
 	go func() { errc <- d.http.Serve(ln) }()
 	d.log.Info("fanoutd listening", "addr", ln.Addr().String(), "venues", len(d.venues), "auth", d.auth.Enabled())

@@ -23,12 +23,26 @@ type exportTap struct {
 	derived  map[venue.Stream][]derive.Deriver // by source; nil slice: resolved, none
 	raw      map[venue.Stream]bool             // whether a raw stream matches
 	seq      map[venue.Stream]uint64           // bars' seq (events take theirs from out)
+	hit      map[string]bool                   // the patterns that matched a stream, raw or derived
 	buf      []byte
+}
+
+// unmatched returns the patterns that matched no stream of the captures.
+func (t *exportTap) unmatched() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []string
+	for _, p := range t.patterns {
+		if !t.hit[p] {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func newExportTap(out *replay.ExportSink, patterns []string) *exportTap {
 	return &exportTap{out: out, patterns: patterns, books: map[venue.Stream]*venue.Book{},
-		derived: map[venue.Stream][]derive.Deriver{}, raw: map[venue.Stream]bool{}, seq: map[venue.Stream]uint64{}}
+		derived: map[venue.Stream][]derive.Deriver{}, raw: map[venue.Stream]bool{}, seq: map[venue.Stream]uint64{}, hit: map[string]bool{}}
 }
 
 // resolve finds what the patterns want of source stream src: itself, and
@@ -43,6 +57,7 @@ func (t *exportTap) resolve(src venue.Stream) {
 	for _, p := range t.patterns {
 		if api.MatchGlob(p, string(src)) {
 			matched = true
+			t.hit[p] = true
 		}
 		parts := strings.SplitN(p, ":", 3)
 		if len(parts) != 3 {
@@ -55,6 +70,7 @@ func (t *exportTap) resolve(src venue.Stream) {
 		id := venue.NewStream(src.Venue(), ch, src.Symbol())
 		if d, err := derive.New(id); err == nil && !hasDeriver(ds, id) {
 			ds = append(ds, d)
+			t.hit[p] = true
 		}
 	}
 	t.raw[src] = matched

@@ -1,6 +1,6 @@
 package daemon_test
 
-// The hostile-clients suite (issue 11): each TestHostile* runs one attack
+// The hostile-clients suite: each TestHostile* runs one attack
 // against a daemon started by daemontest, over real sockets, and asserts
 // the promise docs/security.md states. Run it alone with
 //
@@ -219,7 +219,7 @@ func eventually(d time.Duration, cond func() bool) bool {
 	}
 }
 
-// TestHostileNameTakeover (found, item 1): token A, allowed only kraken,
+// TestHostileNameTakeover: token A, allowed only kraken,
 // asks for token B's named subscriber. Promise: HTTP 409 name_taken before
 // the upgrade, B stays attached and keeps its Coinbase events, A cannot
 // subscribe to Coinbase itself, and GET /v1/subscribers shows A only its
@@ -299,7 +299,7 @@ func claimOf(t *testing.T, h *hostile, st venue.Stream) string {
 
 const claimYML = "claim_check:\n  pack_max_age_ms: 20\n  snapshot_interval_ms: 50\n"
 
-// TestHostileClaimScopes (found, item 3): a token limited to kraken asks
+// TestHostileClaimScopes: a token limited to kraken asks
 // for a Coinbase snapshot claim, and for every claim of the packs it can
 // name by changing the index of a claim id it holds. Promise: 403
 // unauthorized on /v1/claims for every claim whose stream is outside its
@@ -376,7 +376,7 @@ func heapInUse() uint64 {
 	return m.HeapInuse
 }
 
-// TestHostileJunkNeverRead (found, item 2): a client floods junk frames,
+// TestHostileJunkNeverRead: a client floods junk frames,
 // or pings past the command rate, and never reads a reply. Promise: it is closed with unread_replies
 // (4002) once limits.max_reply_bytes of replies are unwritten, and the
 // daemon's heap does not grow with what it sent (it grew by a reply per
@@ -419,7 +419,7 @@ func TestHostileJunkNeverRead(t *testing.T) {
 	}
 }
 
-// TestHostileParseErrorsCharged (found, item 2): frames that do not parse
+// TestHostileParseErrorsCharged: frames that do not parse
 // are charged to the command rate. Promise: past the burst each gets
 // rate_limited, one reply per frame, and a valid command after them is
 // refused too.
@@ -446,7 +446,7 @@ func TestHostileParseErrorsCharged(t *testing.T) {
 	}
 }
 
-// TestHostileBatchBound (found, item 2): notices and replies pile up while
+// TestHostileBatchBound: notices and replies pile up while
 // a client does not read. Promise: no message it then reads is past
 // websocket.max_batch_bytes unless it holds one object.
 func TestHostileBatchBound(t *testing.T) {
@@ -479,7 +479,7 @@ func TestHostileBatchBound(t *testing.T) {
 	}
 }
 
-// TestHostileInventedSymbols (found, item 4): a client asks for symbols
+// TestHostileInventedSymbols: a client asks for symbols
 // that do not exist. Promise: an unknown one is refused (unknown_symbol)
 // where the venue lists its instruments; otherwise past
 // venues.<v>.max_symbols a new one is refused (too_many_symbols), the
@@ -563,7 +563,7 @@ func serverClosed(c net.Conn, d time.Duration) bool {
 	return err != nil && !(timeout && ne.Timeout())
 }
 
-// TestHostileIdleKeepAlive (found, item 5): 100 keep-alive connections
+// TestHostileIdleKeepAlive: 100 keep-alive connections
 // left idle after one request. Promise: all closed after
 // http.idle_timeout; without a token, those past
 // http.max_anonymous_connections are closed at once, and one that
@@ -603,7 +603,7 @@ func TestHostileIdleKeepAlive(t *testing.T) {
 	})
 }
 
-// TestHostileNamedExpire (found, item 7): 50 one-off names. Promise: each
+// TestHostileNamedExpire: 50 one-off names. Promise: each
 // is forgotten websocket.named_ttl after its connection left, and counted
 // (fanoutd_named_expired_total).
 func TestHostileNamedExpire(t *testing.T) {

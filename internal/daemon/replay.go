@@ -39,6 +39,10 @@ type ReplayOptions struct {
 	Loop bool
 	// Wait starts the clock only once this many subscriptions were made.
 	Wait int
+	// Align plays captures recorded at different times together: each
+	// venue's first record at the earliest first record of all
+	// (replay.PlayerOptions.Align).
+	Align bool
 	// Grace: after the replay ends, keep serving at most this long for the
 	// queues to drain. Defaults to DefaultGrace; negative means none.
 	Grace time.Duration
@@ -72,13 +76,22 @@ func decoderFor(cfg *config.Config, log *slog.Logger) func(string, venue.Sink) (
 // is a derived channel, written out) are computed from their sources'
 // events and written.
 func Export(ctx context.Context, cfg *config.Config, srcs []replay.Source, w io.Writer, log *slog.Logger, streams ...string) (replay.Stats, error) {
+	st, _, err := ExportStreams(ctx, cfg, srcs, w, log, streams...)
+	return st, err
+}
+
+// ExportStreams is Export that also returns the patterns of streams that
+// matched no stream of the captures (raw or derived), in their order.
+func ExportStreams(ctx context.Context, cfg *config.Config, srcs []replay.Source, w io.Writer, log *slog.Logger, streams ...string) (replay.Stats, []string, error) {
 	if log == nil {
 		log = slog.Default()
 	}
 	sink := replay.NewExportSink(w)
 	var to venue.Sink = sink
+	var tap *exportTap
 	if len(streams) > 0 {
-		to = newExportTap(sink, streams)
+		tap = newExportTap(sink, streams)
+		to = tap
 	}
 	st, err := replay.Play(ctx, replay.PlayerOptions{
 		NewDecoder: decoderFor(cfg, log),
@@ -88,7 +101,11 @@ func Export(ctx context.Context, cfg *config.Config, srcs []replay.Source, w io.
 	if ferr := sink.Flush(); err == nil && ferr != nil {
 		err = fmt.Errorf("export: %w", ferr)
 	}
-	return st, err
+	var none []string
+	if tap != nil {
+		none = tap.unmatched()
+	}
+	return st, none, err
 }
 
 // Replay serves the captures over the websocket API on ln: a daemon whose
@@ -107,9 +124,10 @@ func Replay(ctx context.Context, cfg *config.Config, o ReplayOptions, ln net.Lis
 	}
 	adapters := map[string]*replayAdapter{}
 	var regs []venues.Venue
+	clock := new(atomic.Int64)
 	for _, vc := range cfg.Venues {
 		regs = append(regs, venues.Venue{Name: vc.Name, New: func(c venue.Config) (venue.Adapter, error) {
-			a := &replayAdapter{name: vc.Name, feed: c.Sink, cov: venue.NewCoverageTracker(vc.Name)}
+			a := &replayAdapter{name: vc.Name, feed: c.Sink, cov: venue.NewCoverageTracker(vc.Name), clock: clock}
 			adapters[vc.Name] = a
 			return a, nil
 		}})
@@ -165,7 +183,7 @@ func Replay(ctx context.Context, cfg *config.Config, o ReplayOptions, ln net.Lis
 	played := make(chan error, 1)
 	go func() {
 		st, err := replay.Play(playCtx, replay.PlayerOptions{
-			Speed: o.Speed, Loop: o.Loop, Start: gate,
+			Speed: o.Speed, Loop: o.Loop, Start: gate, Align: o.Align, LiveLinks: true,
 			NewDecoder: decoderFor(cfg, log),
 			Sink:       func(name string) (venue.Sink, error) { return adapters[name], nil },
 		}, o.Sources)
@@ -228,10 +246,13 @@ func drain(ctx context.Context, d *Daemon, grace time.Duration) {
 // replayAdapter stands in for a venue's adapter in a replay: there is no
 // link to run; replay.Play drives the venue's decoder, whose sink is this
 // adapter, which keeps coverage and passes everything on to the feed.
+// Coverage is on the replay's clock (the capture's receive times): the
+// link follows the replayed link_down and link_up notices.
 type replayAdapter struct {
-	name string
-	feed venue.Sink
-	cov  *venue.CoverageTracker
+	name  string
+	feed  venue.Sink
+	cov   *venue.CoverageTracker
+	clock *atomic.Int64 // the replay's clock, shared by the venues: the newest receive time played (Unix ns)
 }
 
 var (
@@ -241,9 +262,11 @@ var (
 
 func (a *replayAdapter) Venue() string { return a.name }
 
-// Start marks the link up: a replay's link is up while it serves.
+// Start marks the link up: a replay's link is up while it serves. Its
+// since is zero (before the replay's clock starts) until a replayed
+// link_down or link_up moves it.
 func (a *replayAdapter) Start(context.Context) error {
-	a.cov.SetLink(venue.LinkUp, time.Now())
+	a.cov.SetLink(venue.LinkUp, time.Time{})
 	return nil
 }
 
@@ -255,11 +278,41 @@ func (a *replayAdapter) Stop(context.Context) error {
 // Subscribe does nothing: a capture holds what it holds.
 func (a *replayAdapter) Subscribe(...string) error   { return nil }
 func (a *replayAdapter) Unsubscribe(...string) error { return nil }
-func (a *replayAdapter) Coverage() venue.Coverage    { return a.cov.Snapshot() }
+
+// Coverage is the venue's coverage with the replay's clock.
+func (a *replayAdapter) Coverage() venue.Coverage {
+	c := a.cov.Snapshot()
+	if ns := a.clock.Load(); ns != 0 {
+		c.Clock = time.Unix(0, ns).UTC()
+	}
+	return c
+}
 
 func (a *replayAdapter) Event(ev *venue.Event) {
+	a.tick(ev.RecvTime)
 	a.cov.Observe(ev.Stream, ev.RecvTime)
 	a.feed.Event(ev)
 }
 
-func (a *replayAdapter) Notice(n notice.Notice) { a.feed.Notice(n) }
+// Notice passes n on; a replayed link_down or link_up of the whole venue
+// (not one connection of several) moves the link's coverage.
+func (a *replayAdapter) Notice(n notice.Notice) {
+	a.tick(n.At)
+	if _, partial := n.Details["streams"]; !partial {
+		switch n.Kind {
+		case notice.LinkDown:
+			a.cov.SetLink(venue.LinkDown, n.At)
+		case notice.LinkUp:
+			a.cov.SetLink(venue.LinkUp, n.At)
+		}
+	}
+	a.feed.Notice(n)
+}
+
+// tick advances the replay's clock to t. Play calls the sinks from one
+// goroutine, in receive-time order.
+func (a *replayAdapter) tick(t time.Time) {
+	if ns := t.UnixNano(); ns > a.clock.Load() {
+		a.clock.Store(ns)
+	}
+}

@@ -39,7 +39,7 @@ func newTestDaemon(t *testing.T, yml string) (*Daemon, *testsource.Source) {
 // TestSymbolsUnsubscribedAfterGrace: a symbol a client asked for is
 // unsubscribed at the venue, and its streams forgotten, once nobody has
 // held it for unsubscribe_after; configured symbols and held ones stay
-// (issue 11, item 4: symbols nobody wanted were kept forever).
+// (a symbol nobody wants is not kept forever).
 func TestSymbolsUnsubscribedAfterGrace(t *testing.T) {
 	d, src := newTestDaemon(t, "venues:\n  coinbase:\n    symbols: [BTC-USD]\n    unsubscribe_after: 5m\n")
 	sub := d.hub.NewEphemeral(subscriber.NewMailbox())

@@ -12,21 +12,14 @@ import (
 
 	"github.com/gorilla/websocket"
 	"go.uber.org/goleak"
+
+	"github.com/fanoutd/fanoutd/internal/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// waitFor polls cond every 20 ms until it holds, failing t after d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: still waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// waitFor is testutil.WaitFor, the one polling helper of the tests.
+var waitFor = testutil.WaitFor
 
 // line is one object a subscriber received.
 type line struct {

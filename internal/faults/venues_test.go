@@ -48,8 +48,8 @@ var venueFaults = []struct {
 	{"gap", func(v venuetest.Venue) { v.DropNextUpdate(); v.Step(3) }, nil, "book_resync"},
 }
 
-// knownBroken are the cases that fail on main today, each with its issue;
-// delete the entry with the fix.
+// knownBroken are the cases known to fail, each with why; an entry goes
+// with its fix.
 var knownBroken = map[string]string{}
 
 // TestVenueFaults runs a daemon on each venue's mock and injects each

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,6 +29,7 @@ import (
 	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/internal/daemon/daemontest"
 	"github.com/fanoutd/fanoutd/internal/testsource"
+	"github.com/fanoutd/fanoutd/internal/testutil"
 	"github.com/fanoutd/fanoutd/internal/ui/bidi"
 	"github.com/fanoutd/fanoutd/replay"
 	"github.com/fanoutd/fanoutd/venue"
@@ -255,18 +257,8 @@ func value[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
 	return v
 }
 
-// waitFor polls cond every 50 ms until it holds, failing t after d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > d {
-			t.Fatalf("after %v: %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return time.Since(start)
-}
+// waitFor is testutil.WaitFor, the one polling helper of the tests.
+var waitFor = testutil.WaitFor
 
 func getJSON(t *testing.T, u string, out any) int {
 	t.Helper()
@@ -430,6 +422,18 @@ func testReplayedBook(t *testing.T, pg page) {
 		pg.eval(t, `[...document.querySelectorAll('#venue-table tbody tr')].map(r => r.dataset.venue)`, &venuesShown)
 		return len(venuesShown) == 5
 	})
+	// Ages are on the replay's clock: a stream that just had an event is
+	// seconds old, not as old as the capture.
+	var ages []string
+	waitFor(t, 3*time.Second, "the stream table lists ages", func() bool {
+		pg.eval(t, `[...document.querySelectorAll('#stream-table tbody tr td:nth-of-type(1)')].map(td => td.textContent)`, &ages)
+		return len(ages) > 0
+	})
+	for _, a := range ages {
+		if !regexp.MustCompile(`^\d+(\.\d)? s$`).MatchString(a) {
+			t.Errorf("a replayed stream's last event shows as %q ago, want seconds on the replay's clock", a)
+		}
+	}
 	pg.screenshot(t, "stream-last")
 }
 
@@ -563,4 +567,21 @@ func testLinkDown(t *testing.T, pg page) {
 		return strings.Contains(notices, "link_down")
 	})
 	pg.screenshot(t, "link-down")
+	// Down since the first failure, with the reason: the text does not
+	// restart at each reconnect attempt.
+	var row struct{ Error, Since string }
+	waitFor(t, 10*time.Second, "the venue table shows why coinbase is down", func() bool {
+		pg.eval(t, `(r => r ? {Error: (r.querySelector('.link-error') || {}).textContent || '', Since: r.cells[2].title} : {})(document.querySelector('#venue-table tr[data-venue="coinbase"]'))`, &row)
+		return row.Error != ""
+	})
+	first := row.Since
+	waitFor(t, 10*time.Second, "more reconnect attempts", func() bool {
+		var cov []venue.Coverage
+		getJSON(t, d.URL("http")+"/v1/coverage", &cov)
+		return len(cov) == 1 && !cov[0].DownSince.IsZero() && time.Since(cov[0].DownSince) > 2*time.Second
+	})
+	pg.eval(t, `document.querySelector('#venue-table tr[data-venue="coinbase"]').cells[2].title`, &row.Since)
+	if row.Since != first {
+		t.Errorf("down since %s, then %s: it restarted at a reconnect attempt", first, row.Since)
+	}
 }

@@ -226,7 +226,8 @@ func (s *session) run() CloseReason {
 
 // readLoopRecovered runs readLoop. A panic while serving the client's
 // messages ends this connection, logged with its stack, not the daemon
-// (the reader runs outside net/http's handler, which used to recover it).
+// (the reader runs outside net/http's handler, whose recover does not
+// cover it).
 func (s *session) readLoopRecovered() {
 	defer func() {
 		if r := recover(); r != nil {

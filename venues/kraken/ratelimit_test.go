@@ -26,8 +26,8 @@ func noNotice(t *testing.T, sink *venuetest.Sink, from int, kinds ...notice.Kind
 
 // A rate-limited subscribe is asked again after a backoff: the book
 // arrives, nothing is refused, and the link stays up (Kraken's bare rate
-// limit names no request, which used to leave the subscribe pending until
-// the link was dropped for it).
+// limit names no request: the subscribe is not left pending until the
+// link is dropped for it).
 func TestRateLimitedSubscribeRetried(t *testing.T) {
 	for _, bare := range []bool{true, false} {
 		t.Run(map[bool]string{true: "bare", false: "answer"}[bare], func(t *testing.T) {

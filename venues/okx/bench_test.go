@@ -26,7 +26,7 @@ func (d *discard) Notice(n notice.Notice) {
 
 // genStream makes a books snapshot of depth levels per side and n updates
 // of 1..maxLevels levels each, chained by seqId, with valid checksums when
-// checksums is set (else 0, as OKX sends since 2026-06-23).
+// checksums is set (else 0, as OKX sends).
 func genStream(n, depth, maxLevels int, checksums bool) [][]byte {
 	rng := rand.New(rand.NewPCG(1, 2))
 	const mid = 6402860 // ticks of 0.01
@@ -170,8 +170,8 @@ func benchStream(b *testing.B, frames [][]byte) {
 }
 
 // BenchmarkDecodeBooks measures decode + book apply + checksum (where
-// present) for level2 streams: typical small updates (1-3 levels, OKX
-// since 2026 without checksums), the same with checksums, larger updates,
+// present) for level2 streams: typical small updates (1-3 levels, without
+// checksums as OKX sends them), the same with checksums, larger updates,
 // and the real 2022 BTC-USDT capture (about 38 levels per update, every
 // frame checksummed).
 func BenchmarkDecodeBooks(b *testing.B) {

@@ -75,8 +75,8 @@ func (s *side) best(i int) *level { return &s.lv[len(s.lv)-1-i] }
 // The text lives in one arena per book rather than a string per level: a
 // string per level would cost an allocation per update; the arena is
 // appended to and compacted when most of it is dead, so it costs none in
-// the steady state. Once OKX stopped sending checksums (2026-06-23) the
-// text is not kept at all: keepText follows the snapshot's checksum.
+// the steady state. Without checksums (OKX sends 0) the text is not kept
+// at all: keepText follows the snapshot's checksum.
 type book struct {
 	scale      int32 // price decimals of every key and px
 	bids, asks side

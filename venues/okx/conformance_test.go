@@ -11,8 +11,8 @@ func TestConformance(t *testing.T) {
 	venuetest.Run(t, okxtest.New())
 }
 
-// TestConformanceNoChecksum runs the suite against OKX as it is since
-// 2026-06-23: every checksum 0, integrity from the seqId chain alone.
+// TestConformanceNoChecksum runs the suite against OKX as it sends today:
+// every checksum 0, integrity from the seqId chain alone.
 func TestConformanceNoChecksum(t *testing.T) {
 	m := okxtest.New()
 	m.Checksums = false

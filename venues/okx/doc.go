@@ -68,7 +68,7 @@
 // top 25 levels of each side after the frame is applied (the longer side
 // continuing alone), compared as a signed int32, over the price and size
 // strings exactly as OKX wrote them. A checksum of 0 means none: OKX sends
-// 0 on every frame since 2026-06-23. The book keeps the original strings
+// 0 on every frame (the recorded frames of 2026 do). The book keeps the original strings
 // in one arena per book (no allocation per level) only while its snapshot
 // carried a checksum. The book also keeps the checksum string and CRC
 // states along it, and rebuilds and rehashes only from the first top-25

@@ -226,7 +226,7 @@ func TestSequenceDocExample(t *testing.T) {
 // TestDocExampleChecksumIllustrative: the docs' books example carries a
 // checksum that does not match its own levels (-855196043; the levels give
 // -2102840145), so the decoder rejects it; with the checksum zeroed, as
-// OKX sends it since 2026, it is a valid snapshot with seqId 123456.
+// OKX sends it, it is a valid snapshot with seqId 123456.
 func TestDocExampleChecksumIllustrative(t *testing.T) {
 	frames := testdata.Frames(t, "books_doc_example_seqid.jsonl")
 	_, sink := decode(t, frames[0])

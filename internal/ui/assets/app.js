@@ -109,10 +109,17 @@
     const st = $('#stream-table tbody');
     const hasLeader = list.some((c) => c.leader !== undefined);
     document.querySelectorAll('.leader').forEach((c) => { c.hidden = !hasLeader; });
+    // A replay's ages are on its clock (the captures' receive times); a
+    // link that is not up is down since its first failure, for c.error.
+    const clockOf = (c) => (c.clock ? Date.parse(c.clock) : now);
+    const setAt = (t) => t && !t.startsWith('0001');
     patch(vt, list.map((c) => el('tr', { 'data-venue': c.venue, 'data-link': c.link },
       el('th', { scope: 'row', text: c.venue }),
-      el('td', {}, el('span', { class: 'badge link-' + c.link, text: c.link })),
-      el('td', { title: c.since, text: c.since && !c.since.startsWith('0001') ? fmtAge(now - Date.parse(c.since)) + ' ago' : '–' }),
+      el('td', {}, el('span', { class: 'badge link-' + c.link, text: c.link }),
+        c.error ? el('span', { class: 'link-error', text: ' ' + c.error }) : null),
+      setAt(c.down_since)
+        ? el('td', { title: c.down_since, text: 'down for ' + fmtAge(clockOf(c) - Date.parse(c.down_since)) })
+        : el('td', { title: c.since, text: setAt(c.since) ? fmtAge(clockOf(c) - Date.parse(c.since)) + ' ago' : '–' }),
       el('td', { class: 'num', text: c.resyncs }),
       el('td', { class: 'num', text: c.streams.length }),
       hasLeader ? el('td', { class: 'leader', text: c.leader || '–' }) : null)), 'venue');
@@ -131,7 +138,7 @@
         prevEvents.set(s.stream, { events: s.events, at: now });
         rows.push(el('tr', { 'data-stream': s.stream },
           el('th', { scope: 'row' }, el('a', { href: '/?stream=' + encodeURIComponent(s.stream), text: s.stream })),
-          el('td', { class: 'num', text: fmtAge(now - Date.parse(s.last_event)) }),
+          el('td', { class: 'num', text: fmtAge(clockOf(c) - Date.parse(s.last_event)) }),
           el('td', { class: 'num', text: (rate < 10 ? rate.toFixed(1) : Math.round(rate)) + '/s' }),
           el('td', { class: 'num', text: s.events })));
       }

@@ -1,0 +1,29 @@
+// Package testutil holds the helpers the tests of several packages share.
+// It is imported by tests only.
+package testutil
+
+import (
+	"testing"
+	"time"
+)
+
+// WaitFor polls cond until it holds and returns how long that took, or
+// fails tb after d naming what it waited for (nats-server's checkFor). The
+// poll starts at 2 ms and backs off to 200 ms, so a cheap condition is seen
+// at once and an expensive one (an HTTP query) is not hammered. It waits on
+// a condition, never asserts a duration: d only bounds a test that would
+// otherwise hang.
+func WaitFor(tb testing.TB, d time.Duration, what string, cond func() bool) time.Duration {
+	tb.Helper()
+	start := time.Now()
+	deadline := start.Add(d)
+	pause := 2 * time.Millisecond
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("after %v: still waiting for %s", d, what)
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, 200*time.Millisecond)
+	}
+	return time.Since(start)
+}
