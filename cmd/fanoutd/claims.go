@@ -46,7 +46,7 @@ func claimsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	cfg, err := loadCommandConfig(*cfgPath)
 	if err != nil {
-		fmt.Fprintf(stderr, "fanoutd: %v\n", err)
+		printErr(stderr, err, "")
 		return 2
 	}
 	data, err := daemon.Redeem(ctx, cfg.ClaimCheck, refs[0])

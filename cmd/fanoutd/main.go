@@ -161,7 +161,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, o daemo
 		cfg.Listen = *listen
 	}
 	if err := cf.apply(fs, cfg); err != nil {
-		fmt.Fprintf(stderr, "fanoutd: %v\n", err)
+		printErr(stderr, err, "")
 		return 2
 	}
 	log := logger(cfg, stderr)
@@ -173,7 +173,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, o daemo
 	d, err := daemon.New(o)
 	if err != nil {
 		ln.Close()
-		fmt.Fprintf(stderr, "fanoutd: %v\n", err)
+		printErr(stderr, err, "")
 		return 2
 	}
 	hup := make(chan os.Signal, 1)
@@ -193,7 +193,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, o daemo
 		ready <- ln.Addr().String()
 	}
 	if err := d.Run(ctx, ln); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		fmt.Fprintf(stderr, "fanoutd: %v\n", err)
+		printErr(stderr, err, "")
 		return 1
 	}
 	return 0
@@ -273,8 +273,8 @@ func loadCommandConfig(path string) (*config.Config, error) {
 	return nil, configErrors(errs)
 }
 
-// configErrors are every bad key of a configuration, printed one a line
-// after the "fanoutd: " the commands put before an error.
+// configErrors are every bad key of a configuration, one a line; printErr
+// puts "fanoutd: " before each.
 type configErrors []error
 
 func (e configErrors) Error() string {
@@ -282,7 +282,7 @@ func (e configErrors) Error() string {
 	for i, err := range e {
 		msgs[i] = err.Error()
 	}
-	return strings.Join(msgs, "\nfanoutd: ")
+	return strings.Join(msgs, "\n")
 }
 
 func (e configErrors) Unwrap() []error { return e }

@@ -174,11 +174,11 @@ func recordCmd(ctx context.Context, args []string, stdout, stderr io.Writer, bui
 	}
 	cfg, err := config.Load(*cfgPath, os.Getenv)
 	if err != nil {
-		fmt.Fprintf(stderr, "fanoutd: %v\n", err)
+		printErr(stderr, err, "")
 		return 2
 	}
 	if err := cfg.ForCaptures(map[string][]string{*venueName: symbols}); err != nil {
-		fmt.Fprintf(stderr, "fanoutd: %v\n", err)
+		printErr(stderr, err, "")
 		return 2
 	}
 	vc := cfg.Venues[0]

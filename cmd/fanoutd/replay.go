@@ -131,7 +131,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 	}
 	cfg, err := loadCommandConfig(o.cfgPath)
 	if err != nil {
-		fmt.Fprintf(stderr, "fanoutd: %v\n", err)
+		printErr(stderr, err, "")
 		return 2
 	}
 	if err := cf.apply(fs, cfg); err != nil {
@@ -160,7 +160,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 		src := replay.FileSource(path, "")
 		if ref, ok := claimRef(path); ok {
 			if src, err = daemon.ClaimSource(ctx, cfg.ClaimCheck, ref); err != nil {
-				fmt.Fprintf(stderr, "fanoutd: %v\n", err)
+				printErr(stderr, err, "")
 				return 2
 			}
 		}
@@ -197,7 +197,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 	}
 	cfg.Record.Enabled = false // a replay is not recorded again
 	if err = cfg.ForCaptures(o.venues); err != nil {
-		fmt.Fprintf(stderr, "fanoutd: %v\n", err)
+		printErr(stderr, err, "")
 		return 2
 	}
 	if o.cpuprofile != "" {
@@ -234,7 +234,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 	err = daemon.Replay(ctx, cfg, daemon.ReplayOptions{Sources: o.srcs, Speed: o.speed, Loop: o.loop, Wait: o.wait,
 		Align: o.align, Grace: grace, Logger: log}, ln)
 	if err != nil {
-		fmt.Fprintf(stderr, "fanoutd: %v\n", err)
+		printErr(stderr, err, "")
 		return 1
 	}
 	return 0

@@ -44,7 +44,11 @@ func Run(ctx context.Context, o Options, stdout io.Writer) error {
 	if o.Raw {
 		opts.Raw = func(line []byte) { print(string(line)) }
 	}
+	connected := false // set by the handler; read after Run has returned or ctx is cancelled
 	opts.Handler = func(m client.Message) {
+		if _, ok := m.(*client.Connected); ok {
+			connected = true
+		}
 		if d, ok := m.(*client.Disconnected); ok {
 			var ce *client.ClosedError
 			var fe *client.Error
@@ -56,7 +60,12 @@ func Run(ctx context.Context, o Options, stdout io.Writer) error {
 			default:
 				print("disconnected: " + d.Err.Error())
 			}
-			if !o.Reconnect {
+			if !connected {
+				// Never connected: the daemon cannot be reached, an error
+				// whether or not tail would reconnect.
+				closed = fmt.Errorf("tail: %s: %w", d.URL, d.Err)
+				cancel()
+			} else if !o.Reconnect {
 				closed = d.Err
 				cancel()
 			}
@@ -83,11 +92,17 @@ func Run(ctx context.Context, o Options, stdout io.Writer) error {
 		cancel()
 		<-runErr
 		if ctx.Err() != nil && closed != nil {
+			if !connected {
+				return closed
+			}
 			return nil
 		}
 		return err
 	}
 	err = <-runErr
+	if !connected && closed != nil {
+		return closed
+	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return nil
 	}
