@@ -124,10 +124,9 @@ func Replay(ctx context.Context, cfg *config.Config, o ReplayOptions, ln net.Lis
 	}
 	adapters := map[string]*replayAdapter{}
 	var regs []venues.Venue
-	clock := new(atomic.Int64)
 	for _, vc := range cfg.Venues {
 		regs = append(regs, venues.Venue{Name: vc.Name, New: func(c venue.Config) (venue.Adapter, error) {
-			a := &replayAdapter{name: vc.Name, feed: c.Sink, cov: venue.NewCoverageTracker(vc.Name), clock: clock}
+			a := &replayAdapter{name: vc.Name, feed: c.Sink, cov: venue.NewCoverageTracker(vc.Name), clock: new(atomic.Int64)}
 			adapters[vc.Name] = a
 			return a, nil
 		}})
@@ -252,7 +251,7 @@ type replayAdapter struct {
 	name  string
 	feed  venue.Sink
 	cov   *venue.CoverageTracker
-	clock *atomic.Int64 // the replay's clock, shared by the venues: the newest receive time played (Unix ns)
+	clock *atomic.Int64 // the venue's replay clock: the newest receive time it played (Unix ns); a venue's own, as aligned captures recorded apart run on clocks apart
 }
 
 var (
