@@ -56,6 +56,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return bench.Main(args, stdout, stderr)
 	case "claims":
 		return claimsCmd(context.Background(), args, stdout, stderr)
+	case "history":
+		return historyCmd(context.Background(), args, stdout, stderr)
 	case "bench-clients":
 		return bench.Clients(args, stdout, stderr)
 	case "bench-venue":
@@ -76,7 +78,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "fanoutd", daemon.Version)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "fanoutd: unknown command %q (want serve, check-config, tail, bench, soak, record, replay, claims or version)\n", cmd)
+		fmt.Fprintf(stderr, "fanoutd: unknown command %q (want serve, check-config, tail, bench, soak, record, replay, claims, history or version)\n", cmd)
 		return 2
 	}
 }

@@ -72,17 +72,24 @@ func decoderFor(cfg *config.Config, log *slog.Logger) func(string, venue.Sink) (
 // is a derived channel, written out) are computed from their sources'
 // events and written.
 func Export(ctx context.Context, cfg *config.Config, srcs []replay.Source, w io.Writer, log *slog.Logger, streams ...string) (replay.Stats, error) {
+	return exportRange(ctx, cfg, srcs, w, log, time.Time{}, time.Time{}, streams)
+}
+
+// exportRange is Export writing only what happened within [from, to)
+// (replay.ExportSink.Window): the history routes' answer.
+func exportRange(ctx context.Context, cfg *config.Config, srcs []replay.Source, w io.Writer, log *slog.Logger, from, to time.Time, streams []string) (replay.Stats, error) {
 	if log == nil {
 		log = slog.Default()
 	}
 	sink := replay.NewExportSink(w)
-	var to venue.Sink = sink
+	sink.Window(from, to)
+	var into venue.Sink = sink
 	if len(streams) > 0 {
-		to = newExportTap(sink, streams)
+		into = newExportTap(sink, streams)
 	}
 	st, err := replay.Play(ctx, replay.PlayerOptions{
 		NewDecoder: decoderFor(cfg, log),
-		Sink:       func(string) (venue.Sink, error) { return to, nil },
+		Sink:       func(string) (venue.Sink, error) { return into, nil },
 		Parallel:   true, // each capture decoded on its own goroutine; same output
 	}, srcs)
 	if ferr := sink.Flush(); err == nil && ferr != nil {

@@ -1,0 +1,337 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fanoutd/fanoutd/claimcheck/claimchecktest"
+	"github.com/fanoutd/fanoutd/internal/daemon"
+	"github.com/fanoutd/fanoutd/notice"
+	"github.com/fanoutd/fanoutd/replay"
+	"github.com/fanoutd/fanoutd/venue"
+	"github.com/fanoutd/fanoutd/venues"
+)
+
+// historyConfig is a configuration whose claim check is the S3 server s,
+// with two tokens (all, and okx-only) and history.max_range maxRange.
+func historyConfig(t *testing.T, s *claimchecktest.S3Server, maxRange string) string {
+	t.Helper()
+	return writeConfig(t, fmt.Sprintf(`
+tokens:
+  - {name: all, token: all-secret}
+  - {name: okx-only, token: okx-secret, venues: [okx]}
+history:
+  max_range: %s
+claim_check:
+  stores:
+    - {kind: s3, endpoint: %q, region: us-east-1, bucket: %s, path_style: true, access_key_id: %s, secret_access_key: %s}
+venues:
+  kraken:
+    ws_url: ws://127.0.0.1:1/
+    symbols: []
+`, maxRange, s.Endpoint, s.Bucket, s.AccessKey, s.SecretKey))
+}
+
+func authGet(t *testing.T, u, token string) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequest("GET", u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, b
+}
+
+// importCaptures runs fanoutd history import.
+func importCaptures(t *testing.T, cfgPath string, args ...string) string {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	if code := run(append([]string{"history", "import", "--config", cfgPath}, args...), &stdout, &stderr); code != 0 {
+		t.Fatalf("history import: exit %d: %s", code, stderr.String())
+	}
+	return stdout.String()
+}
+
+// exportLines runs replay --export --streams of captures and returns its
+// lines.
+func exportLines(t *testing.T, cfgPath, streams string, captures ...string) []string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "export.jsonl")
+	var stdout, stderr bytes.Buffer
+	args := append([]string{"replay", "--config", cfgPath, "--export", out, "--streams", streams}, captures...)
+	if code := run(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("replay --export: exit %d: %s", code, stderr.String())
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return splitLines(b)
+}
+
+// asHistory renames a capture in export lines as a history answer names
+// the capture it plays: history:<venue>:c<connection>.
+func asHistory(lines []string, capture, name string) []string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = strings.ReplaceAll(l, `"capture":"`+capture+`"`, `"capture":"`+name+`"`)
+	}
+	return out
+}
+
+func splitLines(b []byte) []string {
+	s := strings.TrimRight(string(b), "\n")
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
+}
+
+// lineTime is an export line's time: an event's recv_time, a notice's at.
+func lineTime(t *testing.T, l string) time.Time {
+	t.Helper()
+	var v struct {
+		RecvTime time.Time `json:"recv_time"`
+		At       time.Time `json:"at"`
+	}
+	if err := json.Unmarshal([]byte(l), &v); err != nil {
+		t.Fatalf("%v: %s", err, l)
+	}
+	if !v.RecvTime.IsZero() {
+		return v.RecvTime
+	}
+	return v.At
+}
+
+// cut keeps the lines within [from, to).
+func cut(t *testing.T, lines []string, from, to time.Time) []string {
+	var out []string
+	for _, l := range lines {
+		if at := lineTime(t, l); !at.Before(from) && at.Before(to) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+type historyRange struct {
+	Venue, Symbol string
+	From, To      time.Time
+	Segments      int
+}
+
+func listHistory(t *testing.T, addr, token string) []historyRange {
+	t.Helper()
+	code, _, b := authGet(t, "http://"+addr+"/v1/history", token)
+	if code != 200 {
+		t.Fatalf("GET /v1/history: %d %s", code, b)
+	}
+	var v struct{ Ranges []historyRange }
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v.Ranges
+}
+
+func streamURL(addr, streams string, from, to time.Time) string {
+	return fmt.Sprintf("http://%s/v1/history/stream?streams=%s&from=%s&to=%s", addr, url.QueryEscape(streams),
+		url.QueryEscape(from.Format(time.RFC3339Nano)), url.QueryEscape(to.Format(time.RFC3339Nano)))
+}
+
+func assertSameLines(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d lines, want %d", what, len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("%s: line %d:\ngot  %s\nwant %s", what, i, got[i], want[i])
+		}
+	}
+}
+
+// bookAtReplay plays capture through its venue's own decoder and returns
+// the book of st after the last event received at or before at, with the
+// count of st's events up to then (its seq in an export).
+func bookAtReplay(t *testing.T, capture, venueName string, st venue.Stream, at time.Time) (*venue.Book, uint64) {
+	t.Helper()
+	reg, _ := venues.Lookup(venueName)
+	var mu sync.Mutex
+	book := &venue.Book{}
+	var seq uint64
+	sink := sinkFunc(func(ev *venue.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		if ev.Stream != st || ev.RecvTime.After(at) {
+			return
+		}
+		seq++
+		if ev.Kind == venue.KindBook {
+			book.Apply(ev)
+		}
+	})
+	_, err := replay.Play(context.Background(), replay.PlayerOptions{
+		NewDecoder: func(_ string, s venue.Sink) (venue.Decoder, error) {
+			return reg.NewDecoder(venue.Config{Symbols: nil, Sink: s}), nil
+		},
+		Sink: func(string) (venue.Sink, error) { return sink, nil },
+	}, []replay.Source{replay.FileSource(capture, "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return book, seq
+}
+
+type sinkFunc func(*venue.Event)
+
+func (f sinkFunc) Event(ev *venue.Event) { f(ev) }
+func (sinkFunc) Notice(notice.Notice)    {}
+func levelStrings(ls []venue.Level) [][2]string {
+	out := make([][2]string, len(ls))
+	for i, l := range ls {
+		out[i] = [2]string{l.Price.String(), l.Size.String()}
+	}
+	return out
+}
+
+// TestHistoryFromS3: captures checked in with history import to a real S3
+// server (versitygw) are listed by GET /v1/history on a daemon started on
+// the same bucket; a range of them from /v1/history/stream is replay
+// --export of the same captures cut to the range; ?at= books are the
+// books a replay held at that instant; bad requests get their errors.
+func TestHistoryFromS3(t *testing.T) {
+	s3 := claimchecktest.VersityGW(t)
+	cfgPath := historyConfig(t, s3, "1h")
+	coinbaseCap := filepath.Join("..", "..", "testdata", "replay", "coinbase.jsonl.gz")
+	okxCap := filepath.Join("..", "..", "testdata", "replay", "okx.jsonl.gz")
+	out := importCaptures(t, cfgPath, coinbaseCap, okxCap)
+	if !strings.Contains(out, "coinbase connection 0") || !strings.Contains(out, "okx connection 0") {
+		t.Fatalf("import said:\n%s", out)
+	}
+	ld := startLiveDaemon(t, cfgPath, daemon.Options{})
+
+	ranges := listHistory(t, ld.addr, "all-secret")
+	var cb *historyRange
+	venuesSeen := map[string]bool{}
+	for i, r := range ranges {
+		venuesSeen[r.Venue] = true
+		if r.Venue == "coinbase" && cb == nil {
+			cb = &ranges[i]
+		}
+	}
+	if !venuesSeen["coinbase"] || !venuesSeen["okx"] || len(venuesSeen) != 2 || cb == nil || cb.Segments != 1 || !cb.From.Before(cb.To) {
+		t.Fatalf("history: %+v", ranges)
+	}
+	for _, r := range listHistory(t, ld.addr, "okx-secret") {
+		if r.Venue != "okx" {
+			t.Fatalf("okx-only token sees %+v", r)
+		}
+	}
+
+	// A range in the middle of the capture.
+	span := cb.To.Sub(cb.From)
+	from, to := cb.From.Add(span/3), cb.From.Add(2*span/3)
+	want := cut(t, asHistory(exportLines(t, cfgPath, "coinbase:*:*", coinbaseCap), coinbaseCap, "history:coinbase:c0"), from, to)
+	if len(want) < 50 {
+		t.Fatalf("only %d lines in the range", len(want))
+	}
+	code, h, b := authGet(t, streamURL(ld.addr, "coinbase:*:*", from, to), "all-secret")
+	if code != 200 || h.Get("Content-Type") != "application/x-ndjson" {
+		t.Fatalf("stream: %d %v %s", code, h, b)
+	}
+	assertSameLines(t, "range", splitLines(b), want)
+
+	// The whole capture, as one name.
+	sym := ""
+	for _, r := range ranges {
+		if r.Venue == "coinbase" {
+			sym = r.Symbol
+			break
+		}
+	}
+	l2 := "coinbase:level2:" + sym
+	wantAll := asHistory(exportLines(t, cfgPath, l2, coinbaseCap), coinbaseCap, "history:coinbase:c0")
+	_, _, b = authGet(t, streamURL(ld.addr, l2, cb.From, cb.To.Add(time.Nanosecond)), "all-secret")
+	assertSameLines(t, "whole capture", splitLines(b), cut(t, wantAll, cb.From, cb.To.Add(time.Nanosecond)))
+
+	// Books at instants.
+	for _, frac := range []int{2, 3, 5} {
+		at := cb.From.Add(span * time.Duration(frac-1) / time.Duration(frac))
+		wb, wseq := bookAtReplay(t, coinbaseCap, "coinbase", venue.Stream(l2), at)
+		code, _, b := authGet(t, fmt.Sprintf("http://%s/v1/books/coinbase/%s?at=%s", ld.addr, sym, url.QueryEscape(at.Format(time.RFC3339Nano))), "all-secret")
+		if code != 200 {
+			t.Fatalf("book at %s: %d %s", at, code, b)
+		}
+		var v struct {
+			Stream     string
+			Seq        uint64
+			RecvTime   time.Time `json:"recv_time"`
+			Bids, Asks [][2]string
+		}
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatal(err)
+		}
+		wantBids, wantAsks := levelStrings(wb.Top(nil, venue.Bid, 0)), levelStrings(wb.Top(nil, venue.Ask, 0))
+		if len(wantBids) == 0 || len(wantAsks) == 0 {
+			t.Fatalf("the replay held no book at %s", at)
+		}
+		if v.Seq != wseq || v.RecvTime.After(at) || fmt.Sprint(v.Bids) != fmt.Sprint(wantBids) || fmt.Sprint(v.Asks) != fmt.Sprint(wantAsks) {
+			t.Fatalf("book at %s: seq %d (want %d), recv %s, %d/%d levels (want %d/%d)", at, v.Seq, wseq, v.RecvTime, len(v.Bids), len(v.Asks), len(wantBids), len(wantAsks))
+		}
+		code, _, b = authGet(t, fmt.Sprintf("http://%s/v1/books/coinbase/%s?at=%s&depth=3", ld.addr, sym, url.QueryEscape(at.Format(time.RFC3339Nano))), "all-secret")
+		if err := json.Unmarshal(b, &v); err != nil || code != 200 || len(v.Bids) != min(3, len(wantBids)) {
+			t.Fatalf("book at depth 3: %d %s", code, b)
+		}
+	}
+
+	// The error vocabulary.
+	for _, tc := range []struct {
+		name, u, token string
+		status         int
+		code           string
+	}{
+		{"from after to", streamURL(ld.addr, l2, to, from), "all-secret", 400, "invalid_query"},
+		{"past max_range", streamURL(ld.addr, l2, from, from.Add(2*time.Hour)), "all-secret", 400, "range_too_long"},
+		{"unknown venue", streamURL(ld.addr, "kraken:level2:XBT/USD", from, to), "all-secret", 404, "unknown_stream"},
+		{"unknown symbol", streamURL(ld.addr, "coinbase:level2:NOPE-USD", from, to), "all-secret", 404, "unknown_symbol"},
+		{"outside scopes", streamURL(ld.addr, l2, from, to), "okx-secret", 403, "unauthorized"},
+		{"pattern outside scopes", streamURL(ld.addr, "*:trades:*", from, to), "okx-secret", 403, "unauthorized"},
+		{"no token", streamURL(ld.addr, l2, from, to), "", 401, "unauthenticated"},
+		{"bad time", "http://" + ld.addr + "/v1/history/stream?streams=" + l2 + "&from=yesterday&to=today", "all-secret", 400, "invalid_query"},
+		{"bad stream", streamURL(ld.addr, "coinbase", from, to), "all-secret", 400, "invalid_stream"},
+		{"book unknown symbol", "http://" + ld.addr + "/v1/books/coinbase/NOPE-USD?at=" + url.QueryEscape(from.Format(time.RFC3339)), "all-secret", 404, "unknown_symbol"},
+		{"book before the capture", "http://" + ld.addr + "/v1/books/coinbase/" + sym + "?at=" + url.QueryEscape(cb.From.Add(-time.Hour).Format(time.RFC3339)), "all-secret", 404, "no_book"},
+	} {
+		code, _, b := authGet(t, tc.u, tc.token)
+		if code != tc.status || !strings.Contains(string(b), `"code":"`+tc.code+`"`) {
+			t.Errorf("%s: %d %s, want %d %s", tc.name, code, b, tc.status, tc.code)
+		}
+	}
+	// A range with nothing recorded is an empty answer that says so.
+	code, h, b = authGet(t, streamURL(ld.addr, l2, cb.From.Add(-time.Hour), cb.From.Add(-time.Minute)), "all-secret")
+	if code != 200 || len(b) != 0 || h.Get(daemon.HistoryHeader) != "empty" {
+		t.Fatalf("empty range: %d %v %q", code, h, b)
+	}
+}
