@@ -10,17 +10,20 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/fanoutd/fanoutd/claimcheck"
 	"github.com/fanoutd/fanoutd/claimcheck/claimchecktest"
 	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/replay"
 	"github.com/fanoutd/fanoutd/venue"
 	"github.com/fanoutd/fanoutd/venues"
+	"github.com/fanoutd/fanoutd/venues/coinbase/coinbasetest"
 )
 
 // historyConfig is a configuration whose claim check is the S3 server s,
@@ -334,4 +337,176 @@ func TestHistoryFromS3(t *testing.T) {
 	if code != 200 || len(b) != 0 || h.Get(daemon.HistoryHeader) != "empty" {
 		t.Fatalf("empty range: %d %v %q", code, h, b)
 	}
+}
+
+// TestHistoryRecordedConnectionsFromS3: serve records Coinbase over two
+// connections and checks each segment in to a real S3 server (versitygw,
+// behind a proxy that counts and throttles). A second daemon on the same
+// bucket then answers: the whole range is replay --export of the
+// segments together (the connections merged in receive-time order); the
+// book at the last instant is the venue's; and 200 concurrent queries
+// over the range against a throttling store all succeed, with the same
+// answer, reading each segment's pack from the store once.
+func TestHistoryRecordedConnectionsFromS3(t *testing.T) {
+	s3 := claimchecktest.VersityGW(t)
+	proxy := claimchecktest.NewFaultProxy(t, s3.Endpoint)
+	m := &coinbasetest.Mock{}
+	syms := m.Serve(20)
+	m.Start(t)
+	dir := t.TempDir()
+	via := s3.At(proxy.URL)
+	recPath := writeConfig(t, fmt.Sprintf(`
+record:
+  enabled: true
+  dir: %s
+  check_in: true
+claim_check:
+  stores:
+    - {kind: s3, endpoint: %q, region: us-east-1, bucket: %s, path_style: true, access_key_id: %s, secret_access_key: %s}
+venues:
+  coinbase:
+    ws_url: %s
+    symbols: [%s]
+    channels: [level2]
+`, dir, via.Endpoint, via.Bucket, via.AccessKey, via.SecretKey, m.Server().URL, strings.Join(syms, ", ")))
+	var mu sync.Mutex
+	var segs []replay.Segment
+	rec := startLiveDaemon(t, recPath, daemon.Options{
+		OnCheckIn: func(s replay.Segment, _ claimcheck.Claim) { mu.Lock(); segs = append(segs, s); mu.Unlock() },
+	})
+	trueBook := func(s string) *venue.Book {
+		if s == coinbasetest.Symbol {
+			return m.Book()
+		}
+		return m.ProductBook(s)
+	}
+	feed := rec.d.Hub().Feed("coinbase")
+	m.Step(20)
+	m.StepProducts(5, syms[1:]...)
+	checkFor(t, 20*time.Second, "every book of the daemon to match the venue's", func() bool {
+		for _, s := range syms {
+			st := venue.NewStream("coinbase", venue.Level2, s)
+			ev, ok := feed.Book(st)
+			want := trueBook(s).Snapshot(st)
+			if !ok || levelsOf(ev.Bids) != levelsOf(want.Bids) || levelsOf(ev.Asks) != levelsOf(want.Asks) {
+				return false
+			}
+		}
+		return true
+	})
+	rec.stop(t)
+	mu.Lock()
+	slices.SortFunc(segs, func(a, b replay.Segment) int { return a.Conn - b.Conn })
+	mu.Unlock()
+	if len(segs) != 2 || segs[0].Conn != 0 || segs[1].Conn != 1 {
+		t.Fatalf("segments checked in: %+v", segs)
+	}
+
+	qPath := historyConfig(t, via, "24h")
+	ld := startLiveDaemon(t, qPath, daemon.Options{})
+	ranges := listHistory(t, ld.addr, "all-secret")
+	if len(ranges) != len(syms) {
+		t.Fatalf("%d ranges, want %d: %+v", len(ranges), len(syms), ranges)
+	}
+	from, to := ranges[0].From, ranges[0].To
+	for _, r := range ranges {
+		from, to = minTime(from, r.From), maxTime(to, r.To)
+	}
+	to = to.Add(time.Nanosecond)
+	want := exportLines(t, qPath, "coinbase:level2:*", segs[0].Path, segs[1].Path)
+	want = asHistory(asHistory(want, segs[0].Path, "history:coinbase:c0"), segs[1].Path, "history:coinbase:c1")
+	u := streamURL(ld.addr, "coinbase:level2:*", from, to)
+	code, h, b := authGet(t, u, "all-secret")
+	if code != 200 || h.Get(daemon.HistoryHeader) != "segments=2" {
+		t.Fatalf("stream: %d %v", code, h)
+	}
+	assertSameLines(t, "two connections", splitLines(b), want)
+	whole := b
+
+	// The book at the last event (the recording's end is a link drop,
+	// after which no book is valid).
+	lastEvent := map[string]time.Time{}
+	for _, l := range want {
+		if strings.HasPrefix(l, `{"type":"book"`) {
+			var ev struct{ Stream string }
+			json.Unmarshal([]byte(l), &ev)
+			lastEvent[ev.Stream] = maxTime(lastEvent[ev.Stream], lineTime(t, l))
+		}
+	}
+	for _, s := range syms {
+		at := lastEvent["coinbase:level2:"+s]
+		code, _, b := authGet(t, fmt.Sprintf("http://%s/v1/books/coinbase/%s?at=%s", ld.addr, s, url.QueryEscape(at.Format(time.RFC3339Nano))), "all-secret")
+		var v struct{ Bids, Asks [][2]string }
+		if code != 200 || json.Unmarshal(b, &v) != nil {
+			t.Fatalf("book of %s at the end: %d %s", s, code, b)
+		}
+		tb := trueBook(s).Snapshot(venue.NewStream("coinbase", venue.Level2, s))
+		if len(v.Bids) == 0 || fmt.Sprint(v.Bids) != fmt.Sprint(levelStrings(tb.Bids)) || fmt.Sprint(v.Asks) != fmt.Sprint(levelStrings(tb.Asks)) {
+			t.Fatalf("book of %s at the end differs from the venue's", s)
+		}
+	}
+
+	// A fresh daemon (an empty cache), a throttling store, 200 queries.
+	ld.stop(t)
+	ld = startLiveDaemon(t, qPath, daemon.Options{})
+	listHistory(t, ld.addr, "all-secret")
+	u = streamURL(ld.addr, "coinbase:level2:*", from, to)
+	proxy.Reset()
+	proxy.Throttle(20, 2)
+	const n = 200
+	var wg sync.WaitGroup
+	answers := make([][]byte, n)
+	codes := make([]int, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest("GET", u, nil)
+			req.Header.Set("Authorization", "Bearer all-secret")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer resp.Body.Close()
+			codes[i] = resp.StatusCode
+			answers[i], _ = io.ReadAll(resp.Body)
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		if codes[i] != 200 || !bytes.Equal(answers[i], whole) {
+			t.Fatalf("query %d: %d, %d bytes (want %d): %.200s", i, codes[i], len(answers[i]), len(whole), answers[i])
+		}
+	}
+	passed := map[string]int{}
+	for _, r := range proxy.Requests() {
+		if r.Method == "GET" && strings.HasSuffix(r.Path, ".zip") && (r.Status == 200 || r.Status == 206) {
+			passed[r.Path]++
+		}
+	}
+	if len(passed) != 2 {
+		t.Fatalf("GETs answered per pack: %v", passed)
+	}
+	for p, c := range passed {
+		// One ranged read of the pack's index, one of the segment's bytes.
+		if c != 2 {
+			t.Errorf("%s: %d GETs answered, want 2 (index and bytes) for %d queries", p, c, n)
+		}
+	}
+	t.Logf("store GETs answered per pack: %v; throttled: %d", passed, proxy.Count("GET", ".zip", "*")-4)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -76,7 +76,8 @@ type Daemon struct {
 	byName map[string]*venueRun
 	claims *claimWire     // the claim-check node (claims.go)
 	hist   *history.Index // what is recorded (history.go)
-	conns  *connGuard     // caps idle connections without a token (conns.go)
+	histm  *historyMetrics
+	conns  *connGuard // caps idle connections without a token (conns.go)
 
 	released *prometheus.CounterVec // symbols unsubscribed at their venue by the sweep
 	stopped  chan struct{}
@@ -127,6 +128,7 @@ func New(o Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.hist = history.NewIndex(d.claims.node.Stores, d.claims.node.Config.Tenant)
+	d.histm = newHistoryMetrics(d.reg)
 	built := false
 	defer func() {
 		if !built {

@@ -10,13 +10,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fanoutd/fanoutd/claimcheck"
 	"github.com/fanoutd/fanoutd/internal/api"
@@ -129,7 +133,10 @@ func IndexCapture(ctx context.Context, node *claimcheck.Node, path, venueName st
 
 // fetchSegment reads a segment's stored bytes through the claim check's
 // reader: coalesced with every other read of it, cached, under the
-// store's AIMD limit and within SegmentDeadline.
+// store's AIMD limit. A throttled, unanswered or shed read is tried again
+// after a backoff (the reader's limit has meanwhile come down) until
+// SegmentDeadline, so a throttling store slows a query instead of failing
+// it.
 func (d *Daemon) fetchSegment(ctx context.Context, claim string) ([]byte, error) {
 	ref, err := claimcheck.ParseRef(claim)
 	if err != nil {
@@ -138,6 +145,27 @@ func (d *Daemon) fetchSegment(ctx context.Context, claim string) ([]byte, error)
 	ctx, cancel := context.WithTimeout(ctx, SegmentDeadline)
 	defer cancel()
 	r := d.claims.node.Reader
+	backoff := 10 * time.Millisecond
+	for {
+		b, err := readClaim(ctx, r, ref)
+		if err == nil {
+			d.histm.segments.Inc()
+			return b, nil
+		}
+		if !retryable(err) || ctx.Err() != nil {
+			return nil, err
+		}
+		d.histm.retries.Inc()
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(backoff + time.Duration(rand.Int64N(int64(backoff)))):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+func readClaim(ctx context.Context, r *claimcheck.Reader, ref claimcheck.Ref) ([]byte, error) {
 	loc, err := r.Locate(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -145,11 +173,99 @@ func (d *Daemon) fetchSegment(ctx context.Context, claim string) ([]byte, error)
 	return r.Bytes(ctx, loc)
 }
 
+// retryable: the store throttled or did not answer, or the reader shed
+// the read (its queue was full).
+func retryable(err error) bool {
+	if errors.Is(err, claimcheck.ErrOverloaded) {
+		return true
+	}
+	if errors.Is(err, claimcheck.ErrClosed) || errors.Is(err, context.Canceled) || errors.Is(err, claimcheck.ErrDeadline) {
+		return false
+	}
+	k := claimcheck.Classify(err)
+	return k == claimcheck.ErrThrottled || k == claimcheck.ErrUnavailable
+}
+
+// historyMetrics are the history routes' metrics.
+type historyMetrics struct {
+	active   atomic.Int64
+	queries  *prometheus.CounterVec
+	refused  prometheus.Counter
+	retries  prometheus.Counter
+	segments prometheus.Counter
+}
+
+func newHistoryMetrics(reg prometheus.Registerer) *historyMetrics {
+	m := &historyMetrics{
+		queries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fanoutd_history_queries_total",
+			Help: "History queries answered, by route (stream, book) and status code."}, []string{"route", "code"}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: "fanoutd_history_refused_total",
+			Help: "History queries refused 503 overloaded because history.max_queries were running."}),
+		retries: prometheus.NewCounter(prometheus.CounterOpts{Name: "fanoutd_history_segment_retries_total",
+			Help: "Segment reads of history queries tried again after the store throttled or did not answer."}),
+		segments: prometheus.NewCounter(prometheus.CounterOpts{Name: "fanoutd_history_segments_read_total",
+			Help: "Segments history queries read through the claim-check reader (coalesced and cached reads included)."}),
+	}
+	reg.MustRegister(m.queries, m.refused, m.retries, m.segments,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fanoutd_history_queries_active",
+			Help: "History queries being answered."}, func() float64 { return float64(m.active.Load()) }))
+	return m
+}
+
+// admitHistory counts a query against history.max_queries; ok false:
+// answer 503 overloaded and do not call release.
+func (d *Daemon) admitHistory() (release func(), ok bool) {
+	max := int64(d.cfg.History.MaxQueries)
+	if max <= 0 {
+		max = 256
+	}
+	if d.histm.active.Add(1) > max {
+		d.histm.active.Add(-1)
+		d.histm.refused.Inc()
+		return nil, false
+	}
+	return func() { d.histm.active.Add(-1) }, true
+}
+
 // historyRoutes mounts the history routes on mux.
 func (d *Daemon) historyRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/history", d.authed(d.historyList))
-	mux.HandleFunc("GET /v1/history/stream", d.authed(d.historyStream))
+	mux.HandleFunc("GET /v1/history/stream", d.authed(func(w http.ResponseWriter, r *http.Request, tok *api.Token) {
+		sw := &statusWriter{ResponseWriter: w}
+		d.historyStream(sw, r, tok)
+		d.histm.queries.WithLabelValues("stream", strconv.Itoa(sw.code())).Inc()
+	}))
 }
+
+// statusWriter remembers the status of an answer.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusWriter) code() int {
+	if s.status == 0 {
+		return http.StatusOK
+	}
+	return s.status
+}
+
+// Unwrap lets http.ResponseController reach the connection (Flush).
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // historyList answers what is recorded per venue and symbol, within the
 // token's scopes.
@@ -388,12 +504,18 @@ func (d *Daemon) playRange(w http.ResponseWriter, r *http.Request, q *historyQue
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	release, ok := d.claims.node.Reader.Admit(r.Context())
+	release, ok := d.admitHistory()
 	if !ok {
-		claimcheck.WriteError(w, http.StatusServiceUnavailable, api.CodeOverloaded, "history: too many reads in flight; retry", 1)
+		claimcheck.WriteError(w, http.StatusServiceUnavailable, api.CodeOverloaded, "history: history.max_queries queries are running; retry", 1)
 		return
 	}
 	defer release()
+	gate, ok := d.claims.node.Reader.Admit(r.Context())
+	if !ok {
+		claimcheck.WriteError(w, http.StatusServiceUnavailable, api.CodeOverloaded, "history: the claim check's max_concurrent_reads are running; retry", 1)
+		return
+	}
+	defer gate()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	fetch, err := d.prefetch(ctx, chains)
@@ -494,7 +616,9 @@ const maxBookSegments = 8
 // a snapshot, the ones before it) up to the instant. The seq is counted
 // from the first segment played, as a history stream from that segment
 // counts it.
-func (d *Daemon) bookAt(w http.ResponseWriter, r *http.Request, st venue.Stream, depth int, atStr string) {
+func (d *Daemon) bookAt(rw http.ResponseWriter, r *http.Request, st venue.Stream, depth int, atStr string) {
+	w := &statusWriter{ResponseWriter: rw}
+	defer func() { d.histm.queries.WithLabelValues("book", strconv.Itoa(w.code())).Inc() }()
 	at, err := parseRFC3339("at", atStr)
 	if err != nil {
 		writeQueryError(w, err)
@@ -540,12 +664,18 @@ func (d *Daemon) bookAt(w http.ResponseWriter, r *http.Request, st venue.Stream,
 			chain = append(chain, e)
 		}
 	}
-	release, ok := d.claims.node.Reader.Admit(r.Context())
+	release, ok := d.admitHistory()
 	if !ok {
-		claimcheck.WriteError(w, http.StatusServiceUnavailable, api.CodeOverloaded, "history: too many reads in flight; retry", 1)
+		claimcheck.WriteError(w, http.StatusServiceUnavailable, api.CodeOverloaded, "history: history.max_queries queries are running; retry", 1)
 		return
 	}
 	defer release()
+	gate, ok := d.claims.node.Reader.Admit(r.Context())
+	if !ok {
+		claimcheck.WriteError(w, http.StatusServiceUnavailable, api.CodeOverloaded, "history: the claim check's max_concurrent_reads are running; retry", 1)
+		return
+	}
+	defer gate()
 	for n := 1; n <= min(len(chain), maxBookSegments); n++ {
 		bs, err := d.playBook(r.Context(), st, at, chain[len(chain)-n:])
 		if err != nil {
