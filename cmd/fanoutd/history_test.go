@@ -105,7 +105,7 @@ func asHistory(lines []string, capture, name string) []string {
 }
 
 func splitLines(b []byte) []string {
-	s := strings.TrimRight(string(b), "\n")
+	s := strings.TrimSuffix(string(b), "\n")
 	if s == "" {
 		return nil
 	}
@@ -509,4 +509,116 @@ func maxTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// TestTardisMachineRoutes: tardis-machine's /replay gives the recorded
+// frames of the range in its {"localTimestamp","message"} framing, and
+// /replay-normalized gives one tardis message per event the export
+// writes of the same range (trade per trade, book_change per book event,
+// book_snapshot per derived snapshot), prices and amounts as the exact
+// decimals.
+func TestTardisMachineRoutes(t *testing.T) {
+	s3 := claimchecktest.VersityGW(t)
+	cfgPath := historyConfig(t, s3, "24h")
+	capture := filepath.Join("..", "..", "testdata", "replay", "binance.jsonl.gz")
+	importCaptures(t, cfgPath, capture)
+	ld := startLiveDaemon(t, cfgPath, daemon.Options{})
+	rg := listHistory(t, ld.addr, "all-secret")[0]
+	span := rg.To.Sub(rg.From)
+	from, to := rg.From.Add(span/4), rg.From.Add(3*span/4)
+	opts := func(o map[string]any) string {
+		o["from"], o["to"] = from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano)
+		b, _ := json.Marshal(o)
+		return url.QueryEscape(string(b))
+	}
+
+	// Raw: every capture line in the range, in order.
+	f, err := replay.Open(capture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wantRaw []string
+	var last time.Time
+	for {
+		rec, err := f.Next()
+		if err != nil {
+			break
+		}
+		if rec.Time.IsZero() {
+			rec.Time = last // a bare disconnect line: at the line before's time
+		}
+		last = rec.Time
+		if rec.Time.Before(from) || !rec.Time.Before(to) {
+			continue
+		}
+		if rec.Disconnect {
+			wantRaw = append(wantRaw, "") // tardis-machine's disconnect: an empty line
+			continue
+		}
+		wantRaw = append(wantRaw, `{"localTimestamp":"`+string(replay.AppendTime(nil, rec.Time))+`","message":`+string(rec.Frame)+`}`)
+	}
+	f.Close()
+	code, _, b := authGet(t, "http://"+ld.addr+"/replay?options="+opts(map[string]any{"exchange": "binance"}), "all-secret")
+	if code != 200 {
+		t.Fatalf("/replay: %d %s", code, b)
+	}
+	assertSameLines(t, "/replay", splitLines(b), wantRaw)
+
+	// Normalized, against the export of the same range.
+	sym := rg.Symbol
+	exp := cut(t, exportLines(t, cfgPath, "binance:trades:"+sym+",binance:level2:"+sym+",binance:book_snapshot_10_100ms:"+sym, capture), from, to)
+	count := map[string]int{}
+	for _, l := range exp {
+		switch {
+		case strings.HasPrefix(l, `{"type":"trade"`):
+			count["trade"]++
+		case strings.HasPrefix(l, `{"type":"book","stream":"binance:level2:`):
+			count["book_change"]++
+		case strings.HasPrefix(l, `{"type":"book","stream":"binance:book_snapshot_10_100ms:`):
+			count["book_snapshot"]++
+		}
+	}
+	code, _, b = authGet(t, "http://"+ld.addr+"/replay-normalized?options="+opts(map[string]any{"exchange": "binance",
+		"symbols": []string{strings.ToLower(sym)}, "dataTypes": []string{"trade", "book_change", "book_snapshot_10_100ms"}}), "all-secret")
+	if code != 200 {
+		t.Fatalf("/replay-normalized: %d %s", code, b)
+	}
+	got := map[string]int{}
+	for _, l := range splitLines(b) {
+		var m struct {
+			Type, Symbol, Exchange, Name string
+			Timestamp, LocalTimestamp    time.Time
+			Bids                         []struct{ Price, Amount json.Number }
+		}
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("%v: %s", err, l)
+		}
+		if m.Symbol != strings.ToUpper(sym) || m.Exchange != "binance" || m.LocalTimestamp.Before(from) || !m.LocalTimestamp.Before(to) {
+			t.Fatalf("message %s", l)
+		}
+		if m.Type == "book_snapshot" && (m.Name != "book_snapshot_10_100ms" || len(m.Bids) > 10) {
+			t.Fatalf("snapshot %s", l)
+		}
+		got[m.Type]++
+	}
+	if got["book_change"] == 0 || got["book_snapshot"] == 0 || fmt.Sprint(got) != fmt.Sprint(count) {
+		t.Fatalf("messages %v, export %v", got, count)
+	}
+
+	for _, tc := range []struct {
+		opts   string
+		status int
+		code   string
+	}{
+		{opts(map[string]any{"exchange": "ftx"}), 404, "unknown_stream"},
+		{opts(map[string]any{"exchange": "okex", "dataTypes": []string{"trade"}}), 404, "unknown_stream"},
+		{opts(map[string]any{"exchange": "binance", "symbols": []string{"ETHBTC"}, "dataTypes": []string{"trade"}}), 404, "unknown_symbol"},
+		{opts(map[string]any{"exchange": "binance", "dataTypes": []string{"candles"}}), 400, "invalid_query"},
+		{opts(map[string]any{"exchange": "binance"}), 400, "invalid_query"}, // normalized without dataTypes
+	} {
+		code, _, b := authGet(t, "http://"+ld.addr+"/replay-normalized?options="+tc.opts, "all-secret")
+		if code != tc.status || !strings.Contains(string(b), `"code":"`+tc.code+`"`) {
+			t.Errorf("%s: %d %s, want %d %s", tc.opts, code, b, tc.status, tc.code)
+		}
+	}
 }

@@ -229,6 +229,7 @@ func (d *Daemon) admitHistory() (release func(), ok bool) {
 
 // historyRoutes mounts the history routes on mux.
 func (d *Daemon) historyRoutes(mux *http.ServeMux) {
+	d.tardisRoutes(mux)
 	mux.HandleFunc("GET /v1/history", d.authed(d.historyList))
 	mux.HandleFunc("GET /v1/history/stream", d.authed(func(w http.ResponseWriter, r *http.Request, tok *api.Token) {
 		sw := &statusWriter{ResponseWriter: w}
