@@ -43,7 +43,7 @@ var policy = map[string][]string{
 	"claimcheck/claimchecktest": {"claimcheck", "claimcheck/s3store"},
 
 	// The websocket API and the daemon around it.
-	"internal/wsapi":             {"fanout", "subscriber", "venue", "internal/api", "internal/jsonw"},
+	"internal/wsapi":             {"fanout", "notice", "subscriber", "venue", "internal/api", "internal/jsonw"},
 	"internal/config":            {"claimcheck", "fanout", "internal/api", "internal/wsapi", "venue", "venues"},
 	"internal/testsource":        {"notice", "venue"},
 	"internal/cluster/natstest":  {}, // tests only
@@ -56,7 +56,9 @@ var policy = map[string][]string{
 	"internal/faults":            {}, // tests only
 	"internal/bench/tardis":      {}, // tests only (the tardis-dev comparison)
 	"internal/bench":             {"fanout", "internal/config", "internal/daemon", "internal/testsource", "replay", "venue", "venues"},
-	"internal/tail":              {},
+	"internal/tail":              {"client"},
+	// The public Go client imports nothing of ours: users import it alone.
+	"client": {},
 	// deploy/ holds no Go but its tests (Prometheus rules, the Grafana dashboard).
 	"deploy":      {},
 	"cmd/fanoutd": {"claimcheck", "internal/bench", "internal/tail", "internal/config", "internal/daemon", "notice", "replay", "venue", "venues"},
@@ -65,7 +67,7 @@ var policy = map[string][]string{
 // websockets names the packages that may import a websocket library: the
 // venue links' transport, the mock venues, the websocket API, and the tools
 // that are clients.
-var websockets = []string{"venue/wsconn", "venue/venuetest", "venues/*/*test", "internal/wsapi", "internal/bench", "internal/tail", "internal/ui/bidi", "cmd/fanoutd"}
+var websockets = []string{"venue/wsconn", "venue/venuetest", "venues/*/*test", "internal/wsapi", "internal/bench", "internal/tail", "internal/ui/bidi", "cmd/fanoutd", "client"}
 
 const module = "github.com/fanoutd/fanoutd"
 

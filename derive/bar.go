@@ -78,12 +78,8 @@ type bars struct {
 	every   time.Duration
 	cur     *Bar      // the open bar, nil if none
 	broke   time.Time // the last Break, zero if none
+	emit    func(Out) // where a Set sends the bars
 }
-
-func (b *bars) Stream() venue.Stream                   { return b.id }
-func (b *bars) Source() venue.Stream                   { return b.src }
-func (b *bars) Conflated() bool                        { return false }
-func (b *bars) Seed(*venue.Book, time.Time, func(Out)) {}
 
 func (b *bars) Due() time.Time {
 	if b.cur == nil {

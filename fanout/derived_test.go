@@ -2,6 +2,7 @@ package fanout
 
 import (
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"testing/synctest"
@@ -277,5 +278,130 @@ func TestDerivedTimerSpeed(t *testing.T) {
 		if ms := drain(t, c); len(ms) != 1 || ms[0].Type != "trade_bar" {
 			t.Fatalf("after 100 ms at speed 10: %v, want the bar (900 ms of capture time)", ms)
 		}
+	})
+}
+
+// TestDerivedOneReadPerEvent: however many derived streams of one source
+// are subscribed, of whatever depths and intervals, each source event
+// reads the book's top at most twice (closing intervals, applying it),
+// and every stream still gets its own depth.
+func TestDerivedOneReadPerEvent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, f := newClockHub(t, 1<<20)
+		h.SetDerivedLimits(DerivedLimits{PerToken: 1000, PerSource: 1000, Weight: 1 << 20})
+		f.Publish(at(bookSnap(l2)))
+		c := subscriber.NewMailbox()
+		s := h.NewEphemeral(c)
+		var ids []venue.Stream
+		for d := 1; d <= 40; d++ {
+			ids = append(ids, venue.Stream(fmt.Sprintf("coinbase:book_snapshot_%d_0ms:BTC-USD", d)))
+			ids = append(ids, venue.Stream(fmt.Sprintf("coinbase:book_snapshot_%d_%dms:BTC-USD", d, 10*(1+d%4))))
+		}
+		ids = append(ids, quote)
+		for _, id := range ids {
+			if err := h.Subscribe(s, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := f.Counters().DerivedReads.Load()
+		const events = 200
+		for i := range events {
+			time.Sleep(3 * time.Millisecond)
+			ev := at(bookUpd(l2, i))
+			ev.Bids = append(ev.Bids, lvl(99, int64(1+i%7))) // the best bid changes: every stream is touched
+			f.Publish(ev)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if reads := f.Counters().DerivedReads.Load() - before; reads > 2*events+10 {
+			t.Fatalf("%d reads of the book for %d events and %d derived streams", reads, events, len(ids))
+		}
+		book, _ := f.Book(l2)
+		newest := map[string]msg{}
+		for _, m := range drain(t, c) {
+			newest[m.Stream] = m
+		}
+		for _, id := range ids[:len(ids)-1] {
+			var ev venue.Event
+			if err := json.Unmarshal(newest[string(id)].raw, &ev); err != nil {
+				t.Fatalf("%s: %v", id, err)
+			}
+			d, _ := id.Channel().Derivation()
+			if !eqTop(ev.Bids, book.Bids, d.Depth) || !eqTop(ev.Asks, book.Asks, d.Depth) {
+				t.Fatalf("%s: newest %s is not the current top %d", id, newest[string(id)].raw, d.Depth)
+			}
+		}
+		h.Detach(s, c)
+	})
+}
+
+// TestDerivedDetachedNamedNotComputed: a conflated derived stream held only
+// by a detached named subscriber costs nothing per source event; when a
+// connection attaches again it is told what it missed and gets the
+// stream's current state at once.
+func TestDerivedDetachedNamedNotComputed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, f := newClockHub(t, 1000)
+		f.Publish(at(bookSnap(l2)))
+		c := subscriber.NewMailbox()
+		s, _, err := h.Attach("desk", "tok", c, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range []venue.Stream{snap0, snap10, quote, l2} {
+			h.Subscribe(s, st)
+		}
+		f.Publish(at(bookUpd(l2, 1)))
+		h.Detach(s, c)
+		reads, pub := f.Counters().DerivedReads.Load(), f.Counters().Published.Load()
+		for i := range 100 {
+			time.Sleep(3 * time.Millisecond)
+			f.Publish(at(bookUpd(l2, 2+i)))
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if r, p := f.Counters().DerivedReads.Load()-reads, f.Counters().Published.Load()-pub; r != 0 || p != 100 {
+			t.Fatalf("detached: %d reads of the book, %d events published for 100 source events; want 0 and 100", r, p)
+		}
+		c2 := subscriber.NewMailbox()
+		if _, _, err := h.Attach("desk", "tok", c2, nil); err != nil {
+			t.Fatal(err)
+		}
+		book, _ := f.Book(l2)
+		got := map[string]msg{}
+		var resumed bool
+		for _, m := range drain(t, c2) {
+			if m.Kind == "resumed" {
+				resumed = true
+			}
+			got[m.Stream] = m
+		}
+		if !resumed {
+			t.Fatal("no resumed notice on reattach")
+		}
+		for _, st := range []venue.Stream{snap0, snap10} {
+			var ev venue.Event
+			if err := json.Unmarshal(got[string(st)].raw, &ev); err != nil {
+				t.Fatalf("%s: nothing on reattach (%v)", st, err)
+			}
+			d, _ := st.Channel().Derivation()
+			if !eqTop(ev.Bids, book.Bids, d.Depth) || !eqTop(ev.Asks, book.Asks, d.Depth) {
+				t.Fatalf("%s on reattach: %s, not the current top", st, got[string(st)].raw)
+			}
+		}
+		var q venue.Event
+		json.Unmarshal(got[string(quote)].raw, &q)
+		if !q.Bid.Equal(book.Bids[0].Price) || !q.Ask.Equal(book.Asks[0].Price) {
+			t.Fatalf("quote on reattach: %s", got[string(quote)].raw)
+		}
+		// Computed again: the next change reaches the new connection.
+		r := f.Counters().DerivedReads.Load()
+		ev := at(bookUpd(l2, 500))
+		ev.Bids = []venue.Level{lvl(99, 9)}
+		f.Publish(ev)
+		if f.Counters().DerivedReads.Load() == r {
+			t.Fatal("not computed after reattach")
+		}
+		h.Forget("desk")
 	})
 }

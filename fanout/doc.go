@@ -66,13 +66,33 @@
 // without a connection for a time to live; a name belongs to the owner
 // that created it.
 //
+// # Derived streams
+//
+// A derived stream (book_snapshot_<depth>_<interval>, quote,
+// trade_bar_<interval>) is computed in the feed of its source, once
+// whatever its subscribers, and only while subscribed. All derived
+// streams of one source are one derive.Set: each source event reads the
+// book's top at most twice (closing intervals, applying the event), at the
+// deepest depth asked, encodes it once and hands each stream its prefix;
+// Counters.DerivedReads counts the reads. What still grows with the
+// streams is the messages they send, so the Hub caps them (DerivedLimits:
+// distinct streams per token and per source, summed depth per node) and
+// Subscribe and Admit refuse past the caps with a *BudgetError. A
+// conflated derived stream none of whose subscribers has a connection
+// (detached named subscribers) is not computed; when one reattaches it
+// gets the stream's current state at once. Trade bars are computed while
+// held, attached or not: every bar counts, and a reattach is told its
+// gaps.
+//
 // # Concurrency
 //
 // A Feed has one mutex. Publish, Notice, Hub.Subscribe, Hub.Unsubscribe
 // and Hub.Detach take it; delivery holds it while it offers to each subscriber's queue,
 // which never blocks (subscriber.Mailbox's lock is held for a few pointer
-// moves). Lock order: Feed.mu, then subscriber.Mailbox.mu. Feeds of different
-// venues run in parallel; a Mailbox may be offered to by several feeds at once.
+// moves). Lock order: Feed.mu, then subscriber.Mailbox.mu; the Hub's
+// budget of derived streams has a lock of its own, taken with no other
+// held. Feeds of different venues run in parallel; a Mailbox may be
+// offered to by several feeds at once.
 //
 // The dropping state lives in the feed's entry for the subscriber and is
 // re-derived on every call from what that call observed (the connection

@@ -62,6 +62,11 @@ type Counters struct {
 	Replaced  atomic.Uint64                  // conflated messages that replaced an unsent older one
 	Dropping  atomic.Int64                   // subscribers dropping now
 	Notices   [notice.NumKinds]atomic.Uint64 // by notice.Kind
+
+	// DerivedReads counts reads of a source book's top for its derived
+	// streams: at most two per source event (closing intervals, applying
+	// the event), whatever the number of derived streams (derive.Set).
+	DerivedReads atomic.Uint64
 }
 
 // Feed delivers one venue's events to the subscribers of their streams.
@@ -102,18 +107,23 @@ type stream struct {
 	subs     []*entry
 	win      window // recovery.go
 
-	// A source stream's derived streams that have subscribers.
+	// A source stream's derived streams that have subscribers, and the
+	// Set that computes them (reads: its Reads already counted); the
+	// timer closes an interval no source event closes, at timerAt.
 	derived []*stream
-	// A derived stream's computation, source, and newest message (a
-	// conflated stream's current state, for new subscribers); its timer
-	// closes an interval no source event closes, at timerAt.
-	deriver  derive.Deriver
+	set     *derive.Set
+	reads   uint64
+	timer   *time.Timer
+	timerAt time.Time
+	// A derived stream's source (nil for a raw stream) and newest message
+	// (a conflated stream's current state, for new subscribers); paused:
+	// a conflated stream none of whose subscribers has a connection is
+	// not computed (see settle).
 	source   *stream
 	conflate bool
+	paused   bool
 	emit     func(derive.Out)
 	last     *subscriber.Message
-	timer    *time.Timer
-	timerAt  time.Time
 }
 
 // entry is one subscriber's state in one feed. Guarded by Feed.mu.
@@ -214,10 +224,8 @@ func (f *Feed) Publish(ev *venue.Event) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st := f.stream(ev.Stream)
-	if len(st.derived) > 0 {
-		for _, d := range st.derived {
-			d.deriver.Advance(ev.RecvTime, st.book, d.emit)
-		}
+	if st.set != nil {
+		st.set.Advance(ev.RecvTime, st.book)
 	}
 	st.seq++
 	ev.Seq = st.seq
@@ -245,11 +253,9 @@ func (f *Feed) applyBook(st *stream, ev *venue.Event) {
 		st.hasBook = st.hasBook || ev.Snapshot
 		st.bookSeq, st.venueSeq, st.snap = st.seq, ev.VenueSeq, nil
 	}
-	if len(st.derived) > 0 {
-		for _, d := range st.derived {
-			d.deriver.Apply(ev, st.book, d.emit)
-			f.arm(d)
-		}
+	if st.set != nil {
+		st.set.Apply(ev, st.book)
+		f.arm(st)
 	}
 }
 
@@ -262,7 +268,7 @@ func (st *stream) wanted() bool { return len(st.subs) > 0 || len(st.derived) > 0
 // A derived stream is computed here, never fetched: its source is what is
 // wanted. f.mu must be held.
 func (f *Feed) noteWanted(st *stream, was bool) {
-	if f.onWanted == nil || st.deriver != nil {
+	if f.onWanted == nil || st.source != nil {
 		return
 	}
 	if now := st.wanted(); now != was {
@@ -271,23 +277,30 @@ func (f *Feed) noteWanted(st *stream, was bool) {
 }
 
 // startDerived makes st, a derived stream getting its first subscriber, a
-// consumer of its source: seeded from the source's book, then fed every
-// source event. f.mu must be held.
+// consumer of its source: a member of the source's Set, seeded from its
+// book, then fed every source event. f.mu must be held.
 func (f *Feed) startDerived(st *stream) bool {
-	d, err := derive.New(st.id)
+	d, err := st.id.Channel().Derivation()
 	if err != nil {
 		return false
 	}
-	src := f.stream(d.Source())
-	st.deriver, st.source, st.conflate = d, src, d.Conflated()
+	src := f.stream(venue.NewStream(st.id.Venue(), st.id.Channel().Source(), st.id.Symbol()))
+	if src.set == nil {
+		src.set = derive.NewSet(src.id)
+	}
 	st.emit = func(o derive.Out) { f.publishDerived(st, o) }
+	if src.set.Add(st.id, st.emit) != nil {
+		return false
+	}
+	st.source, st.conflate = src, d.Kind != venue.KindBar
 	was := src.wanted()
 	src.derived = append(src.derived, st)
 	f.noteWanted(src, was)
 	if src.level2 && src.hasBook {
-		d.Seed(src.book, src.recv, st.emit)
+		src.set.Seed(st.id, src.book, src.recv)
 	}
-	f.arm(st)
+	f.countReads(src)
+	f.arm(src)
 	return true
 }
 
@@ -295,50 +308,95 @@ func (f *Feed) startDerived(st *stream) bool {
 // leaves its source and the feed (subscribed again, it starts at seq 1).
 // f.mu must be held.
 func (f *Feed) stopDerived(st *stream) {
-	if st.deriver == nil || len(st.subs) > 0 {
+	if st.source == nil || len(st.subs) > 0 {
 		return
 	}
 	src := st.source
 	was := src.wanted()
 	src.derived = slices.DeleteFunc(src.derived, func(x *stream) bool { return x == st })
-	f.noteWanted(src, was)
-	if st.timer != nil {
-		st.timer.Stop()
+	src.set.Remove(st.id)
+	if src.set.Len() == 0 {
+		src.set = nil
+		if src.timer != nil {
+			src.timer.Stop()
+			src.timer, src.timerAt = nil, time.Time{}
+		}
 	}
+	f.noteWanted(src, was)
 	f.unhold(st)
 	delete(f.streams, st.id)
 }
 
-// arm sets st's timer for the close of its open interval, if it has one
-// the timer is not already set for. The delay is measured from the receive
-// time of the source's last event (the capture's clock in a replay), and
-// divided by the feed's Speed. f.mu must be held.
-func (f *Feed) arm(st *stream) {
-	due := st.deriver.Due()
-	if due.IsZero() || due.Equal(st.timerAt) {
+// settle pauses the conflated derived stream st when none of its
+// subscribers has a connection (named subscribers, detached), so that
+// nothing is computed for them, and resumes it, emitting its current
+// state at once, when one has a connection again. f.mu must be held.
+func (f *Feed) settle(st *stream) {
+	if st.source == nil || !st.conflate || len(st.subs) == 0 {
 		return
 	}
-	ref := st.source.recv
+	attached := slices.ContainsFunc(st.subs, func(e *entry) bool { return e.sub.Resolve() != nil })
+	src := st.source
+	switch {
+	case !attached && !st.paused:
+		st.paused, st.last = true, nil
+		src.set.Pause(st.id)
+	case attached && st.paused:
+		st.paused = false
+		var book *venue.Book
+		if src.level2 && src.hasBook {
+			book = src.book
+		}
+		src.set.Resume(st.id, book, src.recv)
+		f.countReads(src)
+	}
+}
+
+// countReads adds the book reads of src's Set since the last count to the
+// feed's counters. f.mu must be held.
+func (f *Feed) countReads(src *stream) {
+	if src.set == nil {
+		return
+	}
+	if r := src.set.Reads(); r != src.reads {
+		f.counters.DerivedReads.Add(r - src.reads)
+		src.reads = r
+	}
+}
+
+// arm sets the timer of src, a source with derived streams, for the close
+// of its Set's earliest open interval, if it has one the timer is not
+// already set for. The delay is measured from the receive time of the
+// source's last event (the capture's clock in a replay), and divided by
+// the feed's Speed. f.mu must be held.
+func (f *Feed) arm(src *stream) {
+	f.countReads(src)
+	due := src.set.Due()
+	if due.IsZero() || due.Equal(src.timerAt) {
+		return
+	}
+	ref := src.recv
 	if ref.IsZero() {
 		ref = f.now()
 	}
-	if st.timer != nil {
-		st.timer.Stop()
+	if src.timer != nil {
+		src.timer.Stop()
 	}
-	st.timerAt = due
-	st.timer = time.AfterFunc(max(time.Duration(float64(due.Sub(ref))/f.speed), 0), func() { f.fire(st, due) })
+	src.timerAt = due
+	set := src.set
+	src.timer = time.AfterFunc(max(time.Duration(float64(due.Sub(ref))/f.speed), 0), func() { f.fire(src, set, due) })
 }
 
-// fire closes st's interval that ends at due, if no source event has.
-func (f *Feed) fire(st *stream, due time.Time) {
+// fire closes src's intervals that end at due, if no source event has.
+func (f *Feed) fire(src *stream, set *derive.Set, due time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.streams[st.id] != st || !st.timerAt.Equal(due) {
+	if src.set != set || !src.timerAt.Equal(due) {
 		return // stopped, or superseded by a later timer
 	}
-	st.timerAt = time.Time{}
-	st.deriver.Advance(due, st.source.book, st.emit)
-	f.arm(st)
+	src.timerAt = time.Time{}
+	set.Advance(due, src.book)
+	f.arm(src)
 }
 
 // publishDerived assigns o the next seq of the derived stream st, encodes
@@ -347,11 +405,10 @@ func (f *Feed) publishDerived(st *stream, o derive.Out) {
 	st.seq++
 	if o.Bar != nil {
 		o.Bar.Seq = st.seq
-		f.scratch = o.Bar.AppendJSON(f.scratch[:0])
 	} else {
 		o.Event.Seq = st.seq
-		f.scratch = o.Event.AppendJSON(f.scratch[:0])
 	}
+	f.scratch = o.AppendJSON(f.scratch[:0])
 	m := &subscriber.Message{Stream: string(st.id), Seq: st.seq, Data: slices.Clone(f.scratch), Published: f.now(), Conflate: st.conflate}
 	f.counters.Published.Add(1)
 	if st.conflate {
@@ -409,10 +466,8 @@ func (f *Feed) Forward(id venue.Stream, seq uint64, data []byte, ev *venue.Event
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st := f.stream(id)
-	if len(st.derived) > 0 && ev != nil {
-		for _, d := range st.derived {
-			d.deriver.Advance(ev.RecvTime, st.book, d.emit)
-		}
+	if st.set != nil && ev != nil {
+		st.set.Advance(ev.RecvTime, st.book)
 	}
 	st.seq = seq
 	f.counters.Published.Add(1)
@@ -479,7 +534,7 @@ func (f *Feed) Continue(seqs map[venue.Stream]uint64, before func(), each func(i
 	}
 	ids := make([]venue.Stream, 0, len(f.streams))
 	for id, st := range f.streams {
-		if st.deriver == nil {
+		if st.source == nil {
 			ids = append(ids, id)
 		}
 	}
@@ -692,6 +747,9 @@ func (f *Feed) reattached(e *entry, c *subscriber.Mailbox, cur *stream) {
 		e.stated(from, cur)
 	}
 	f.resumed(e, c, "reattached")
+	for _, st := range e.streams {
+		f.settle(st) // a paused derived stream sends its state now
+	}
 }
 
 // detachedConn is the connection of an entry created while its named
@@ -798,8 +856,8 @@ func (f *Feed) Notice(n notice.Notice) {
 		// One connection of several names the streams that stopped.
 		only, partial := n.Details["streams"].([]string)
 		for _, st := range f.streams {
-			if st.deriver != nil && (!partial || slices.Contains(only, string(st.source.id))) {
-				st.deriver.Break(st.source.recv)
+			if st.set != nil && (!partial || slices.Contains(only, string(st.id))) {
+				st.set.Break(st.recv)
 			}
 		}
 	}
@@ -837,7 +895,7 @@ func (f *Feed) subscribe(s *subscriber.Subscriber, id venue.Stream) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st := f.stream(id)
-	if st.deriver == nil && id.Channel().Derived() && !f.startDerived(st) {
+	if st.source == nil && id.Channel().Derived() && !f.startDerived(st) {
 		delete(f.streams, id)
 		return
 	}
@@ -864,6 +922,7 @@ func (f *Feed) subscribe(s *subscriber.Subscriber, id venue.Stream) {
 	if c != nil {
 		f.sendSnapshot(c, st)
 	}
+	f.settle(st)
 }
 
 // unsubscribe removes s from stream id; a subscriber left with no stream
@@ -885,6 +944,7 @@ func (f *Feed) unsubscribe(s *subscriber.Subscriber, id venue.Stream) {
 		f.unhold(st) // a new subscriber starts from a snapshot, not a range
 	}
 	f.stopDerived(st)
+	f.settle(st)
 	if len(e.streams) == 0 {
 		f.forget(e)
 	}
@@ -906,8 +966,22 @@ func (f *Feed) remove(s *subscriber.Subscriber) {
 			f.unhold(st)
 		}
 		f.stopDerived(st)
+		f.settle(st)
 	}
 	f.forget(e)
+}
+
+// detached makes s's entry observe that its named subscriber has no
+// connection now: its conflated derived streams that no other subscriber
+// reads stop being computed (settle).
+func (f *Feed) detached(s *subscriber.Subscriber) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if e := f.entries[s]; e != nil {
+		for _, st := range e.streams {
+			f.settle(st)
+		}
+	}
 }
 
 // forget deletes e. f.mu must be held.

@@ -20,6 +20,7 @@ import (
 type Hub struct {
 	reg     *subscriber.Registry
 	expired atomic.Uint64 // named subscribers forgotten by ExpireAfter
+	budget  *budget       // derived streams against DerivedLimits
 
 	mu    sync.RWMutex // protects feeds and rec
 	feeds map[string]*Feed
@@ -31,7 +32,32 @@ type Hub struct {
 
 // NewHub returns a hub with no feeds over reg.
 func NewHub(reg *subscriber.Registry) *Hub {
-	return &Hub{reg: reg, feeds: map[string]*Feed{}, timers: map[*subscriber.Subscriber]*time.Timer{}}
+	return &Hub{reg: reg, budget: newBudget(), feeds: map[string]*Feed{}, timers: map[*subscriber.Subscriber]*time.Timer{}}
+}
+
+// SetDerivedLimits sets the caps on derived streams (zero fields take
+// their defaults). Streams already held are kept, past a lowered cap too;
+// new subscriptions meet the new caps.
+func (h *Hub) SetDerivedLimits(l DerivedLimits) { h.budget.set(l) }
+
+// DerivedUsage returns what the node's derived streams use of its caps.
+func (h *Hub) DerivedUsage() DerivedUsage { return h.budget.usage() }
+
+// DerivedRefused returns how many subscriptions cap c has refused.
+func (h *Hub) DerivedRefused(c Cap) uint64 {
+	if c == 0 || c >= numCaps {
+		return 0
+	}
+	return h.budget.refused[c].Load()
+}
+
+// Admit reserves for s the derived streams among sts it does not hold
+// yet, all or none: past a cap of DerivedLimits it reserves none and
+// returns a *BudgetError. Subscribe admits a derived stream itself; Admit
+// lets a caller refuse a whole command before answering it. A reserved
+// stream is released by Unsubscribe, or when s leaves the hub.
+func (h *Hub) Admit(s *subscriber.Subscriber, sts []venue.Stream) error {
+	return h.budget.admit(s, sts)
 }
 
 // Registry returns the hub's subscriber registry.
@@ -80,11 +106,28 @@ func (h *Hub) feedOf(st venue.Stream) (*Feed, error) {
 	return f, nil
 }
 
+// Release gives back what Admit reserved for s among sts and s has not
+// subscribed to (a command refused after its Admit).
+func (h *Hub) Release(s *subscriber.Subscriber, sts []venue.Stream) {
+	have := s.Streams()
+	for _, st := range sts {
+		if _, ok := slices.BinarySearch(have, st); !ok {
+			h.budget.release(s, st)
+		}
+	}
+}
+
 // Subscribe subscribes s to st. A level2 stream with a book starts with a
-// snapshot at the stream's current seq. Subscribing twice is a no-op.
+// snapshot at the stream's current seq. Subscribing twice is a no-op. A
+// derived stream is named in its canonical form (venue.Stream.Canonical),
+// and refused with a *BudgetError past a cap of DerivedLimits (see Admit).
 func (h *Hub) Subscribe(s *subscriber.Subscriber, st venue.Stream) error {
+	st = st.Canonical()
 	f, err := h.feedOf(st)
 	if err != nil {
+		return err
+	}
+	if err := h.budget.admit(s, []venue.Stream{st}); err != nil {
 		return err
 	}
 	s.AddStream(st)
@@ -94,12 +137,14 @@ func (h *Hub) Subscribe(s *subscriber.Subscriber, st venue.Stream) error {
 
 // Unsubscribe removes s from st.
 func (h *Hub) Unsubscribe(s *subscriber.Subscriber, st venue.Stream) error {
+	st = st.Canonical()
 	f, err := h.feedOf(st)
 	if err != nil {
 		return err
 	}
 	s.RemoveStream(st)
 	f.unsubscribe(s, st)
+	h.budget.release(s, st)
 	return nil
 }
 
@@ -176,10 +221,15 @@ func (h *Hub) Detach(s *subscriber.Subscriber, c *subscriber.Mailbox) bool {
 		for _, f := range h.Feeds() {
 			f.remove(s)
 		}
+		h.budget.releaseAll(s)
 		return ok
 	}
 	h.closeConn(s, c)
-	return h.reg.Detach(s, c)
+	ok := h.reg.Detach(s, c)
+	for _, f := range h.Feeds() {
+		f.detached(s)
+	}
+	return ok
 }
 
 // ExpireAfter forgets the named subscriber s, as Forget does, once no
@@ -205,6 +255,7 @@ func (h *Hub) ExpireAfter(s *subscriber.Subscriber, ttl time.Duration) {
 			for _, f := range h.Feeds() {
 				f.remove(s)
 			}
+			h.budget.releaseAll(s)
 			h.expired.Add(1)
 		}
 	})
@@ -251,6 +302,7 @@ func (h *Hub) Forget(name string) {
 	for _, f := range h.Feeds() {
 		f.remove(s)
 	}
+	h.budget.releaseAll(s)
 }
 
 // Broadcast sends n to every subscriber with a live connection, once each

@@ -33,6 +33,7 @@ const (
 	ReplayEnd                        // a replayed capture reached its end for this stream
 	RecordingFailed                  // recording a venue's frames failed (write error, frames dropped); recording resumes by itself
 	StreamGap                        // events of a trades or ticker stream were lost between nodes (an edge's bus gap)
+	TokenExpiring                    // the connection's token (a JWT) expires soon: refresh it or the connection closes
 
 	numKinds = iota + 1 // one past the last kind
 )
@@ -44,7 +45,7 @@ const NumKinds = int(numKinds)
 var kindNames = [numKinds]string{
 	"", "link_up", "link_down", "link_reconnecting", "book_resync", "dropping", "resumed",
 	"coverage_change", "refusal", "data_quality", "rate_limited", "shutdown", "replay_end",
-	"recording_failed", "stream_gap",
+	"recording_failed", "stream_gap", "token_expiring",
 }
 
 // String returns the wire name of k, or "" for the zero or an unknown Kind.
@@ -117,7 +118,7 @@ func ParseSeverity(s string) (Severity, error) {
 // creator says otherwise.
 func (k Kind) DefaultSeverity() Severity {
 	switch k {
-	case LinkDown, BookResync, Dropping, Refusal, DataQuality, RateLimited, LinkReconnecting, RecordingFailed, StreamGap:
+	case LinkDown, BookResync, Dropping, Refusal, DataQuality, RateLimited, LinkReconnecting, RecordingFailed, StreamGap, TokenExpiring:
 		return Warning
 	}
 	return Info

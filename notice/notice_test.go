@@ -16,7 +16,7 @@ var at = time.Date(2026, 11, 30, 5, 0, 0, 123000000, time.UTC)
 
 func TestKindsAreClosed(t *testing.T) {
 	want := []string{"link_up", "link_down", "link_reconnecting", "book_resync", "dropping", "resumed",
-		"coverage_change", "refusal", "data_quality", "rate_limited", "shutdown", "replay_end", "recording_failed", "stream_gap"}
+		"coverage_change", "refusal", "data_quality", "rate_limited", "shutdown", "replay_end", "recording_failed", "stream_gap", "token_expiring"}
 	ks := Kinds()
 	if len(ks) != len(want) {
 		t.Fatalf("%d kinds, want %d", len(ks), len(want))

@@ -132,6 +132,10 @@ var schemas = map[Kind]Schema{
 		{"node", String, false, "failover: the new leader"},
 		{"previous", String, false, "failover: the old leader"},
 	}},
+	TokenExpiring: {Fields: []Field{
+		{"expires_at", String, true, "when the token stops being accepted, its exp plus `auth.jwt.leeway` (RFC 3339); a `refresh` before then keeps the connection, else it is closed with 4003 (`token_expired`)"},
+		{"in_ms", Int, true, "milliseconds from the notice to `expires_at`; sent `auth.jwt.expiring_notice` (default 1m) ahead, or at once for a token that expires sooner"},
+	}},
 }
 
 // SchemaOf returns the details contract of kind k.

@@ -16,7 +16,10 @@ import (
 //
 // Depth is 1 to MaxDerivedDepth; an interval is a decimal integer
 // followed by ms, s or m, at most MaxDerivedInterval, without leading
-// zeros; book_snapshot takes 0ms (every change), trade_bar does not.
+// zeros; book_snapshot takes 0ms (every change), trade_bar does not. Equal
+// intervals are one channel: Canonical writes each in the largest unit
+// that divides it (1000ms is 1s), and ParseChannel and ParseStream return
+// that form.
 type Derivation struct {
 	Kind     Kind          // KindBook (book_snapshot), KindQuote or KindBar
 	Depth    int           // book_snapshot: levels per side
@@ -86,6 +89,49 @@ func (c Channel) Derivation() (Derivation, error) {
 		return Derivation{Kind: KindBar, Interval: iv}, nil
 	}
 	return Derivation{}, fmt.Errorf("venue: unknown channel %q (want level2, trades, ticker, quote, book_snapshot_<depth>_<interval> or trade_bar_<interval>)", s)
+}
+
+// Canonical returns the one name of the derived channel c: its interval
+// in the largest of m, s and ms that divides it (book_snapshot_10_1000ms is
+// book_snapshot_10_1s, trade_bar_60s is trade_bar_1m, 0 stays 0ms). A raw
+// or unknown channel is returned as is.
+func (c Channel) Canonical() Channel {
+	if c.Valid() {
+		return c
+	}
+	d, err := c.Derivation()
+	if err != nil {
+		return c
+	}
+	var b []byte
+	switch d.Kind {
+	case KindBook:
+		b = append(b, "book_snapshot_"...)
+		b = strconv.AppendInt(b, int64(d.Depth), 10)
+		b = append(b, '_')
+	case KindBar:
+		b = append(b, "trade_bar_"...)
+	default:
+		return c
+	}
+	b = appendInterval(b, d.Interval)
+	if string(b) == string(c) {
+		return c
+	}
+	return Channel(b)
+}
+
+// appendInterval appends iv in the largest unit that divides it.
+func appendInterval(b []byte, iv time.Duration) []byte {
+	switch {
+	case iv == 0:
+		return append(b, "0ms"...)
+	case iv%time.Minute == 0:
+		return append(strconv.AppendInt(b, int64(iv/time.Minute), 10), 'm')
+	case iv%time.Second == 0:
+		return append(strconv.AppendInt(b, int64(iv/time.Second), 10), 's')
+	}
+	return append(strconv.AppendInt(b, int64(iv/time.Millisecond), 10), "ms"...)
 }
 
 // parseInterval parses <n>ms, <n>s or <n>m.

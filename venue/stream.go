@@ -20,7 +20,8 @@ const (
 func (c Channel) Valid() bool { return c == Level2 || c == Trades || c == Ticker }
 
 // ParseChannel returns the channel named s, raw or derived (see
-// Derivation), or an error naming s.
+// Derivation), or an error naming s. A derived channel is returned in its
+// canonical form (Channel.Canonical).
 func ParseChannel(s string) (Channel, error) {
 	c := Channel(s)
 	if c.Valid() {
@@ -29,7 +30,7 @@ func ParseChannel(s string) (Channel, error) {
 	if _, err := c.Derivation(); err != nil {
 		return "", err
 	}
-	return c, nil
+	return c.Canonical(), nil
 }
 
 // Stream names one feed of events: "venue:channel:symbol", with the symbol
@@ -53,6 +54,9 @@ func NewStream(venueName string, ch Channel, symbol string) Stream {
 // letters and digits, the channel one of Level2, Trades, Ticker or a
 // derived channel, and the
 // symbol 1 to 64 printable non-space characters (it may contain ':' or '/').
+// A derived channel's interval is rewritten in its canonical form
+// (Channel.Canonical): "x:book_snapshot_10_1000ms:Y" is returned as
+// "x:book_snapshot_10_1s:Y", the one name of that stream.
 func ParseStream(s string) (Stream, error) {
 	v, rest, ok := strings.Cut(s, ":")
 	if !ok {
@@ -71,7 +75,7 @@ func ParseStream(s string) (Stream, error) {
 	if !ValidSymbol(sym) {
 		return "", fmt.Errorf("%w %q: symbol must be 1 to 64 printable characters without spaces", ErrBadStream, s)
 	}
-	return Stream(s), nil
+	return Stream(s).Canonical(), nil
 }
 
 func validVenueName(v string) bool {
@@ -100,6 +104,19 @@ func ValidSymbol[T string | []byte](s T) bool {
 		}
 	}
 	return true
+}
+
+// Canonical returns s with a derived channel in its canonical form
+// (Channel.Canonical); any other stream is returned as is.
+func (s Stream) Canonical() Stream {
+	c := s.Channel()
+	if c.Valid() {
+		return s
+	}
+	if cc := c.Canonical(); cc != c {
+		return NewStream(s.Venue(), cc, s.Symbol())
+	}
+	return s
 }
 
 // Venue returns the venue part of s.

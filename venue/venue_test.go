@@ -206,8 +206,46 @@ func TestBackoff(t *testing.T) {
 	}
 }
 
+// TestCanonicalDerived: equal derivations have one name, in the largest
+// unit that divides the interval; the names the docs use are already it.
+func TestCanonicalDerived(t *testing.T) {
+	for in, want := range map[string]string{
+		"book_snapshot_10_1000ms":   "book_snapshot_10_1s",
+		"book_snapshot_10_100ms":    "book_snapshot_10_100ms",
+		"book_snapshot_25_1s":       "book_snapshot_25_1s",
+		"book_snapshot_25_60s":      "book_snapshot_25_1m",
+		"book_snapshot_25_120000ms": "book_snapshot_25_2m",
+		"book_snapshot_5_1500ms":    "book_snapshot_5_1500ms",
+		"book_snapshot_5_90s":       "book_snapshot_5_90s",
+		"book_snapshot_1_0ms":       "book_snapshot_1_0ms",
+		"trade_bar_1000ms":          "trade_bar_1s",
+		"trade_bar_1s":              "trade_bar_1s",
+		"trade_bar_3600s":           "trade_bar_60m",
+		"trade_bar_86400000ms":      "trade_bar_1440m",
+		"quote":                     "quote",
+		"level2":                    "level2",
+	} {
+		c, err := ParseChannel(in)
+		if err != nil || string(c) != want {
+			t.Errorf("ParseChannel(%q) = %q, %v; want %q", in, c, err, want)
+		}
+		if got := Channel(in).Canonical(); string(got) != want {
+			t.Errorf("Canonical(%q) = %q, want %q", in, got, want)
+		}
+		st, err := ParseStream("binance:" + in + ":BTCUSDT")
+		if err != nil || string(st) != "binance:"+want+":BTCUSDT" {
+			t.Errorf("ParseStream of %q = %q, %v", in, st, err)
+		}
+	}
+	a, _ := ParseStream("okx:book_snapshot_3_1000ms:BTC-USDT")
+	b, _ := ParseStream("okx:book_snapshot_3_1s:BTC-USDT")
+	if a != b {
+		t.Errorf("1000ms and 1s are two streams: %q, %q", a, b)
+	}
+}
+
 func FuzzParseStream(f *testing.F) {
-	for _, s := range []string{"coinbase:level2:BTC-USD", "kraken:level2:BTC/USD", "a:b:c", "::", "x:trades:\xff"} {
+	for _, s := range []string{"coinbase:level2:BTC-USD", "kraken:level2:BTC/USD", "a:b:c", "::", "x:trades:\xff", "x:book_snapshot_5_60000ms:Y", "x:trade_bar_120s:Y"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -215,8 +253,20 @@ func FuzzParseStream(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if string(st) != s || NewStream(st.Venue(), st.Channel(), st.Symbol()) != st {
-			t.Fatalf("%q does not round trip", s)
+		if NewStream(st.Venue(), st.Channel(), st.Symbol()) != st {
+			t.Fatalf("%q does not split and join", s)
+		}
+		// The one name: s itself, or s with its derived channel rewritten
+		// to the same derivation; parsing it again changes nothing.
+		if again, err := ParseStream(string(st)); err != nil || again != st {
+			t.Fatalf("%q parsed to %q, which parses to %q, %v", s, st, again, err)
+		}
+		if string(st) != s {
+			want, _ := Stream(s).Channel().Derivation()
+			got, err := st.Channel().Derivation()
+			if err != nil || got != want || st.Venue() != Stream(s).Venue() || st.Symbol() != Stream(s).Symbol() {
+				t.Fatalf("%q rewritten to %q: %+v, want %+v", s, st, got, want)
+			}
 		}
 	})
 }

@@ -24,6 +24,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/fanoutd/fanoutd/internal/bench"
@@ -99,7 +100,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, o daemo
 	}
 	cfg, err := loadCommandConfig(*cfgPath)
 	if err != nil {
-		fmt.Fprintf(stderr, "fanoutd: %v\n", err)
+		printErr(stderr, err, "")
 		return 2
 	}
 	if *listen != "" {
@@ -121,6 +122,19 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, o daemo
 		fmt.Fprintf(stderr, "fanoutd: %v\n", err)
 		return 2
 	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	reloaded := make(chan struct{})
+	rctx, stopReload := context.WithCancel(ctx)
+	go func() {
+		defer close(reloaded)
+		reloadOn(rctx, hup, *cfgPath, d, stderr)
+	}()
+	defer func() {
+		signal.Stop(hup)
+		stopReload()
+		<-reloaded
+	}()
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}
@@ -137,11 +151,37 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if _, err := config.Load(args[0], os.Getenv); err != nil {
-		fmt.Fprintf(stderr, "fanoutd: %v\n", err)
+		printErr(stderr, err, "")
 		return 2
 	}
 	fmt.Fprintln(stdout, "ok")
 	return 0
+}
+
+// reloadOn reloads the configuration file path (as serve found it) into
+// d on every signal from hup, until ctx is done. A file that does not
+// load changes nothing: each bad key is printed as
+// "fanoutd: config: <key>: …", as at startup.
+func reloadOn(ctx context.Context, hup <-chan os.Signal, path string, d *daemon.Daemon, stderr io.Writer) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		err := d.ReloadFrom(func() (*config.Config, error) { return loadCommandConfig(path) })
+		if err != nil {
+			printErr(stderr, err, " (reload refused: nothing changed)")
+		}
+	}
+}
+
+// printErr prints err to stderr, one "fanoutd: " line per line of its
+// text (a config.Errors names several keys), each followed by suffix.
+func printErr(stderr io.Writer, err error, suffix string) {
+	for _, line := range strings.Split(err.Error(), "\n") {
+		fmt.Fprintf(stderr, "fanoutd: %s%s\n", line, suffix)
+	}
 }
 
 // loadCommandConfig loads a command's --config: path, else ./fanoutd.yaml
@@ -167,7 +207,7 @@ func logger(cfg *config.Config, stderr io.Writer) *slog.Logger {
 // tokens unless insecure (exit 2). On failure it returns nil and the exit
 // code.
 func openListener(cfg *config.Config, insecure bool, stderr io.Writer) (net.Listener, int) {
-	if !config.Loopback(cfg.Listen) && len(cfg.Tokens) == 0 && !insecure {
+	if !config.Loopback(cfg.Listen) && !cfg.AuthEnabled() && !insecure {
 		fmt.Fprintf(stderr, "fanoutd: listen: %q is not a loopback address and no tokens are configured (configure tokens, or pass --insecure)\n", cfg.Listen)
 		return nil, 2
 	}

@@ -2,9 +2,12 @@ package api
 
 import (
 	"crypto/sha256"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/fanoutd/fanoutd/venue"
 )
@@ -28,7 +31,19 @@ type Token struct {
 	// Tenants limits the claim-check routes (/v1/claims, /v1/snapshots) to
 	// these tenants; empty means every tenant.
 	Tenants []string
+	// MaxConns, if positive, caps the connections open at once under this
+	// token below limits.max_connections_per_token (a JWT's
+	// max_connections claim).
+	MaxConns int
+	// Expires is when the token stops being accepted: a JWT's exp plus
+	// the leeway allowed; zero means never (a static token).
+	Expires time.Time
+
+	jwt string // the JWT presented ("" for a static token), to verify it again when keys are reloaded
 }
+
+// IsJWT reports whether the token came from a JWT.
+func (t *Token) IsJWT() bool { return t != nil && t.jwt != "" }
 
 // AllowsTenant reports whether the token may read tenant's claims. A nil
 // Token (no authentication configured) allows every tenant.
@@ -98,37 +113,89 @@ func (t *Token) Scoped() bool {
 	return t != nil && (len(t.Venues) > 0 || len(t.Streams) > 0 || len(t.Tenants) > 0)
 }
 
-// Auth authenticates requests against a set of tokens. A nil *Auth
-// authenticates every request as anonymous with every scope.
+// Auth authenticates requests against a set of static tokens and,
+// if configured, JWTs. A nil *Auth authenticates every request as
+// anonymous with every scope. Replace swaps its tokens and keys at once
+// (a configuration reload); requests already authenticated keep the
+// *Token they were given.
 type Auth struct {
-	byDigest map[[32]byte]*Token
+	st atomic.Pointer[authState]
 }
 
-// NewAuth returns an Auth over tokens; with none it returns nil (no
-// authentication).
-func NewAuth(tokens []Token) *Auth {
-	if len(tokens) == 0 {
+// authState is one generation of an Auth's tokens and keys; never
+// modified once stored.
+type authState struct {
+	gen      uint64 // Replace's count: 0 for NewAuth's
+	byDigest map[[32]byte]*Token
+	jwt      *jwtVerifier // nil: no JWTs accepted
+}
+
+// NewAuth returns an Auth over static tokens; with none it returns nil
+// (no authentication).
+func NewAuth(tokens []Token) *Auth { return NewAuthWithJWT(tokens, nil) }
+
+// NewAuthWithJWT returns an Auth over static tokens and, with j set,
+// JWTs verified by j's keys; with neither it returns nil (no
+// authentication). The keys must have passed CheckKey.
+func NewAuthWithJWT(tokens []Token, j *JWTOptions) *Auth {
+	if len(tokens) == 0 && j == nil {
 		return nil
 	}
-	a := &Auth{byDigest: make(map[[32]byte]*Token, len(tokens))}
+	st := &authState{byDigest: make(map[[32]byte]*Token, len(tokens))}
 	for i := range tokens {
 		t := tokens[i]
-		a.byDigest[t.Digest] = &t
+		st.byDigest[t.Digest] = &t
 	}
+	if j != nil {
+		st.jwt = newJWTVerifier(*j)
+	}
+	a := &Auth{}
+	a.st.Store(st)
 	return a
 }
 
 // Enabled reports whether tokens are required.
 func (a *Auth) Enabled() bool { return a != nil }
 
+// JWT reports whether JWTs are accepted.
+func (a *Auth) JWT() bool { return a != nil && a.st.Load().jwt != nil }
+
+// Replace gives a the tokens and keys of b, at once. Both must be
+// enabled: turning authentication on or off is not a reload.
+func (a *Auth) Replace(b *Auth) {
+	st := *b.st.Load()
+	st.gen = a.st.Load().gen + 1
+	a.st.Store(&st)
+}
+
+// Generation counts the Replace calls so far: a caller that read it
+// before Authenticate knows, reading it again, whether the token it was
+// given may have been revoked since (and then calls Recheck). A nil Auth
+// is always at generation 0.
+func (a *Auth) Generation() uint64 {
+	if a == nil {
+		return 0
+	}
+	return a.st.Load().gen
+}
+
+// Errors of Verify and Recheck.
+var (
+	ErrNoToken      = errors.New("a bearer token is required")
+	ErrUnknownToken = errors.New("not a token of this daemon")
+	ErrRevoked      = errors.New("the token was removed from the configuration")
+)
+
 // Authenticate returns the token the request presents in the
 // Authorization header ("Bearer <secret>"), or false if tokens are
-// required and the request has none or an unknown one. With no tokens
-// configured it returns (nil, true). The secret is hashed and compared by
-// digest; it is never logged or kept. A token query parameter is not read
-// here: see AuthenticateUpgrade.
+// required and the request has none or one that Verify refuses. With no
+// tokens configured it returns (nil, true). A static secret is hashed and
+// compared by digest; no secret is logged or kept past the request,
+// except a JWT's in the Token it gives. A token query parameter is not
+// read here: see AuthenticateUpgrade.
 func (a *Auth) Authenticate(r *http.Request) (*Token, bool) {
-	return a.authenticate(r, false)
+	t, err := a.check(r, false)
+	return t, err == nil
 }
 
 // AuthenticateUpgrade is Authenticate for a websocket upgrade, which also
@@ -137,28 +204,92 @@ func (a *Auth) Authenticate(r *http.Request) (*Token, bool) {
 // so that a secret in a URL is never what opens the other routes (whose
 // URLs end up in histories, logs and Referer headers).
 func (a *Auth) AuthenticateUpgrade(r *http.Request) (*Token, bool) {
-	return a.authenticate(r, true)
+	t, err := a.check(r, true)
+	return t, err == nil
 }
 
-func (a *Auth) authenticate(r *http.Request, query bool) (*Token, bool) {
+// Check is Authenticate with the reason of a refusal (Verify's error).
+func (a *Auth) Check(r *http.Request) (*Token, error) { return a.check(r, false) }
+
+// CheckUpgrade is AuthenticateUpgrade with the reason of a refusal.
+func (a *Auth) CheckUpgrade(r *http.Request) (*Token, error) { return a.check(r, true) }
+
+func (a *Auth) check(r *http.Request, query bool) (*Token, error) {
 	if a == nil {
-		return nil, true
+		return nil, nil
 	}
 	secret := ""
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, rest, ok := strings.Cut(h, " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") {
-			return nil, false
+			return nil, ErrNoToken
 		}
 		secret = strings.TrimSpace(rest)
 	} else if query {
 		secret = r.URL.Query().Get("token")
 	}
-	if secret == "" {
-		return nil, false
+	return a.Verify(secret)
+}
+
+// RefusalMessage is the message of the 401 answering Check's err: a
+// refused JWT's says which check failed (the client holds the JWT, and
+// needs to know whether to refresh it or fix its issuer's settings); an
+// unknown static secret's says nothing more.
+func RefusalMessage(err error) string {
+	const msg = "a valid bearer token is required"
+	if err == nil || errors.Is(err, ErrNoToken) || errors.Is(err, ErrUnknownToken) {
+		return msg
 	}
-	t, ok := a.byDigest[sha256.Sum256([]byte(secret))]
-	return t, ok
+	return msg + " (the JWT: " + err.Error() + ")"
+}
+
+// Verify returns the token secret is: a static token by its digest, or
+// a JWT that one of the keys verifies, within its exp and nbf, of the
+// configured issuer and audience. The error says why it is refused, for
+// the client that sent it (it never quotes the secret).
+func (a *Auth) Verify(secret string) (*Token, error) {
+	if a == nil {
+		return nil, nil
+	}
+	if secret == "" {
+		return nil, ErrNoToken
+	}
+	st := a.st.Load()
+	if t, ok := st.byDigest[sha256.Sum256([]byte(secret))]; ok {
+		return t, nil
+	}
+	if st.jwt == nil || !looksLikeJWT(secret) {
+		return nil, ErrUnknownToken
+	}
+	return st.jwt.verify(secret)
+}
+
+// Recheck verifies t again against a's tokens and keys as they are now
+// (after Replace): a static token must still be configured with the same
+// secret and name; a JWT must still verify. It returns the token as now
+// configured (its scopes may have changed), or ErrRevoked, or why the JWT
+// no longer verifies.
+func (a *Auth) Recheck(t *Token) (*Token, error) {
+	if a == nil || t == nil {
+		return t, nil
+	}
+	if t.jwt != "" {
+		return a.st.Load().jwt.verifyOrNil(t.jwt)
+	}
+	nt, ok := a.st.Load().byDigest[t.Digest]
+	if !ok || nt.Name != t.Name {
+		return nil, ErrRevoked
+	}
+	return nt, nil
+}
+
+// verifyOrNil is verify, refusing every JWT when v is nil (JWTs are no
+// longer configured).
+func (v *jwtVerifier) verifyOrNil(raw string) (*Token, error) {
+	if v == nil {
+		return nil, ErrRevoked
+	}
+	return v.verify(raw)
 }
 
 // matchGlob reports whether s matches pattern, where '*' matches any run

@@ -13,10 +13,10 @@ type Code string
 // Error codes. The strings are part of the wire contract.
 const (
 	CodeBadRequest         Code = "bad_request"          // not a JSON object of the protocol, or a malformed stream name
-	CodeUnknownOp          Code = "unknown_op"           // op is not subscribe, unsubscribe, snapshot, recover or ping
+	CodeUnknownOp          Code = "unknown_op"           // op is not subscribe, unsubscribe, snapshot, recover, ping or refresh
 	CodeUnknownStream      Code = "unknown_stream"       // the stream's venue or channel is not served by this daemon
 	CodeTooManyStreams     Code = "too_many_streams"     // the subscription would pass limits.max_streams_per_connection
-	CodeUnauthorized       Code = "unauthorized"         // the token's scopes do not cover the stream
+	CodeUnauthorized       Code = "unauthorized"         // the token's scopes do not cover the stream; a refresh to another owner's token, or one of narrower scopes
 	CodeRateLimited        Code = "rate_limited"         // the command passed limits.commands_per_second
 	CodeMessageTooLarge    Code = "message_too_large"    // the command passed limits.max_message_bytes
 	CodeNotSubscribed      Code = "not_subscribed"       // snapshot of a stream the connection is not subscribed to
@@ -24,7 +24,7 @@ const (
 	CodeNoBook             Code = "no_book"              // snapshot of a level2 stream whose book has not arrived yet
 	CodeNotRecoverable     Code = "not_recoverable"      // recover from a seq the recovery window does not hold (the message names the oldest seq held), or of more events than the queue has room for
 	CodeTakenOver          Code = "taken_over"           // another connection attached under this name (the connection then closes)
-	CodeUnauthenticated    Code = "unauthenticated"      // HTTP 401: no token, or an unknown one
+	CodeUnauthenticated    Code = "unauthenticated"      // HTTP 401: no token, or one refused (unknown, or a JWT that does not verify); a refused refresh
 	CodeTooManyConnections Code = "too_many_connections" // HTTP 429: limits.max_connections_per_token reached
 	CodeOriginNotAllowed   Code = "origin_not_allowed"   // HTTP 403: Origin not in the allow-list
 	CodeBadName            Code = "bad_name"             // HTTP 400: ?name= outside [A-Za-z0-9_.-]{1,64}
@@ -34,6 +34,7 @@ const (
 	CodeTooManySymbols     Code = "too_many_symbols"     // the venue already subscribes venues.<v>.max_symbols symbols
 	CodeHostNotAllowed     Code = "host_not_allowed"     // HTTP 403: without tokens, Host (or a websocket's Origin) is neither a loopback name nor the listen address
 	CodeTooManyNamed       Code = "too_many_named"       // HTTP 429: a new ?name= would pass limits.max_named_per_token or limits.max_named
+	CodeTooManyDerived     Code = "too_many_derived"     // the subscription would pass limits.max_derived_per_token, max_derived_per_source or max_derived_weight
 
 	// Codes of the HTTP routes only.
 	CodeMethodNotAllowed    Code = "method_not_allowed"    // 405
@@ -57,7 +58,7 @@ const (
 var Codes = []Code{CodeBadRequest, CodeUnknownOp, CodeUnknownStream, CodeTooManyStreams, CodeUnauthorized,
 	CodeRateLimited, CodeMessageTooLarge, CodeNotSubscribed, CodeNotLevel2, CodeNoBook, CodeTakenOver,
 	CodeUnauthenticated, CodeTooManyConnections, CodeOriginNotAllowed, CodeBadName, CodeNameTaken, CodeShuttingDown,
-	CodeUnknownSymbol, CodeTooManySymbols, CodeNotRecoverable, CodeHostNotAllowed, CodeTooManyNamed}
+	CodeUnknownSymbol, CodeTooManySymbols, CodeNotRecoverable, CodeHostNotAllowed, CodeTooManyNamed, CodeTooManyDerived}
 
 // RouteCodes lists the codes only the HTTP routes answer.
 var RouteCodes = []Code{CodeMethodNotAllowed, CodeInvalidTenant, CodeInvalidID, CodeInvalidStream, CodeInvalidQuery, CodeNotFound,

@@ -37,6 +37,7 @@ type fileConfig struct {
 	ShutdownTimeout string                 `yaml:"shutdown_timeout"`
 	Origins         []string               `yaml:"origins"`
 	Tokens          []tokenConfig          `yaml:"tokens"`
+	Auth            authConfig             `yaml:"auth"`
 	Websocket       websocketConfig        `yaml:"websocket"`
 	Limits          limitsConfig           `yaml:"limits"`
 	Venues          map[string]venueConfig `yaml:"venues"`
@@ -92,6 +93,10 @@ type limitsConfig struct {
 	MaxReplyBytes           any `yaml:"max_reply_bytes"`
 	MaxNamedPerToken        any `yaml:"max_named_per_token"`
 	MaxNamed                any `yaml:"max_named"`
+
+	MaxDerivedPerToken  any `yaml:"max_derived_per_token"`
+	MaxDerivedPerSource any `yaml:"max_derived_per_source"`
+	MaxDerivedWeight    any `yaml:"max_derived_weight"`
 }
 
 type venueConfig struct {
@@ -114,9 +119,11 @@ type Config struct {
 	LogLevel        string
 	ShutdownTimeout time.Duration
 	HTTP            HTTP
-	WS              wsapi.Options // Hub, Check, Auth, Metrics, Logger are the daemon's to set
+	WS              wsapi.Options        // Hub, Check, Auth, Metrics, Logger are the daemon's to set
+	Derived         fanout.DerivedLimits // limits.max_derived_*: the hub's caps on derived streams
 	Tokens          []api.Token
-	Venues          []Venue // enabled venues only, in venueNames order
+	JWT             *api.JWTOptions // auth.jwt; nil: no JWTs (jwt.go)
+	Venues          []Venue         // enabled venues only, in venueNames order
 	ClaimCheck      ClaimCheck
 	Record          Record  // record.go
 	Cluster         Cluster // cluster.go
@@ -124,6 +131,10 @@ type Config struct {
 	Recovery fanout.RecoveryOptions
 	History  History // history.go
 }
+
+// AuthEnabled reports whether requests need a token: static tokens or
+// JWTs are configured.
+func (c *Config) AuthEnabled() bool { return len(c.Tokens) > 0 || c.JWT != nil }
 
 // Serves reports whether the venue serves channel ch to subscribers: a raw
 // channel in Raw, or a derived one whose source the adapter subscribes and
@@ -497,6 +508,9 @@ func resolve(fc *fileConfig, getenv func(string) string) (*Config, error) {
 		{"limits.max_reply_bytes", fc.Limits.MaxReplyBytes, 1 << 10, 1 << 30, &w.Limits.MaxReplyBytes},
 		{"limits.max_named_per_token", fc.Limits.MaxNamedPerToken, 1, 1 << 24, &w.Limits.MaxNamedPerToken},
 		{"limits.max_named", fc.Limits.MaxNamed, 1, 1 << 24, &w.Limits.MaxNamed},
+		{"limits.max_derived_per_token", fc.Limits.MaxDerivedPerToken, 1, 1 << 20, &c.Derived.PerToken},
+		{"limits.max_derived_per_source", fc.Limits.MaxDerivedPerSource, 1, 1 << 20, &c.Derived.PerSource},
+		{"limits.max_derived_weight", fc.Limits.MaxDerivedWeight, 1, 1 << 30, &c.Derived.Weight},
 	} {
 		n, err := intIn(p.key, p.v, 0, p.lo, p.hi)
 		if err != nil {
@@ -514,6 +528,9 @@ func resolve(fc *fileConfig, getenv func(string) string) (*Config, error) {
 	}
 	w.Origins = fc.Origins
 	if c.Tokens, err = resolveTokens(fc.Tokens, getenv("FANOUTD_TOKENS")); err != nil {
+		return nil, err
+	}
+	if c.JWT, w.ExpiringNotice, err = resolveJWT(fc.Auth.JWT); err != nil {
 		return nil, err
 	}
 	if c.Venues, err = resolveVenues(fc.Venues); err != nil {
@@ -551,6 +568,9 @@ func resolveTokens(tcs []tokenConfig, env string) ([]api.Token, error) {
 		}
 		if seen[tc.Name] {
 			return nil, cfgErr(key+".name", "%q used twice", tc.Name)
+		}
+		if strings.HasPrefix(tc.Name, api.JWTOwnerPrefix) {
+			return nil, cfgErr(key+".name", "%q starts with %q, which names a JWT's subject", tc.Name, api.JWTOwnerPrefix)
 		}
 		seen[tc.Name] = true
 		t := api.Token{Name: tc.Name, Venues: tc.Venues, Streams: tc.Streams, Tenants: tc.Tenants}

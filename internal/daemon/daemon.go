@@ -80,6 +80,8 @@ type Daemon struct {
 	conns  *connGuard // caps idle connections without a token (conns.go)
 
 	released *prometheus.CounterVec // symbols unsubscribed at their venue by the sweep
+	reloads  *prometheus.CounterVec // configuration reloads, by result (reload.go)
+	reloadMu sync.Mutex             // one Reload at a time
 	stopped  chan struct{}
 
 	shutdownOnce sync.Once
@@ -122,6 +124,7 @@ func New(o Options) (*Daemon, error) {
 	cfg, log := o.Config, o.Logger
 	d := &Daemon{o: o, cfg: cfg, log: log, hub: fanout.NewHub(subscriber.NewRegistry()), reg: prometheus.NewRegistry(),
 		byName: map[string]*venueRun{}, stopped: make(chan struct{})}
+	d.hub.SetDerivedLimits(cfg.Derived)
 	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var err error
 	if d.claims, err = openClaims(context.Background(), cfg.ClaimCheck, claimcheck.Options{Registerer: d.reg, Authorize: d.authorizeTenant, AuthorizeStream: d.authorizeStream}, log); err != nil {
@@ -172,7 +175,7 @@ func New(o Options) (*Daemon, error) {
 		d.venues = append(d.venues, vr)
 		d.byName[vc.Name] = vr
 	}
-	d.auth = api.NewAuth(cfg.Tokens)
+	d.auth = api.NewAuthWithJWT(cfg.Tokens, cfg.JWT)
 	if !d.auth.Enabled() {
 		d.hosts = api.NewHosts(cfg.Listen)
 	}
@@ -188,6 +191,11 @@ func New(o Options) (*Daemon, error) {
 	d.released = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fanoutd_symbols_unsubscribed_total",
 		Help: "Symbols unsubscribed at their venue because no subscriber held them for unsubscribe_after."}, []string{"venue"})
 	d.reg.MustRegister(d.released)
+	d.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fanoutd_config_reloads_total",
+		Help: "Configuration reloads (SIGHUP), by result: applied, or refused (the file did not load; nothing changed)."}, []string{"result"})
+	d.reloads.WithLabelValues("applied")
+	d.reloads.WithLabelValues("refused")
+	d.reg.MustRegister(d.reloads)
 	for _, vr := range d.venues {
 		d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fanoutd_venue_symbols",
 			Help: "Symbols subscribed at the venue now.", ConstLabels: prometheus.Labels{"venue": vr.cfg.Name}}, vr.symbolCount))
@@ -480,10 +488,10 @@ func (d *Daemon) routes() http.Handler {
 // authed requires a valid token on a /v1 route when tokens are configured.
 func (d *Daemon) authed(h func(http.ResponseWriter, *http.Request, *api.Token)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		tok, ok := d.auth.Authenticate(r)
-		if !ok {
+		tok, err := d.auth.Check(r)
+		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="fanoutd"`)
-			api.WriteError(w, http.StatusUnauthorized, api.CodeUnauthenticated, "a valid bearer token is required")
+			api.WriteError(w, http.StatusUnauthorized, api.CodeUnauthenticated, api.RefusalMessage(err))
 			return
 		}
 		h(w, r, tok)

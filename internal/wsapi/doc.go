@@ -67,6 +67,19 @@
 // core before the writer starts. A name with no connection for NamedTTL is
 // forgotten (fanout.Hub.ExpireAfter).
 //
+// # Token expiry and reloads
+//
+// A connection of a JWT (api.Token.Expires set) runs a clock (expiry): a
+// token_expiring notice Options.ExpiringNotice before exp (at once if
+// sooner), and at exp a close with 4003 (TokenExpired). {"op":"refresh",
+// "token":…} replaces the connection's token with another of the same
+// owner whose scopes cover its subscriptions, and moves the clock; a
+// refused refresh is an error reply and changes nothing. After a reload
+// swaps the tokens and keys of Options.Auth, Server.Reauthenticate checks
+// every connection again and closes with 4004 (TokenRevoked) those whose
+// token is gone. Either close detaches as any other: a named subscriber
+// keeps its subscriptions.
+//
 // # Shutdown
 //
 // Server.Shutdown stops accepting, lets every writer flush what is queued,

@@ -3,6 +3,7 @@ package wsapi
 import (
 	"encoding/json"
 	"strconv"
+	"time"
 
 	"github.com/fanoutd/fanoutd/internal/api"
 
@@ -19,6 +20,7 @@ const (
 	OpUnsubscribe Op = "unsubscribe"
 	OpSnapshot    Op = "snapshot"
 	OpPing        Op = "ping"
+	OpRefresh     Op = "refresh"
 	OpRecover     Op = "recover"
 )
 
@@ -28,6 +30,7 @@ type Command struct {
 	ID      string
 	Streams []venue.Stream // subscribe, unsubscribe; snapshot and recover have exactly one
 	From    uint64         // recover: the first seq wanted, from 1
+	Token   string         // refresh: the new bearer token (never logged or echoed)
 }
 
 // CommandError is a refused command: its code, a message for humans, and
@@ -53,6 +56,7 @@ type wireCommand struct {
 	Streams *[]string    `json:"streams"`
 	Stream  *string      `json:"stream"`
 	From    *json.Number `json:"from"`
+	Token   *string      `json:"token"`
 }
 
 // ParseCommand parses one client message. Every failure is a
@@ -127,8 +131,14 @@ func ParseCommand(b []byte) (Command, *CommandError) {
 		}
 		c.Streams, c.From = []venue.Stream{st}, from
 		return c, nil
+	case OpRefresh:
+		if w.Token == nil || *w.Token == "" {
+			return bad(api.CodeBadRequest, "refresh wants a token")
+		}
+		c.Token = *w.Token
+		return c, nil
 	}
-	return bad(api.CodeUnknownOp, "unknown op "+quote(*w.Op)+" (want subscribe, unsubscribe, snapshot, recover or ping)")
+	return bad(api.CodeUnknownOp, "unknown op "+quote(*w.Op)+" (want subscribe, unsubscribe, snapshot, recover, ping or refresh)")
 }
 
 func clip(id string) string {
@@ -157,6 +167,21 @@ func appendAck(dst []byte, id string, streams []venue.Stream) []byte {
 		dst = jsonw.AppendString(dst, string(st))
 	}
 	return append(dst, "]}"...)
+}
+
+// appendRefreshed appends the ack of a refresh,
+// {"type":"ack","id":…,"streams":[],"expires_at":…}: an ack of no streams,
+// with the new token's exp (RFC 3339; absent for a static token).
+func appendRefreshed(dst []byte, id string, exp time.Time) []byte {
+	dst = append(dst, `{"type":"ack","id":`...)
+	dst = jsonw.AppendString(dst, id)
+	dst = append(dst, `,"streams":[]`...)
+	if !exp.IsZero() {
+		dst = append(dst, `,"expires_at":"`...)
+		dst = exp.UTC().AppendFormat(dst, time.RFC3339)
+		dst = append(dst, '"')
+	}
+	return append(dst, '}')
 }
 
 // appendPong appends {"type":"pong","id":…}.

@@ -41,6 +41,7 @@ const (
 	DefaultCommandsPerSecond = 20
 	DefaultCommandBurst      = 40
 	DefaultMaxReplyBytes     = 1 << 20
+	DefaultExpiringNotice    = time.Minute
 	DefaultMaxNamedPerToken  = 1000
 	DefaultMaxNamed          = 10000
 
@@ -162,6 +163,10 @@ type Options struct {
 	Names Names
 	// Node names this server's node in the connection ids it gives Names.
 	Node string
+	// ExpiringNotice is how long before a JWT's exp its connection is sent
+	// a token_expiring notice (at once if the token expires sooner).
+	// Defaults to DefaultExpiringNotice.
+	ExpiringNotice time.Duration
 	// SnapshotClaim, if set, returns the claim check (a JSON object) the
 	// reply to a snapshot op of st carries as "claim", or nil; see
 	// snapshotAck.
@@ -189,6 +194,9 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.NamedTTL == 0 {
 		o.NamedTTL = DefaultNamedTTL
+	}
+	if o.ExpiringNotice <= 0 {
+		o.ExpiringNotice = DefaultExpiringNotice
 	}
 	l := &o.Limits
 	set(&l.MaxStreams, DefaultMaxStreams)
@@ -526,10 +534,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusBadRequest, api.CodeBadRequest, "query: "+err.Error())
 		return
 	}
-	tok, ok := s.o.Auth.AuthenticateUpgrade(r)
-	if !ok {
+	gen := s.o.Auth.Generation()
+	tok, aerr := s.o.Auth.CheckUpgrade(r)
+	if aerr != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="fanoutd"`)
-		refuse(http.StatusUnauthorized, api.CodeUnauthenticated, "a valid bearer token is required")
+		refuse(http.StatusUnauthorized, api.CodeUnauthenticated, api.RefusalMessage(aerr))
 		return
 	}
 	if !s.checkOrigin(r) {
@@ -583,7 +592,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		refuse(http.StatusServiceUnavailable, api.CodeShuttingDown, "shutting down")
 		return
-	case tok != nil && s.perToken[tokName] >= s.o.Limits.MaxConnsPerToken:
+	case tok != nil && s.perToken[tokName] >= s.maxConns(tok):
 		s.mu.Unlock()
 		refuse(http.StatusTooManyRequests, api.CodeTooManyConnections, "too many connections for this token")
 		return
@@ -660,6 +669,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		s.setSub(sess, s.o.Hub.NewOwnedEphemeral(sess.q, tokName))
 	}
+	if s.o.Auth.Generation() != gen {
+		s.recheck(sess) // a reload since Authenticate that Reauthenticate did not see sess in
+	}
 	// The session's reader runs on a goroutine of its own and this handler
 	// returns, so that net/http's connection state (its buffers, the
 	// request, the handler goroutine's deep stack) is freed rather than
@@ -690,12 +702,71 @@ func (s *Server) serveSession(sess *session, name, connID, tokName string, relea
 		"reason", reason.String(), "token", tokName)
 }
 
+// Reauthenticate checks every connection's token again against
+// Options.Auth, whose tokens and keys a reload has just replaced
+// (api.Auth.Replace): a connection whose static token is gone, whose JWT
+// no longer verifies (its key removed, say), or whose reloaded scopes no
+// longer cover a stream it is subscribed to is closed with
+// CloseCodeTokenRevoked; the others go on under the token as reloaded.
+// It returns how many it closed.
+func (s *Server) Reauthenticate() int {
+	if !s.o.Auth.Enabled() {
+		return 0
+	}
+	s.mu.Lock()
+	list := make([]*session, 0, len(s.sessions))
+	for _, sess := range s.sessions {
+		if sess.sub != nil {
+			list = append(list, sess)
+		}
+	}
+	s.mu.Unlock()
+	closed := 0
+	for _, sess := range list {
+		if !s.recheck(sess) {
+			closed++
+		}
+	}
+	return closed
+}
+
+// recheck is Reauthenticate for one connection, whose sub is set: it
+// returns false if it closed it.
+func (s *Server) recheck(sess *session) bool {
+	old := sess.tok.Load()
+	nt, err := s.o.Auth.Recheck(old)
+	if err == nil {
+		for _, st := range sess.sub.Streams() {
+			if !nt.Allows(st) {
+				err = errors.New(string(st) + " is outside the reloaded token's scopes")
+				break
+			}
+		}
+	}
+	if err != nil {
+		s.log.Info("wsapi: closing a connection whose token the reload revoked", "subscriber", sess.sub.ID(), "token", owner(old), "why", err.Error())
+		sess.end(TokenRevoked)
+		return false
+	}
+	sess.tok.CompareAndSwap(old, nt) // a refresh meanwhile is newer
+	return true
+}
+
 // setSub records the subscriber of sess, which s.sessions already lists:
 // under s.mu, which TakeOver holds to read it.
 func (s *Server) setSub(sess *session, sub *subscriber.Subscriber) {
 	s.mu.Lock()
 	sess.sub = sub
 	s.mu.Unlock()
+}
+
+// maxConns is the connections tok may hold open at once: its own cap (a
+// JWT's max_connections claim) if lower than limits.max_connections_per_token.
+func (s *Server) maxConns(tok *api.Token) int {
+	if tok.MaxConns > 0 {
+		return min(tok.MaxConns, s.o.Limits.MaxConnsPerToken)
+	}
+	return s.o.Limits.MaxConnsPerToken
 }
 
 // namedLimitMessage is the refusal's message for a NamedLimitError.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/fanoutd/fanoutd/fanout"
 	"github.com/fanoutd/fanoutd/subscriber"
 	"github.com/fanoutd/fanoutd/venue"
 )
@@ -42,12 +44,15 @@ const (
 	Removed                                // the daemon removed the subscriber
 	UnreadReplies                          // replies past limits.max_reply_bytes queued unread (closed with 4002)
 	InternalError                          // serving the connection panicked (logged with the stack); the daemon goes on
+	TokenExpired                           // the connection's token (a JWT) passed its exp unrefreshed (closed with 4003)
+	TokenRevoked                           // a reload removed the connection's token or key, or narrowed its scopes (closed with 4004)
 
 	numCloseReasons = iota + 1
 )
 
 var closeReasonNames = [numCloseReasons]string{"", "client_closed", "write_timeout", "write_failed", "read_timeout",
-	"message_too_large", "taken_over", "shutdown", "shutdown_timeout", "removed", "unread_replies", "internal_error"}
+	"message_too_large", "taken_over", "shutdown", "shutdown_timeout", "removed", "unread_replies", "internal_error",
+	"token_expired", "token_revoked"}
 
 // String returns the reason's metric label.
 func (r CloseReason) String() string {
@@ -61,6 +66,8 @@ func (r CloseReason) String() string {
 const (
 	CloseCodeTakenOver     = 4001 // another connection attached under the name
 	CloseCodeUnreadReplies = 4002 // the client does not read the replies to its commands
+	CloseCodeTokenExpired  = 4003 // the token's exp passed without a refresh
+	CloseCodeTokenRevoked  = 4004 // a configuration reload removed the token (or its key), or narrowed its scopes
 )
 
 // session is one websocket connection. Its reader runs on a goroutine of
@@ -71,8 +78,9 @@ type session struct {
 	srv *Server
 	ws  *websocket.Conn
 	q   *subscriber.Mailbox
-	sub *subscriber.Subscriber // set before run, under Server.mu (TakeOver reads it from another goroutine)
-	tok *api.Token
+	sub *subscriber.Subscriber    // set before run, under Server.mu (TakeOver reads it from another goroutine)
+	tok atomic.Pointer[api.Token] // replaced by a refresh or a reload
+	exp expiry                    // the token's clock (a JWT's exp)
 
 	reason     atomic.Uint32 // the CloseReason; the first one set wins
 	stopOnce   sync.Once
@@ -125,9 +133,14 @@ type session struct {
 }
 
 func newSession(srv *Server, ws *websocket.Conn, tok *api.Token) *session {
-	s := &session{srv: srv, ws: ws, q: subscriber.NewMailbox(), tok: tok, fd: -1,
+	s := &session{srv: srv, ws: ws, q: subscriber.NewMailbox(), fd: -1,
 		stop: make(chan struct{}), flush: make(chan struct{}), readerDone: make(chan struct{}), kick: make(chan struct{}, 1), ctl: make(chan struct{}, 1),
 		writerDone: make(chan struct{}), allowance: float64(srv.o.Limits.CommandBurst), last: time.Now()}
+	s.tok.Store(tok)
+	s.exp = expiry{lead: srv.o.ExpiringNotice, expire: func() { s.end(TokenExpired) },
+		// A daemon notice, on the notice path (not a reply: never dropped);
+		// at most one per refresh, which the command rate bounds.
+		warn: func(exp time.Time) { s.q.Notify(&subscriber.Message{Data: appendTokenExpiring(nil, exp, time.Now())}) }}
 	s.ping = time.AfterFunc(time.Hour, func() { s.pingDue.Store(true); s.poke() })
 	s.ping.Stop()
 	if sc, ok := ws.NetConn().(syscall.Conn); ok {
@@ -172,6 +185,9 @@ func (s *session) beginFlush() {
 // subscriptions) and returns why it ended.
 func (s *session) run() CloseReason {
 	s.ping.Reset(s.srv.o.PingInterval)
+	if tok := s.tok.Load(); tok != nil {
+		s.exp.set(tok.Expires)
+	}
 	if s.srv.shards != nil {
 		s.srv.addToShard(s)
 	}
@@ -197,6 +213,7 @@ func (s *session) run() CloseReason {
 	}
 	<-s.writerDone
 	s.ping.Stop()
+	s.exp.stop()
 	if s.pool != nil {
 		s.pool.remove(s)
 	}
@@ -425,6 +442,10 @@ func (s *session) finish() {
 		if s.control(websocket.TextMessage, appendTakenOver(nil, s.sub.ID()), s.srv.o.WriteTimeout, true) == nil {
 			s.closeWith(CloseCodeTakenOver, "taken over")
 		}
+	case TokenExpired:
+		s.closeWith(CloseCodeTokenExpired, "token expired")
+	case TokenRevoked:
+		s.closeWith(CloseCodeTokenRevoked, "token revoked")
 	case UnreadReplies:
 		// The socket is likely backed up: the close frame goes out only
 		// if it is taken within a second and no frame is half written.
@@ -905,7 +926,7 @@ func (s *session) allow() bool {
 // check answers whether the connection may subscribe to st, on this node:
 // the token's scopes, then Options.Check.
 func (s *session) check(id string, st venue.Stream) bool {
-	if !s.tok.Allows(st) {
+	if !s.tok.Load().Allows(st) {
 		s.refuse(id, api.CodeUnauthorized, string(st)+": outside this token's scopes")
 		return false
 	}
@@ -957,6 +978,23 @@ func (o *Options) admits(st venue.Stream) error {
 	return nil
 }
 
+// derivedKeys are the configuration keys of the derived streams' caps.
+var derivedKeys = map[fanout.Cap]string{
+	fanout.CapPerToken:  "limits.max_derived_per_token",
+	fanout.CapPerSource: "limits.max_derived_per_source",
+	fanout.CapWeight:    "limits.max_derived_weight",
+}
+
+// refuseDerived refuses a subscription the hub's budget of derived
+// streams did not admit (too_many_derived), naming the cap's key.
+func (s *session) refuseDerived(id string, err error) {
+	msg := err.Error()
+	if be, ok := errors.AsType[*fanout.BudgetError](err); ok {
+		msg = fmt.Sprintf("%s: subscription would pass %s (%d)", be.Stream, derivedKeys[be.Cap], be.Limit)
+	}
+	s.refuse(id, api.CodeTooManyDerived, msg)
+}
+
 // namesChanged tells the cluster's record of names that a named
 // subscriber's subscriptions changed.
 func (s *session) namesChanged(changed bool) {
@@ -999,10 +1037,15 @@ func (s *session) handle(b []byte) {
 			s.refuse(cmd.ID, api.CodeTooManyStreams, "subscription would pass limits.max_streams_per_connection")
 			return
 		}
+		if err := hub.Admit(s.sub, fresh); err != nil {
+			s.refuseDerived(cmd.ID, err)
+			return
+		}
 		// Only a command that passed every check and limit asks another
 		// node for anything.
 		for _, st := range cmd.Streams {
 			if !s.want(cmd.ID, st) {
+				hub.Release(s.sub, fresh)
 				return
 			}
 		}
@@ -1042,7 +1085,40 @@ func (s *session) handle(b []byte) {
 			return
 		}
 		s.reply(s.srv.o.snapshotAck(cmd.ID, st))
+	case OpRefresh:
+		s.refresh(cmd.ID, cmd.Token)
 	case OpRecover:
 		s.recover(cmd)
 	}
+}
+
+// refresh replaces the connection's token with secret, which must verify,
+// be the same owner's (a JWT's sub; a static token's name) and cover
+// every stream subscribed. A refused refresh is an error reply: the
+// connection goes on with its token until that one's exp.
+func (s *session) refresh(id, secret string) {
+	a := s.srv.o.Auth
+	if !a.Enabled() {
+		s.refuse(id, api.CodeBadRequest, "no tokens are configured: there is nothing to refresh")
+		return
+	}
+	nt, err := a.Verify(secret)
+	if err != nil {
+		s.refuse(id, api.CodeUnauthenticated, "refresh refused: "+err.Error())
+		return
+	}
+	old := s.tok.Load()
+	if owner(nt) != owner(old) {
+		s.refuse(id, api.CodeUnauthorized, "refresh refused: the token is not "+owner(old)+"'s")
+		return
+	}
+	for _, st := range s.sub.Streams() {
+		if !nt.Allows(st) {
+			s.refuse(id, api.CodeUnauthorized, "refresh refused: "+string(st)+" is outside the new token's scopes")
+			return
+		}
+	}
+	s.tok.Store(nt)
+	s.exp.set(nt.Expires)
+	s.reply(appendRefreshed(nil, id, nt.Expires))
 }
