@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/fanoutd/fanoutd/claimcheck"
 	"github.com/fanoutd/fanoutd/claimcheck/claimchecktest"
 	"github.com/fanoutd/fanoutd/internal/daemon"
@@ -604,6 +606,31 @@ func TestTardisMachineRoutes(t *testing.T) {
 	if got["book_change"] == 0 || got["book_snapshot"] == 0 || fmt.Sprint(got) != fmt.Sprint(count) {
 		t.Fatalf("messages %v, export %v", got, count)
 	}
+
+	// The websocket form: the same messages, one a message, then a
+	// normal close.
+	normalized := splitLines(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	wsURL := "ws://" + ld.addr + "/ws-replay-normalized?options=" + opts(map[string]any{"exchange": "binance",
+		"symbols": []string{strings.ToLower(sym)}, "dataTypes": []string{"trade", "book_change", "book_snapshot_10_100ms"}})
+	c, _, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer all-secret"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadLimit(-1)
+	var msgs []string
+	for {
+		_, m, err := c.Read(ctx)
+		if err != nil {
+			if websocket.CloseStatus(err) != websocket.StatusNormalClosure {
+				t.Fatalf("ws: %v", err)
+			}
+			break
+		}
+		msgs = append(msgs, string(m))
+	}
+	assertSameLines(t, "/ws-replay-normalized", msgs, normalized)
 
 	for _, tc := range []struct {
 		opts   string

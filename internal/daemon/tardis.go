@@ -6,6 +6,7 @@ package daemon
 // disconnect), NDJSON in tardis-machine's framing and message shapes.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/fanoutd/fanoutd/claimcheck"
 	"github.com/fanoutd/fanoutd/derive"
@@ -201,6 +204,7 @@ func (q *tardisQuery) chains() [][]history.Entry {
 func (d *Daemon) tardisRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /replay", d.authed(d.tardisRaw))
 	mux.HandleFunc("GET /replay-normalized", d.authed(d.tardisNormalized))
+	mux.HandleFunc("GET /ws-replay-normalized", d.authed(d.tardisWS))
 }
 
 // tardisStart checks admission and reads the first segments; ok false:
@@ -359,16 +363,27 @@ func (d *Daemon) tardisNormalized(w http.ResponseWriter, r *http.Request, tok *a
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	fw := &flushWriter{w: w, rc: http.NewResponseController(w), cancel: cancel}
+	err = d.playNormalized(ctx, fw, q, chains, fetch)
+	if err != nil && fw.err == nil && ctx.Err() == nil {
+		_, code, _ := claimcheck.ErrorStatus(err)
+		d.log.Warn("history: /replay-normalized ended early", "err", err)
+		w.Write(api.AppendError(nil, code, "history: "+historyMessage(code)))
+	}
+}
+
+// playNormalized plays q's chains into w as tardis normalized messages,
+// one a line.
+func (d *Daemon) playNormalized(ctx context.Context, w io.Writer, q *tardisQuery, chains [][]history.Entry, fetch history.Fetch) error {
 	srcs := make([]replay.Source, len(chains))
 	for i, c := range chains {
 		srcs[i] = history.Source(ctx, c, fetch)
 	}
 	cfg := *d.cfg
 	if err := cfg.ForCaptures(map[string][]string{q.venue: nil}); err != nil {
-		return
+		return err
 	}
-	ts := newTardisSink(fw, q)
-	_, err = replay.Play(ctx, replay.PlayerOptions{
+	ts := newTardisSink(w, q)
+	_, err := replay.Play(ctx, replay.PlayerOptions{
 		NewDecoder: decoderFor(&cfg, d.log),
 		Sink:       func(string) (venue.Sink, error) { return ts, nil },
 		Parallel:   true,
@@ -376,11 +391,77 @@ func (d *Daemon) tardisNormalized(w http.ResponseWriter, r *http.Request, tok *a
 	if ferr := ts.flush(); err == nil {
 		err = ferr
 	}
-	if err != nil && fw.err == nil && ctx.Err() == nil {
-		_, code, _ := claimcheck.ErrorStatus(err)
-		d.log.Warn("history: /replay-normalized ended early", "err", err)
-		w.Write(api.AppendError(nil, code, "history: "+historyMessage(code)))
+	return err
+}
+
+// tardisWS answers tardis-machine's websocket /ws-replay-normalized?options=:
+// the messages of /replay-normalized, one a websocket text message, then
+// a normal close. A request refused before the upgrade gets the HTTP
+// error; a failure after it closes with 1011 and the error's code.
+func (d *Daemon) tardisWS(w http.ResponseWriter, r *http.Request, tok *api.Token) {
+	q, err := d.parseTardis(r, tok, true)
+	if err != nil {
+		if !writeQueryError(w, err) {
+			d.historyFail(w, err)
+		}
+		return
 	}
+	chains := q.chains()
+	var fetch history.Fetch
+	if len(chains) > 0 {
+		release, ok := d.admitHistory()
+		if !ok {
+			claimcheck.WriteError(w, http.StatusServiceUnavailable, api.CodeOverloaded, "history: history.max_queries queries are running; retry", 1)
+			return
+		}
+		defer release()
+		gate, ok := d.claims.node.Reader.Admit(r.Context())
+		if !ok {
+			claimcheck.WriteError(w, http.StatusServiceUnavailable, api.CodeOverloaded, "history: the claim check's max_concurrent_reads are running; retry", 1)
+			return
+		}
+		defer gate()
+		if fetch, err = d.prefetch(r.Context(), chains); err != nil {
+			d.historyFail(w, err)
+			return
+		}
+	}
+	c, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return // Accept answered the request
+	}
+	defer c.CloseNow()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	if len(chains) > 0 {
+		if err := d.playNormalized(ctx, &wsLines{ctx: ctx, c: c}, q, chains, fetch); err != nil {
+			_, code, _ := claimcheck.ErrorStatus(err)
+			c.Close(websocket.StatusInternalError, string(code))
+			return
+		}
+	}
+	c.Close(websocket.StatusNormalClosure, "")
+}
+
+// wsLines writes each line written to it as one websocket text message.
+type wsLines struct {
+	ctx context.Context
+	c   *websocket.Conn
+}
+
+func (l *wsLines) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			i = len(p)
+		}
+		if err := l.c.Write(l.ctx, websocket.MessageText, p[:i]); err != nil {
+			return 0, err
+		}
+		p = p[min(i+1, len(p)):]
+	}
+	return n, nil
 }
 
 // tardisSink turns the decoders' events into tardis-machine's normalized
@@ -536,7 +617,11 @@ func (t *tardisSink) trade(ev *venue.Event, sym string) {
 	t.num("price", ev.Price.String())
 	t.num("amount", ev.Size.String())
 	t.buf = append(t.buf, `,"side":"`...)
-	t.buf = append(t.buf, ev.Side.String()...)
+	if side := ev.Side.String(); side != "" {
+		t.buf = append(t.buf, side...)
+	} else {
+		t.buf = append(t.buf, "unknown"...)
+	}
 	t.buf = append(t.buf, '"')
 	t.tail(ev.VenueTime, ev.RecvTime)
 }
