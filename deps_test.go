@@ -50,7 +50,8 @@ var policy = map[string][]string{
 	"internal/cluster":           {"fanout", "internal/config", "internal/jsonw", "notice", "venue", "venue/wsconn"},
 	"internal/ui":                {},
 	"internal/ui/bidi":           {}, // tests only: drives Firefox
-	"internal/daemon":            {"internal/ui", "internal/cluster", "claimcheck", "claimcheck/s3store", "derive", "fanout", "internal/api", "internal/config", "internal/wsapi", "notice", "replay", "subscriber", "venue", "venues"},
+	"internal/history":           {"claimcheck", "replay"},
+	"internal/daemon":            {"internal/ui", "internal/cluster", "claimcheck", "claimcheck/s3store", "derive", "fanout", "internal/api", "internal/config", "internal/history", "internal/wsapi", "notice", "replay", "subscriber", "venue", "venues"},
 	"internal/daemon/daemontest": {"internal/config", "internal/daemon"},
 	"internal/faults":            {}, // tests only
 	"internal/testutil":          {}, // tests only

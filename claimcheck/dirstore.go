@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -128,4 +129,44 @@ func (s *DirStore) GetRange(ctx context.Context, key string, off, n int64) (io.R
 type readCloser struct {
 	io.Reader
 	io.Closer
+}
+
+// List returns the keys under prefix, in lexical order; temporary files
+// of unfinished Puts are not keys.
+func (s *DirStore) List(ctx context.Context, prefix string) ([]string, error) {
+	dir := prefix
+	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
+		dir = prefix[:i]
+	} else {
+		dir = ""
+	}
+	root := filepath.Join(s.root, filepath.FromSlash(dir))
+	var keys []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if d.IsDir() || strings.HasPrefix(d.Name(), ".tmp-") {
+			return nil
+		}
+		rel, err := filepath.Rel(s.root, p)
+		if err != nil {
+			return err
+		}
+		if k := filepath.ToSlash(rel); strings.HasPrefix(k, prefix) {
+			keys = append(keys, k)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, s.err("list", prefix, err)
+	}
+	slices.Sort(keys)
+	return keys, nil
 }

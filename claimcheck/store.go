@@ -96,3 +96,10 @@ func Classify(err error) ErrorKind {
 
 // IsMissing reports whether err is a missing key.
 func IsMissing(err error) bool { return Classify(err) == ErrMissing }
+
+// Lister is a Store that lists its keys. The history index lists its
+// per-segment objects through it; DirStore and s3store.Store implement it.
+type Lister interface {
+	// List returns every key that starts with prefix, in lexical order.
+	List(ctx context.Context, prefix string) ([]string, error)
+}

@@ -466,6 +466,9 @@ type ExportSink struct {
 	lastSeq *exportStream
 	buf     []byte // encoded lines not yet written
 	err     error
+	// from, to: the window (Window); zero: no bound. now is the receive
+	// time of the last event, the time of a derived line.
+	from, to, now time.Time
 }
 
 // exportStream is an ExportSink's state for one stream: its last seq, and
@@ -484,6 +487,21 @@ func NewExportSink(w io.Writer) *ExportSink {
 	return &ExportSink{w: w, seq: map[venue.Stream]*exportStream{}, buf: make([]byte, 0, exportBuffer+4<<10)}
 }
 
+// Window makes the sink write only what happened within [from, to): the
+// events received then, the notices made then, and the derived lines
+// emitted while the last event was then. Events outside still take their
+// seq, so the window of an export is the whole export's lines cut to it.
+// A zero bound is no bound.
+func (s *ExportSink) Window(from, to time.Time) {
+	s.mu.Lock()
+	s.from, s.to = from, to
+	s.mu.Unlock()
+}
+
+func (s *ExportSink) within(t time.Time) bool {
+	return (s.from.IsZero() || !t.Before(s.from)) && (s.to.IsZero() || t.Before(s.to))
+}
+
 // Event writes ev with its stream's next seq.
 func (s *ExportSink) Event(ev *venue.Event) {
 	s.mu.Lock() // unlocked without defer: once per event, and nothing here panics
@@ -498,6 +516,11 @@ func (s *ExportSink) Event(ev *venue.Event) {
 	st := s.lastSeq
 	st.seq++
 	ev.Seq = st.seq
+	s.now = ev.RecvTime
+	if !s.within(ev.RecvTime) {
+		s.mu.Unlock()
+		return
+	}
 	if st.head == nil || st.kind != ev.Kind {
 		st.kind, st.head = ev.Kind, ev.AppendJSONHead(nil)
 	}
@@ -512,6 +535,9 @@ func (s *ExportSink) Event(ev *venue.Event) {
 func (s *ExportSink) Notice(n notice.Notice) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.within(n.At) {
+		return
+	}
 	s.buf = append(n.AppendJSON(s.buf), '\n')
 	s.written()
 }
@@ -521,6 +547,9 @@ func (s *ExportSink) Notice(n notice.Notice) {
 func (s *ExportSink) Line(b []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.within(s.now) {
+		return
+	}
 	s.buf = append(append(s.buf, b...), '\n')
 	s.written()
 }

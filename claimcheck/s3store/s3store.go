@@ -222,3 +222,22 @@ func Classify(err error) claimcheck.ErrorKind {
 	}
 	return claimcheck.ErrOther
 }
+
+// List returns the keys under prefix (ListObjectsV2, every page), in
+// lexical order.
+func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
+	var keys []string
+	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: aws.String(s.bucket), Prefix: aws.String(prefix)})
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, s.err("list", prefix, err)
+		}
+		for _, o := range out.Contents {
+			keys = append(keys, aws.ToString(o.Key))
+		}
+	}
+	return keys, nil
+}
+
+var _ claimcheck.Lister = (*Store)(nil)

@@ -52,6 +52,7 @@ commands:
   record         record a venue's frames to captures       fanoutd record --venue kraken --streams BTC/USD --out dir
   check-config   check a configuration file, every key     fanoutd check-config fanoutd.yaml
   claims get     fetch a stored snapshot or capture        fanoutd claims get claim:TENANT/ID
+  history import check captures in to the history index    fanoutd history import --config fanoutd.yaml CAPTURE…
   bench, soak    load and soak harnesses
   help           this list
   version        the version and the commit it was built from
@@ -85,6 +86,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return bench.Main(args, stdout, stderr)
 	case "claims":
 		return claimsCmd(context.Background(), args, stdout, stderr)
+	case "history":
+		return historyCmd(context.Background(), args, stdout, stderr)
 	case "bench-clients":
 		return bench.Clients(args, stdout, stderr)
 	case "bench-venue":
@@ -106,7 +109,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, versionLine(daemon.Version, bi))
 		return 0
 	default:
-		fmt.Fprintf(stderr, "fanoutd: unknown command %q (want serve, check-config, tail, bench, soak, record, replay, claims, help or version)\n", cmd)
+		fmt.Fprintf(stderr, "fanoutd: unknown command %q (want serve, check-config, tail, bench, soak, record, replay, claims, history, help or version)\n", cmd)
 		return 2
 	}
 }

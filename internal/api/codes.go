@@ -50,6 +50,7 @@ const (
 	CodeStoreForbidden      Code = "store_forbidden"       // 503 + Retry-After: 60: the store refused our credentials
 	CodeStoreError          Code = "store_error"           // 502: the store answered something else (500, a corrupt pack)
 	CodeInternal            Code = "internal"              // 500
+	CodeRangeTooLong        Code = "range_too_long"        // 400: a history query's from–to passes history.max_range
 )
 
 // Codes lists the codes of the websocket protocol and its upgrade, for
@@ -62,7 +63,7 @@ var Codes = []Code{CodeBadRequest, CodeUnknownOp, CodeUnknownStream, CodeTooMany
 // RouteCodes lists the codes only the HTTP routes answer.
 var RouteCodes = []Code{CodeMethodNotAllowed, CodeInvalidTenant, CodeInvalidID, CodeInvalidStream, CodeInvalidQuery, CodeNotFound,
 	CodeRangeNotSatisfiable, CodeOverloaded, CodeDeadline, CodeStoreUnavailable, CodeStoreForbidden, CodeStoreError,
-	CodeInternal}
+	CodeInternal, CodeRangeTooLong}
 
 // Refusal is an error that carries its code: a check (wsapi.Options.Check)
 // returns one to refuse with a code other than unknown_stream.

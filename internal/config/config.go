@@ -46,6 +46,7 @@ type fileConfig struct {
 	Record          recordConfig           `yaml:"record"`
 	Cluster         clusterConfig          `yaml:"cluster"`
 	Recovery        recoveryConfig         `yaml:"recovery"`
+	History         historyConfig          `yaml:"history"`
 }
 
 type recoveryConfig struct {
@@ -128,6 +129,7 @@ type Config struct {
 	Cluster         Cluster // cluster.go
 	// Recovery bounds the recovery window (recovery.*); not On: off.
 	Recovery fanout.RecoveryOptions
+	History  History // history.go
 }
 
 // AuthEnabled reports whether requests need a token: static tokens or
@@ -545,6 +547,9 @@ func resolve(fc *fileConfig, getenv func(string) string) (*Config, error) {
 		return nil, err
 	}
 	if c.Recovery, err = resolveRecovery(&fc.Recovery); err != nil {
+		return nil, err
+	}
+	if c.History, err = resolveHistory(&fc.History); err != nil {
 		return nil, err
 	}
 	if c.Cluster, err = resolveCluster(&fc.Cluster, getenv); err != nil {

@@ -347,8 +347,16 @@ func (d *Daemon) authorizeStream(r *http.Request, stream string) (int, bool) {
 
 // CheckInSegment checks a closed capture segment in as a claim of the
 // daemon's tenant (for the recorder's OnSegment).
+// The segment then goes into the history index.
 func (d *Daemon) CheckInSegment(ctx context.Context, seg replay.Segment) (claimcheck.Claim, error) {
-	return CheckIn(ctx, d.claims.node.Writer, seg)
+	c, data, err := checkIn(ctx, d.claims.node.Writer, seg)
+	if err != nil {
+		return c, err
+	}
+	if _, err := indexSegment(ctx, d.hist, c, data, seg.Venue); err != nil {
+		return c, err
+	}
+	return c, nil
 }
 
 // captureContentType is the content type of capture claims: a gzip
@@ -360,15 +368,21 @@ const captureContentType = "application/gzip"
 // stored as it is; a plain one is gzipped with its sidecar metadata in the
 // header comment, so the claim alone is a capture replay.Open would read.
 func CheckIn(ctx context.Context, w *claimcheck.Writer, seg replay.Segment) (claimcheck.Claim, error) {
+	c, _, err := checkIn(ctx, w, seg)
+	return c, err
+}
+
+// checkIn is CheckIn, also returning the bytes stored.
+func checkIn(ctx context.Context, w *claimcheck.Writer, seg replay.Segment) (claimcheck.Claim, []byte, error) {
 	data, err := os.ReadFile(seg.Path)
 	if err != nil {
-		return claimcheck.Claim{}, fmt.Errorf("claim check: segment: %w", err)
+		return claimcheck.Claim{}, nil, fmt.Errorf("claim check: segment: %w", err)
 	}
 	if !isGzip(data) {
 		var meta replay.Meta
 		if b, err := os.ReadFile(seg.Path + ".meta.json"); err == nil {
 			if err := json.Unmarshal(b, &meta); err != nil {
-				return claimcheck.Claim{}, fmt.Errorf("claim check: segment: %s.meta.json: %w", seg.Path, err)
+				return claimcheck.Claim{}, nil, fmt.Errorf("claim check: segment: %s.meta.json: %w", seg.Path, err)
 			}
 		}
 		if meta.Venue == "" {
@@ -379,16 +393,16 @@ func CheckIn(ctx context.Context, w *claimcheck.Writer, seg replay.Segment) (cla
 		zw.Comment = replay.MetaComment(meta)
 		zw.Write(data)
 		if err := zw.Close(); err != nil {
-			return claimcheck.Claim{}, err
+			return claimcheck.Claim{}, nil, err
 		}
 		data = buf.Bytes()
 	}
 	c, err := w.CheckIn(ctx, "", claimcheck.PackClaim{Kind: claimcheck.KindCapture, Stream: seg.Venue,
 		Time: seg.Start, Recorded: seg.End, ContentType: captureContentType, Data: data})
 	if err != nil {
-		return claimcheck.Claim{}, fmt.Errorf("claim check: segment %s: %w", seg.Path, err)
+		return claimcheck.Claim{}, nil, fmt.Errorf("claim check: segment %s: %w", seg.Path, err)
 	}
-	return c, nil
+	return c, data, nil
 }
 
 func isGzip(b []byte) bool { return len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b }

@@ -22,6 +22,7 @@ import (
 	"github.com/fanoutd/fanoutd/internal/api"
 	"github.com/fanoutd/fanoutd/internal/cluster"
 	"github.com/fanoutd/fanoutd/internal/config"
+	"github.com/fanoutd/fanoutd/internal/history"
 	"github.com/fanoutd/fanoutd/internal/ui"
 	"github.com/fanoutd/fanoutd/internal/wsapi"
 	"github.com/fanoutd/fanoutd/notice"
@@ -73,7 +74,9 @@ type Daemon struct {
 	http   *http.Server
 	venues []*venueRun
 	byName map[string]*venueRun
-	claims *claimWire // the claim-check node (claims.go)
+	claims *claimWire     // the claim-check node (claims.go)
+	hist   *history.Index // what is recorded (history.go)
+	histm  *historyMetrics
 	conns  *connGuard // caps idle connections without a token (conns.go)
 
 	released *prometheus.CounterVec // symbols unsubscribed at their venue by the sweep
@@ -127,6 +130,8 @@ func New(o Options) (*Daemon, error) {
 	if d.claims, err = openClaims(context.Background(), cfg.ClaimCheck, claimcheck.Options{Registerer: d.reg, Authorize: d.authorizeTenant, AuthorizeStream: d.authorizeStream}, log); err != nil {
 		return nil, err
 	}
+	d.hist = history.NewIndex(d.claims.node.Stores, d.claims.node.Config.Tenant)
+	d.histm = newHistoryMetrics(d.reg)
 	built := false
 	defer func() {
 		if !built {
@@ -482,6 +487,7 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("GET /v1/subscribers", d.authed(d.subscribers))
 	mux.HandleFunc("GET /v1/books/{venue}/{symbol...}", d.authed(d.book))
 	d.claims.register(mux, d)
+	d.historyRoutes(mux)
 	ui.Register(mux)
 	return d.front(mux)
 }
@@ -638,6 +644,10 @@ func (d *Daemon) book(w http.ResponseWriter, r *http.Request, tok *api.Token) {
 	}
 	if !tok.Allows(st) {
 		api.WriteError(w, http.StatusForbidden, api.CodeUnauthorized, string(st)+": outside this token's scopes")
+		return
+	}
+	if at := r.URL.Query().Get("at"); at != "" {
+		d.bookAt(w, r, st, depth, at)
 		return
 	}
 	f := d.hub.Feed(st.Venue())

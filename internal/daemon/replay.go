@@ -83,19 +83,26 @@ func Export(ctx context.Context, cfg *config.Config, srcs []replay.Source, w io.
 // ExportStreams is Export that also returns the patterns of streams that
 // matched no stream of the captures (raw or derived), in their order.
 func ExportStreams(ctx context.Context, cfg *config.Config, srcs []replay.Source, w io.Writer, log *slog.Logger, streams ...string) (replay.Stats, []string, error) {
+	return exportRange(ctx, cfg, srcs, w, log, time.Time{}, time.Time{}, streams)
+}
+
+// exportRange is ExportStreams writing only what happened within [from,
+// to) (replay.ExportSink.Window): the history routes' answer.
+func exportRange(ctx context.Context, cfg *config.Config, srcs []replay.Source, w io.Writer, log *slog.Logger, from, to time.Time, streams []string) (replay.Stats, []string, error) {
 	if log == nil {
 		log = slog.Default()
 	}
 	sink := replay.NewExportSink(w)
-	var to venue.Sink = sink
+	sink.Window(from, to)
+	var into venue.Sink = sink
 	var tap *exportTap
 	if len(streams) > 0 {
 		tap = newExportTap(sink, streams)
-		to = tap
+		into = tap
 	}
 	st, err := replay.Play(ctx, replay.PlayerOptions{
 		NewDecoder: decoderFor(cfg, log),
-		Sink:       func(string) (venue.Sink, error) { return to, nil },
+		Sink:       func(string) (venue.Sink, error) { return into, nil },
 		Parallel:   true, // each capture decoded on its own goroutine; same output
 	}, srcs)
 	if ferr := sink.Flush(); err == nil && ferr != nil {
