@@ -9,6 +9,7 @@
 //	fanoutd replay [--venue V] [--speed 1|N|max] [--loop] [--wait N] [--config FILE] [--listen ADDR] CAPTURE…
 //	fanoutd replay --export FILE|- CAPTURE…
 //	fanoutd claims get REF [--config FILE] [-o FILE]
+//	fanoutd probe [--timeout D] [URL]   (exit 0 if URL, default the local /readyz, answers 200)
 //	fanoutd version
 //
 // Exit codes: 0 success, 1 runtime failure, 2 bad usage or configuration.
@@ -72,11 +73,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		return replayCmd(ctx, args, stdout, stderr, nil)
+	case "probe":
+		return probeCmd(args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "fanoutd", daemon.Version)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "fanoutd: unknown command %q (want serve, check-config, tail, bench, soak, record, replay, claims or version)\n", cmd)
+		fmt.Fprintf(stderr, "fanoutd: unknown command %q (want serve, check-config, tail, bench, soak, record, replay, claims, probe or version)\n", cmd)
 		return 2
 	}
 }
