@@ -9,6 +9,7 @@
 //	fanoutd replay [--venue V] [--speed 1|N|max] [--loop] [--wait N] [--align=false] [--config FILE] [--listen ADDR] CAPTURE…
 //	fanoutd replay --export FILE|- [--streams S[,S…]] CAPTURE…
 //	fanoutd claims get REF [--config FILE] [-o FILE]
+//	fanoutd probe [--timeout D] [URL]   (exit 0 if URL, default the local /readyz, answers 200)
 //	fanoutd help
 //	fanoutd version
 //
@@ -53,6 +54,7 @@ commands:
   check-config   check a configuration file, every key     fanoutd check-config fanoutd.yaml
   claims get     fetch a stored snapshot or capture        fanoutd claims get claim:TENANT/ID
   history import check captures in to the history index    fanoutd history import --config fanoutd.yaml CAPTURE…
+  probe          exit 0 if the daemon is ready (for images) fanoutd probe http://127.0.0.1:8080/readyz
   bench, soak    load and soak harnesses
   help           this list
   version        the version and the commit it was built from
@@ -104,12 +106,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		return replayCmd(ctx, args, stdout, stderr, nil)
+	case "probe":
+		return probeCmd(args, stdout, stderr)
 	case "version":
 		bi, _ := debug.ReadBuildInfo()
 		fmt.Fprintln(stdout, versionLine(daemon.Version, bi))
 		return 0
 	default:
-		fmt.Fprintf(stderr, "fanoutd: unknown command %q (want serve, check-config, tail, bench, soak, record, replay, claims, history, help or version)\n", cmd)
+		fmt.Fprintf(stderr, "fanoutd: unknown command %q (want serve, check-config, tail, bench, soak, record, replay, claims, history, probe, help or version)\n", cmd)
 		return 2
 	}
 }
