@@ -67,9 +67,10 @@ var policy = map[string][]string{
 }
 
 // websockets names the packages that may import a websocket library: the
-// venue links' transport, the mock venues, the websocket API, and the tools
-// that are clients.
-var websockets = []string{"venue/wsconn", "venue/venuetest", "venues/*/*test", "internal/wsapi", "internal/bench", "internal/tail", "internal/ui/bidi", "cmd/fanoutd", "client"}
+// venue links' transport, the mock venues, the websocket API, the daemon's
+// history replay in tardis-machine's websocket form (/ws-replay-normalized,
+// which speaks tardis's protocol, not ours), and the tools that are clients.
+var websockets = []string{"venue/wsconn", "venue/venuetest", "venues/*/*test", "internal/wsapi", "internal/daemon", "internal/bench", "internal/tail", "internal/ui/bidi", "cmd/fanoutd", "client"}
 
 const module = "github.com/fanoutd/fanoutd"
 

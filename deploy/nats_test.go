@@ -144,8 +144,14 @@ func TestNATSAccountsConfig(t *testing.T) {
 	ejs, _ := jetstream.New(edge)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if _, err := ejs.KeyValue(ctx, "fanoutd_leases"); err == nil {
-		t.Error("the edge user could bind the lease bucket")
+	// An edge reads the lease (it fences publishers that do not hold it)
+	// and can never write it.
+	ekv, err := ejs.KeyValue(ctx, "fanoutd_leases")
+	if err != nil {
+		t.Fatalf("the edge user cannot read the lease bucket: %v", err)
+	}
+	if _, err := ekv.Put(ctx, "coinbase", []byte(`{"node":"evil"}`)); err == nil {
+		t.Error("the edge user could write the lease")
 	}
 }
 
