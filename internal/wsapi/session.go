@@ -85,8 +85,7 @@ type session struct {
 	reason     atomic.Uint32 // the CloseReason; the first one set wins
 	stopOnce   sync.Once
 	stop       chan struct{} // closed: the writer ends now
-	flushOnce  sync.Once
-	flush      chan struct{} // closed: the writer flushes, closes with 1001 and ends
+	flush      atomic.Bool   // set: the writer flushes, closes with 1001 and ends
 	readerDone chan struct{} // closed when the reader returned
 	kick       chan struct{} // capacity 1: a write-pool worker hands the connection to its writer goroutine
 	ctl        chan struct{} // capacity 1: stop, flush or a ping is due
@@ -157,7 +156,7 @@ func (w *wsConn) Close() error {
 
 func newSession(srv *Server, nc net.Conn, tok *api.Token) *session {
 	s := &session{srv: srv, q: subscriber.NewMailbox(), fd: -1,
-		stop: make(chan struct{}), flush: make(chan struct{}), readerDone: make(chan struct{}), kick: make(chan struct{}, 1), ctl: make(chan struct{}, 1),
+		stop: make(chan struct{}), readerDone: make(chan struct{}), kick: make(chan struct{}, 1), ctl: make(chan struct{}, 1),
 		writerDone: make(chan struct{}), allowance: float64(srv.o.Limits.CommandBurst), last: time.Now()}
 	s.ws = wsConn{c: nc, s: s}
 	s.tok.Store(tok)
@@ -187,7 +186,7 @@ func (s *session) end(r CloseReason) {
 // beginFlush asks the writer to flush and close with 1001.
 func (s *session) beginFlush() {
 	s.reason.CompareAndSwap(0, uint32(Shutdown))
-	s.flushOnce.Do(func() { close(s.flush) })
+	s.flush.Store(true)
 	s.poke()
 }
 
@@ -363,7 +362,7 @@ func (s *session) writeLoop() bool {
 		case isClosed(s.stop):
 			s.finish()
 			return true
-		case isClosed(s.flush):
+		case s.flush.Load():
 			flushing = true
 		}
 		if s.pingDue.Swap(false) {
