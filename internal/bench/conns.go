@@ -101,12 +101,21 @@ func idleMain(o options, steps []int, memprofile string, stdout, stderr io.Write
 
 // printConnsTable ends bench --idle with one line per round.
 func printConnsTable(w io.Writer, rounds []connsRound) {
-	fmt.Fprintln(w, "\n| server | connections | RSS per connection, mean (max) | connected and subscribed per second | kernel TCP per connection pair (slab; sockstat mem) | events/s received |")
-	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- |")
+	fmt.Fprintln(w, "\n| server | connections | RSS per connection, mean (max) | marginal RSS per connection | connected and subscribed per second | kernel TCP per connection pair (slab; sockstat mem) | events/s received |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- |")
+	prev := map[string]connsRound{}
 	for _, r := range rounds {
 		n := float64(r.conns)
-		fmt.Fprintf(w, "| %s | %d | %.1f KB (%.1f) | %.0f | %.1f KB; %.1f KB | %.0f |\n", r.server, r.conns,
-			float64(r.mean.rss-r.base.rss)/n/1000, float64(r.max-r.base.rss)/n/1000,
+		// The growth from the server's previous count to this one, per
+		// connection added: what one more connection costs, without the
+		// costs paid once whatever the count.
+		marginal := "–"
+		if p, ok := prev[r.server]; ok && r.conns > p.conns {
+			marginal = fmt.Sprintf("%.1f KB", float64((r.mean.rss-r.base.rss)-(p.mean.rss-p.base.rss))/float64(r.conns-p.conns)/1000)
+		}
+		prev[r.server] = r
+		fmt.Fprintf(w, "| %s | %d | %.1f KB (%.1f) | %s | %.0f | %.1f KB; %.1f KB | %.0f |\n", r.server, r.conns,
+			float64(r.mean.rss-r.base.rss)/n/1000, float64(r.max-r.base.rss)/n/1000, marginal,
 			n/r.connected.Seconds(), float64(r.sock.slab-r.sockBase.slab)/n/1000,
 			float64(r.sock.mem-r.sockBase.mem)/n/1000, r.received)
 	}
