@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fanoutd/fanoutd/internal/api"
+	"github.com/fanoutd/fanoutd/internal/rawio"
 
 	"github.com/gorilla/websocket"
 
@@ -295,7 +296,7 @@ type writeShard struct {
 	mu       sync.Mutex // protects sessions
 	sessions []*session
 
-	ring    *ring // nil: one write(2) per connection
+	ring    *rawio.Ring // nil: one write(2) per connection
 	log     *slog.Logger
 	metrics *Metrics
 	slots   []ringSlot
@@ -304,8 +305,8 @@ type writeShard struct {
 	doneFn  func(userData uint64, res int32) // w.complete, bound once
 }
 
-// openRing is newRing; tests replace it to see the pool without io_uring.
-var openRing = newRing
+// openRing is rawio.NewRing; tests replace it to see the pool without io_uring.
+var openRing = rawio.NewRing
 
 // startPool starts n write-pool workers.
 func (s *Server) startPool(n int) {
@@ -319,7 +320,7 @@ func (s *Server) startPool(n int) {
 					s.log.Info("wsapi: io_uring unavailable, the write pool makes one write(2) per connection", "err", err)
 				}
 			} else {
-				w.ring, w.slots = r, make([]ringSlot, r.free())
+				w.ring, w.slots = r, make([]ringSlot, r.Free())
 				w.doneFn = w.complete
 			}
 		}
@@ -408,7 +409,7 @@ func (w *writeShard) writeRing(list []*session) {
 	for len(w.more) > 0 {
 		w.round, w.more = w.more, w.round[:0]
 		for j, sess := range w.round {
-			if w.ring.free() == 0 {
+			if w.ring.Free() == 0 {
 				if w.submit(); w.ring == nil {
 					handOffAll(w.round[j:], w.more)
 					clear(w.round)
@@ -416,7 +417,7 @@ func (w *writeShard) writeRing(list []*session) {
 					return
 				}
 			}
-			i := len(w.slots) - w.ring.free()
+			i := len(w.slots) - w.ring.Free()
 			sess.ringPrep(w.ring, &w.slots[i], uint64(i))
 		}
 		w.submit()
@@ -440,7 +441,7 @@ func handOffAll(lists ...[]*session) {
 
 // submit sends what is queued on the ring and completes each connection.
 func (w *writeShard) submit() {
-	if err := w.ring.submit(w.doneFn); err != nil {
+	if err := w.ring.Submit(w.doneFn); err != nil {
 		// The ring failed as a whole (not one socket): the connections it
 		// held end with write_failed, and the worker goes on without it.
 		w.log.Warn("wsapi: io_uring failed, this write worker goes on with write(2); the connections in the failed submission are closed", "err", err)
@@ -452,7 +453,7 @@ func (w *writeShard) submit() {
 				w.slots[i].sess = nil
 			}
 		}
-		w.ring.close()
+		w.ring.Close()
 		w.ring = nil
 	}
 }

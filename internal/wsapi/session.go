@@ -15,9 +15,9 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/fanoutd/fanoutd/internal/api"
+	"github.com/fanoutd/fanoutd/internal/rawio"
 
 	"github.com/gorilla/websocket"
 
@@ -101,25 +101,20 @@ type session struct {
 	wstateMu sync.Mutex
 	writing  bool
 	started  bool
-	raw      syscall.RawConn // the socket for non-blocking writes; nil if it has none (then every write blocks)
-	fd       int             // raw's descriptor for the write pool's io_uring sends, valid while fdMu is read-locked and the socket open; -1 without raw
-	fdMu     sync.RWMutex    // read-locked by a write-pool worker while an io_uring send names fd; closeSocket write-locks it
-	pool     *writeShard     // the write-pool shard serving this connection; nil without a write delay
+	raw      bool         // sock is set: the socket has a descriptor for non-blocking writes (else every write blocks)
+	fdMu     sync.RWMutex // read-locked by a write-pool worker while an io_uring send names sock's descriptor; closeSocket write-locks it
+	pool     *writeShard  // the write-pool shard serving this connection; nil without a write delay
 
 	// wmu is held for every write to the socket and for Drain+write
 	// together, so batches go out in queue order whoever writes them (the
 	// connection's writer goroutine, a write-pool worker, or the reader
 	// answering a ping or a close).
 	wmu       sync.Mutex
-	pending   []byte // unsent tail of a frame a non-blocking write left; guarded by wmu
-	owned     bool   // the writer goroutine is writing (pending bytes, or ending); the pool leaves the connection alone; guarded by wmu
-	closeSent bool   // a close frame was written: nothing more may be; guarded by wmu
-	rawBuf    []byte // rawWrite's argument and results; guarded by wmu
-	rawN      int
-	rawErr    error
-	rawFn     func(fd uintptr)      // s.rawWriteFD, bound once so a write allocates nothing
-	rawWaitFn func(fd uintptr) bool // s.rawWaitFD, likewise
-	shardIdx  int                   // index in pool.sessions; guarded by pool.mu
+	pending   []byte       // unsent tail of a frame a non-blocking write left; guarded by wmu
+	owned     bool         // the writer goroutine is writing (pending bytes, or ending); the pool leaves the connection alone; guarded by wmu
+	closeSent bool         // a close frame was written: nothing more may be; guarded by wmu
+	sock      rawio.Socket // the socket's descriptor, written under wmu
+	shardIdx  int          // index in pool.sessions; guarded by pool.mu
 
 	// A named subscriber's connection records the last seq written per
 	// stream (nil for an ephemeral one), for the cluster's record.
@@ -133,7 +128,7 @@ type session struct {
 }
 
 func newSession(srv *Server, ws *websocket.Conn, tok *api.Token) *session {
-	s := &session{srv: srv, ws: ws, q: subscriber.NewMailbox(), fd: -1,
+	s := &session{srv: srv, ws: ws, q: subscriber.NewMailbox(),
 		stop: make(chan struct{}), flush: make(chan struct{}), readerDone: make(chan struct{}), kick: make(chan struct{}, 1), ctl: make(chan struct{}, 1),
 		writerDone: make(chan struct{}), allowance: float64(srv.o.Limits.CommandBurst), last: time.Now()}
 	s.tok.Store(tok)
@@ -143,13 +138,7 @@ func newSession(srv *Server, ws *websocket.Conn, tok *api.Token) *session {
 		warn: func(exp time.Time) { s.q.Notify(&subscriber.Message{Data: appendTokenExpiring(nil, exp, time.Now())}) }}
 	s.ping = time.AfterFunc(time.Hour, func() { s.pingDue.Store(true); s.poke() })
 	s.ping.Stop()
-	if sc, ok := ws.NetConn().(syscall.Conn); ok {
-		if rc, err := sc.SyscallConn(); err == nil {
-			s.raw = rc
-			s.rawFn, s.rawWaitFn = s.rawWriteFD, s.rawWaitFD
-			rc.Control(func(fd uintptr) { s.fd = int(fd) })
-		}
-	}
+	s.raw = s.sock.Init(ws.NetConn())
 	// Every frame is written by this package under wmu (see writeFrame),
 	// so gorilla's default handlers, which write through gorilla's own
 	// lock, are replaced by ones that write under wmu. A pong or a close
@@ -524,7 +513,7 @@ func (s *session) poolWrite(batch []*subscriber.Message, buf []byte) ([]*subscri
 		s.handOff()
 		return batch, buf
 	}
-	if s.owned || s.closeSent || s.raw == nil {
+	if s.owned || s.closeSent || !s.raw {
 		s.wmu.Unlock()
 		s.handOff()
 		return batch, buf
@@ -537,7 +526,7 @@ func (s *session) poolWrite(batch []*subscriber.Message, buf []byte) ([]*subscri
 			break
 		}
 		buf = appendBatch(buf[:0], batch)
-		n, err := s.rawWrite(buf)
+		n, err := s.sock.TryWrite(buf)
 		if err != nil {
 			s.owned = true
 			s.wmu.Unlock()
@@ -565,12 +554,12 @@ func (s *session) poolWrite(batch []*subscriber.Message, buf []byte) ([]*subscri
 // poolWrite would write it, and keeps wmu (and fdMu read-locked) until
 // ringDone. It returns false, with nothing queued and no lock kept, if
 // the queues were empty or the connection is its writer goroutine's.
-func (s *session) ringPrep(r *ring, slot *ringSlot, userData uint64) bool {
+func (s *session) ringPrep(r *rawio.Ring, slot *ringSlot, userData uint64) bool {
 	if !s.wmu.TryLock() {
 		s.handOff()
 		return false
 	}
-	if s.owned || s.closeSent || s.fd < 0 || !s.fdMu.TryRLock() {
+	if s.owned || s.closeSent || !s.raw || !s.fdMu.TryRLock() {
 		s.wmu.Unlock()
 		s.handOff()
 		return false
@@ -593,7 +582,7 @@ func (s *session) ringPrep(r *ring, slot *ringSlot, userData uint64) bool {
 	slot.more = s.q.Queued() > 0
 	s.noteWritten(slot.batch[nn:])
 	clear(slot.batch)
-	r.send(s.fd, slot.buf, userData)
+	r.Send(s.sock.FD(), slot.buf, userData)
 	return true
 }
 
@@ -695,82 +684,24 @@ func (s *session) control(op int, payload []byte, timeout time.Duration, flushPe
 // wmu must be held.
 func (s *session) writeFrame(b []byte, timeout time.Duration) error {
 	c := s.ws.NetConn()
-	if s.raw == nil {
+	if !s.raw {
 		c.SetWriteDeadline(time.Now().Add(timeout))
 		_, err := c.Write(b)
 		c.SetWriteDeadline(time.Time{})
 		return err
 	}
-	n, err := s.rawWrite(b)
+	n, err := s.sock.TryWrite(b)
 	if err != nil || n == len(b) {
 		return err
 	}
 	defer c.SetWriteDeadline(time.Time{}) // a later non-blocking write must not see an expired deadline
 	for b = b[n:]; len(b) > 0; b = b[n:] {
 		c.SetWriteDeadline(time.Now().Add(timeout))
-		if n, err = s.waitWrite(b); err != nil {
+		if n, err = s.sock.WaitWrite(b); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// waitWrite waits until the socket takes some of b, at most until the
-// write deadline, and returns how much it took. The attempt is made inside
-// RawConn.Write, after its poller is armed, so no wake-up is lost between
-// a full socket and the wait. wmu must be held.
-func (s *session) waitWrite(b []byte) (int, error) {
-	s.rawBuf = b
-	err := s.raw.Write(s.rawWaitFn)
-	n := s.rawN
-	if err == nil {
-		err = s.rawErr
-	}
-	s.rawBuf, s.rawN, s.rawErr = nil, 0, nil
-	return n, err
-}
-
-// rawWrite makes one non-blocking write(2) of b and returns how much the
-// socket took (0 if its buffer is full). wmu must be held.
-//
-// It goes through RawConn.Control, which keeps the descriptor open while
-// the callback runs (all a write that never waits needs), and makes a
-// RawSyscall, since write(2) on a non-blocking socket does not block; why
-// not RawConn.Write or Syscall is in docs/design.md.
-func (s *session) rawWrite(b []byte) (int, error) {
-	s.rawBuf = b
-	err := s.raw.Control(s.rawFn)
-	n := s.rawN
-	if err == nil {
-		err = s.rawErr
-	}
-	s.rawBuf, s.rawN, s.rawErr = nil, 0, nil
-	return n, err
-}
-
-// rawWriteFD is rawWrite's callback for syscall.RawConn.Control: it
-// writes once and never waits for the socket.
-func (s *session) rawWriteFD(fd uintptr) {
-	for {
-		n, _, errno := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(s.rawBuf))), uintptr(len(s.rawBuf)))
-		switch errno {
-		case 0:
-			s.rawN = int(n)
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-		default:
-			s.rawErr = &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", errno)}
-		}
-		return
-	}
-}
-
-// rawWaitFD is waitWrite's callback for syscall.RawConn.Write: one
-// non-blocking write; done once the socket took bytes or failed.
-func (s *session) rawWaitFD(fd uintptr) bool {
-	s.rawWriteFD(fd)
-	return s.rawN > 0 || s.rawErr != nil
 }
 
 // appendBatch appends batch as one unmasked, final websocket text frame,
