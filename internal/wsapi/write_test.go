@@ -465,9 +465,9 @@ func TestIdlePooledConnectionKeepsAlive(t *testing.T) {
 		return nil
 	}()
 	writing := func() bool {
-		sess.wstateMu.Lock()
-		defer sess.wstateMu.Unlock()
-		return sess.writing
+		sess.w.stateMu.Lock()
+		defer sess.w.stateMu.Unlock()
+		return sess.w.running
 	}
 	// Three pings take 3 s; a client silent for two intervals would be
 	// closed, so an answered ping that was never sent shows up as a close.
