@@ -1,6 +1,7 @@
 package fanoutd_test
 
 import (
+	"os"
 	"os/exec"
 	"path"
 	"slices"
@@ -151,6 +152,48 @@ func TestPolicyCatchesWrongImports(t *testing.T) {
 	} {
 		if got := allowed(tc.pkg, policy[rule(tc.pkg)], tc.dep); got != tc.ok {
 			t.Errorf("%s importing %s: allowed %v, want %v", tc.pkg, tc.dep, got, tc.ok)
+		}
+	}
+}
+
+// TestImportRulesInDocs checks that a package doc stating import rules (a
+// list of "  - pkg: dep, dep" lines after a line that names deps_test.go)
+// states exactly the policy's.
+func TestImportRulesInDocs(t *testing.T) {
+	for _, doc := range []string{"venue/doc.go"} {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for line := range strings.Lines(string(b)) {
+			item, ok := strings.CutPrefix(strings.TrimSpace(line), "//   - ")
+			if !ok {
+				continue
+			}
+			pkg, deps, ok := strings.Cut(item, ": ")
+			if !ok {
+				continue
+			}
+			n++
+			var stated []string
+			for d := range strings.SplitSeq(deps, ",") {
+				d, _, _ = strings.Cut(strings.TrimSpace(d), " (")
+				stated = append(stated, d)
+			}
+			want, ok := policy[pkg]
+			if !ok {
+				t.Errorf("%s states the imports of %s, which the policy does not name", doc, pkg)
+				continue
+			}
+			slices.Sort(stated)
+			want = slices.Sorted(slices.Values(want))
+			if !slices.Equal(stated, want) {
+				t.Errorf("%s says %s imports %v; the policy allows %v", doc, pkg, stated, want)
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s states no import rules", doc)
 		}
 	}
 }
