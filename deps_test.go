@@ -197,3 +197,39 @@ func TestImportRulesInDocs(t *testing.T) {
 		}
 	}
 }
+
+// TestLayoutTableNamesEveryPackage checks that the layout table of
+// docs/development.md names every package of the module, or a directory
+// above it.
+func TestLayoutTableNamesEveryPackage(t *testing.T) {
+	b, err := os.ReadFile("docs/development.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for line := range strings.Lines(string(b)) {
+		if p, ok := strings.CutPrefix(line, "| `"); ok {
+			p, _, _ = strings.Cut(p, "`")
+			rows = append(rows, strings.TrimSuffix(strings.ReplaceAll(p, "<name>", "*"), "/"))
+		}
+	}
+	out, err := exec.Command("go", "list", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		pkg = strings.TrimPrefix(pkg, module+"/")
+		if pkg == module {
+			continue
+		}
+		named := false
+		for _, r := range rows {
+			for p := pkg; p != "." && !named; p = path.Dir(p) {
+				named, _ = path.Match(r, p)
+			}
+		}
+		if !named {
+			t.Errorf("docs/development.md's layout table names no row for %s", pkg)
+		}
+	}
+}
