@@ -74,7 +74,7 @@ type Adapter struct {
 
 	decs []*Decoder // each connection's, under the decode lock
 
-	smu      sync.Mutex        // protects the fields below; taken after the decode lock
+	smu      sync.Mutex        // protects the fields below; taken after the decode lock, before Link.cmu (docs/lock-order.md)
 	want     map[string]bool   // symbols wanted, as given
 	known    map[string]bool   // symbols exchangeInfo confirmed
 	listed   map[string]string // every symbol of exchangeInfo and its status; nil until fetched

@@ -60,7 +60,7 @@ type Adapter struct {
 	dec  *Decoder // under the link's decode lock
 	life venue.Lifecycle
 
-	smu  sync.Mutex    // protects ss and subs; taken before mu
+	smu  sync.Mutex    // protects ss and subs; taken after the decode lock, before mu and Link.cmu (docs/lock-order.md)
 	ss   *sessionState // the current connection's requests
 	subs venue.Subs    // "channel|symbol" keys and "instrument|"; a refused key is not asked again
 
