@@ -64,8 +64,11 @@ var policy = map[string][]string{
 	// The public Go client imports nothing of ours: users import it alone.
 	"client": {},
 	// deploy/ holds no Go but its tests (Prometheus rules, the Grafana dashboard).
-	"deploy":      {},
-	"cmd/fanoutd": {"claimcheck", "internal/bench", "internal/cli", "internal/tail", "internal/config", "internal/daemon", "notice", "replay", "venue", "venues"},
+	"deploy": {},
+	// The production binary holds what operators run; the load harness and
+	// the soak are a command of their own.
+	"cmd/fanoutd":       {"claimcheck", "internal/cli", "internal/tail", "internal/config", "internal/daemon", "notice", "replay", "venue", "venues"},
+	"cmd/fanoutd-bench": {"internal/bench"},
 }
 
 // websockets names the packages that may import a websocket library: the
