@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/fanoutd/fanoutd/internal/api"
+	"github.com/fanoutd/fanoutd/internal/rawio"
 )
 
 // The read side of a session: client frames (RFC 6455, section 5) are
@@ -218,7 +219,7 @@ func (s *session) readHeader(c net.Conn, rb *readBuf, m *message) (frame, error)
 			return f, websocket.ErrReadLimit
 		}
 		if m.total > int64(16*s.srv.o.Limits.MaxMessageBytes) {
-			s.control(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseMessageTooBig, ""), time.Second, false)
+			s.w.control(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseMessageTooBig, ""), time.Second, false)
 			return f, websocket.ErrReadLimit
 		}
 		m.open = !f.fin
@@ -289,7 +290,7 @@ func (s *session) control1(op int, payload []byte) error {
 	case websocket.PingMessage:
 		// Skipped while a frame's tail is pending (the socket is backed
 		// up): the client's ping is answered by the next one.
-		s.control(websocket.PongMessage, payload, time.Second, false)
+		s.w.control(websocket.PongMessage, payload, time.Second, false)
 	case websocket.CloseMessage:
 		code, text := websocket.CloseNoStatusReceived, ""
 		if len(payload) >= 2 {
@@ -302,7 +303,7 @@ func (s *session) control1(op int, payload []byte) error {
 				return s.protocolError("invalid utf8 payload in close frame")
 			}
 		}
-		s.control(websocket.CloseMessage, websocket.FormatCloseMessage(code, ""), time.Second, false)
+		s.w.control(websocket.CloseMessage, websocket.FormatCloseMessage(code, ""), time.Second, false)
 		return &websocket.CloseError{Code: code, Text: text}
 	}
 	return nil
@@ -322,7 +323,7 @@ func validCloseCode(code int) bool {
 // protocolError answers a protocol error with a 1002 close frame.
 func (s *session) protocolError(msg string) error {
 	data := websocket.FormatCloseMessage(websocket.CloseProtocolError, msg)
-	s.control(websocket.CloseMessage, data[:min(len(data), 125)], time.Second, false)
+	s.w.control(websocket.CloseMessage, data[:min(len(data), 125)], time.Second, false)
 	return errProtocol(msg)
 }
 
@@ -384,7 +385,7 @@ func (s *session) readRecovered(park bool) (over bool) {
 // startReader starts reading the connection: parked with the server's
 // poller if it takes the socket, else on a goroutine of its own.
 func (s *session) startReader() {
-	if p := s.srv.readPoller(); p != nil && s.raw != nil {
+	if p := s.srv.readPoller(); p != nil && s.rc != nil {
 		if !s.rstate.CompareAndSwap(rRunning, rParked) {
 			go s.readerEnded() // closed already
 			return
@@ -408,7 +409,7 @@ func (s *session) readBlocking() {
 }
 
 // readable is the poller's event: the parked connection's socket has
-// bytes (or an error, or the client's FIN) to read. p.mu is held.
+// bytes (or an error, or the client's FIN) to read.
 func (s *session) readable() {
 	if s.rstate.CompareAndSwap(rParked, rRunning) {
 		go s.readPolled()
@@ -417,21 +418,20 @@ func (s *session) readable() {
 
 // readPolled reads what the socket has, then parks the connection again.
 func (s *session) readPolled() {
-	for {
-		if s.readRecovered(true) {
+	if !s.readRecovered(true) {
+		for {
+			if !s.rstate.CompareAndSwap(rRunning, rParked) {
+				break // the socket is closing: this goroutine ends the reader
+			}
+			err := s.srv.poll.rearm(s)
+			if err == nil || !s.rstate.CompareAndSwap(rParked, rRunning) {
+				return // parked; or closing, and closeSocket saw it parked
+			}
+			// The socket is open but could not be re-armed: read on.
+			s.srv.log.Warn("wsapi: epoll re-arm failed; reading the connection on a goroutine", "err", err)
+			s.readRecovered(false)
 			break
 		}
-		if !s.rstate.CompareAndSwap(rRunning, rParked) {
-			break // the socket is closing: this goroutine ends the reader
-		}
-		err := s.srv.poll.rearm(s)
-		if err == nil || !s.rstate.CompareAndSwap(rParked, rRunning) {
-			return // parked; or closing, and closeSocket saw it parked
-		}
-		// The socket is open but could not be re-armed: read on.
-		s.srv.log.Warn("wsapi: epoll re-arm failed; reading the connection on a goroutine", "err", err)
-		s.readRecovered(false)
-		break
 	}
 	s.readerEnded()
 }
@@ -443,7 +443,7 @@ func (s *session) unpoll() {
 		go s.readerEnded()
 	}
 	if s.polled.Load() {
-		s.srv.poll.del(s)
+		s.srv.poll.p.Del(s.rc)
 	}
 }
 
@@ -460,12 +460,9 @@ func (s *session) readerEnded() {
 		t := time.AfterFunc(time.Second, s.closeSocket)
 		defer t.Stop()
 	}
-	<-s.writerDone
-	s.ping.Stop()
+	<-s.w.done
+	s.w.stop()
 	s.exp.stop()
-	if s.pool != nil {
-		s.pool.remove(s)
-	}
 	if s.srv.o.Hub.Detach(s.sub, s.q) && s.srv.o.NamedTTL > 0 {
 		s.srv.o.Hub.ExpireAfter(s.sub, s.srv.o.NamedTTL)
 	}
@@ -474,4 +471,96 @@ func (s *session) readerEnded() {
 		s.srv.poll.remove(s)
 	}
 	s.onEnd(CloseReason(s.reason.Load()))
+}
+
+// readPoller is the server's poller and the sessions it watches, by
+// slot: an event names its session by slot and the slot's generation, so
+// one for a session that has gone is dropped.
+type readPoller struct {
+	p *rawio.Poller
+
+	mu    sync.Mutex // protects slots and free
+	slots []pollSlot
+	free  []uint32
+}
+
+type pollSlot struct {
+	s   *session
+	gen uint32
+}
+
+// readPoller returns the server's poller, started on first use, or nil
+// if connections read on goroutines of their own.
+func (srv *Server) readPoller() *readPoller {
+	srv.pollOnce.Do(func() {
+		if !usePoller {
+			return
+		}
+		rp := &readPoller{}
+		p, err := rawio.NewPoller(rp.ready)
+		if err != nil {
+			srv.log.Info("wsapi: no epoll poller, each connection has a reader goroutine", "err", err)
+			return
+		}
+		rp.p, srv.poll = p, rp
+	})
+	return srv.poll
+}
+
+// stopPoller stops the poller, once every session ended.
+func (srv *Server) stopPoller() {
+	srv.pollOnce.Do(func() {})
+	if srv.poll != nil {
+		srv.poll.p.Close()
+	}
+}
+
+// ready is the poller's event for id.
+func (rp *readPoller) ready(id uint64) {
+	i, gen := uint32(id), uint32(id>>32)
+	rp.mu.Lock()
+	var s *session
+	if int(i) < len(rp.slots) && rp.slots[i].gen == gen {
+		s = rp.slots[i].s
+	}
+	rp.mu.Unlock()
+	if s != nil {
+		s.readable()
+	}
+}
+
+func (s *session) pollID() uint64 { return uint64(s.pslot) | uint64(s.pgen)<<32 }
+
+// add gives s a slot and registers its socket, armed: s must be parked.
+func (rp *readPoller) add(s *session) error {
+	rp.mu.Lock()
+	var i uint32
+	if k := len(rp.free); k > 0 {
+		i, rp.free = rp.free[k-1], rp.free[:k-1]
+	} else {
+		i = uint32(len(rp.slots))
+		rp.slots = append(rp.slots, pollSlot{})
+	}
+	rp.slots[i].s = s
+	s.pslot, s.pgen = i, rp.slots[i].gen
+	rp.mu.Unlock()
+	err := rp.p.Add(s.rc, s.pollID())
+	if err != nil {
+		rp.remove(s)
+	}
+	return err
+}
+
+// rearm asks for one more event for s, which has parked.
+func (rp *readPoller) rearm(s *session) error { return rp.p.Rearm(s.rc, s.pollID()) }
+
+// remove frees s's slot: an event still naming it is dropped.
+func (rp *readPoller) remove(s *session) {
+	rp.mu.Lock()
+	if sl := &rp.slots[s.pslot]; sl.s == s {
+		sl.s = nil
+		sl.gen++
+		rp.free = append(rp.free, s.pslot)
+	}
+	rp.mu.Unlock()
 }

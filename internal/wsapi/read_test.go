@@ -15,6 +15,7 @@ import (
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fanoutd/fanoutd/fanout"
+	"github.com/fanoutd/fanoutd/internal/rawio"
 	"github.com/fanoutd/fanoutd/internal/testutil"
 	"github.com/fanoutd/fanoutd/subscriber"
 )
@@ -223,11 +224,11 @@ func TestReadTimeout(t *testing.T) {
 // connection that has nothing to read and nothing to write holds no
 // goroutine and no read buffer (it is parked), and wakes for a command.
 func TestIdleConnectionsHoldNoGoroutine(t *testing.T) {
-	p, err := newPoller()
+	p, err := rawio.NewPoller(func(uint64) {})
 	if err != nil {
 		t.Skip(err)
 	}
-	p.close()
+	p.Close()
 	srv, url, _ := readServer(t, Options{PingInterval: time.Hour})
 	const n = 50
 	base := runtime.NumGoroutine()
@@ -239,9 +240,9 @@ func TestIdleConnectionsHoldNoGoroutine(t *testing.T) {
 		srv.mu.Lock()
 		defer srv.mu.Unlock()
 		for _, s := range srv.sessions {
-			s.wstateMu.Lock()
-			writing := s.writing
-			s.wstateMu.Unlock()
+			s.w.stateMu.Lock()
+			writing := s.w.running
+			s.w.stateMu.Unlock()
 			if s.rstate.Load() != rParked || writing {
 				return false
 			}
