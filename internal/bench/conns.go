@@ -46,6 +46,7 @@ type connsRound struct {
 	server     string
 	conns      int
 	connected  time.Duration // from the first dial to the last connection subscribed
+	connectCPU time.Duration // the server's CPU time meanwhile
 	base, mean memSample
 	max        int64 // RSS
 	gcBase     memSample
@@ -101,7 +102,7 @@ func idleMain(o options, steps []int, memprofile string, stdout, stderr io.Write
 
 // printConnsTable ends bench --idle with one line per round.
 func printConnsTable(w io.Writer, rounds []connsRound) {
-	fmt.Fprintln(w, "\n| server | connections | RSS per connection, mean (max) | marginal RSS per connection | connected and subscribed per second | kernel TCP per connection pair (slab; sockstat mem) | events/s received |")
+	fmt.Fprintln(w, "\n| server | connections | RSS per connection, mean (max) | marginal RSS per connection | connected and subscribed per second (per server core-second) | kernel TCP per connection pair (slab; sockstat mem) | events/s received |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- |")
 	prev := map[string]connsRound{}
 	for _, r := range rounds {
@@ -114,9 +115,9 @@ func printConnsTable(w io.Writer, rounds []connsRound) {
 			marginal = fmt.Sprintf("%.1f KB", float64((r.mean.rss-r.base.rss)-(p.mean.rss-p.base.rss))/float64(r.conns-p.conns)/1000)
 		}
 		prev[r.server] = r
-		fmt.Fprintf(w, "| %s | %d | %.1f KB (%.1f) | %s | %.0f | %.1f KB; %.1f KB | %.0f |\n", r.server, r.conns,
+		fmt.Fprintf(w, "| %s | %d | %.1f KB (%.1f) | %s | %.0f (%.0f) | %.1f KB; %.1f KB | %.0f |\n", r.server, r.conns,
 			float64(r.mean.rss-r.base.rss)/n/1000, float64(r.max-r.base.rss)/n/1000, marginal,
-			n/r.connected.Seconds(), float64(r.sock.slab-r.sockBase.slab)/n/1000,
+			n/r.connected.Seconds(), n/r.connectCPU.Seconds(), float64(r.sock.slab-r.sockBase.slab)/n/1000,
 			float64(r.sock.mem-r.sockBase.mem)/n/1000, r.received)
 	}
 }
@@ -176,7 +177,7 @@ func connsMain(srv benchServer, o connsOpts, stdout, stderr io.Writer) (connsRou
 			c.cmd.Wait()
 		}
 	}()
-	connectStart := time.Now()
+	connectStart, cpuStart := time.Now(), srv.cpu()
 	for left := conns; left > 0; left -= clientsPerChild {
 		n := min(left, clientsPerChild)
 		cmd := exec.Command(exe, "bench-clients", "--idle", "--url", srv.wsURL(), "--proto", srv.name(),
@@ -199,7 +200,7 @@ func connsMain(srv benchServer, o connsOpts, stdout, stderr io.Writer) (connsRou
 			return r, false
 		}
 	}
-	r.connected = time.Since(connectStart)
+	r.connected, r.connectCPU = time.Since(connectStart), srv.cpu()-cpuStart
 	time.Sleep(o.settle)
 	var samples []memSample
 	for end := time.Now().Add(o.dur); time.Now().Before(end); time.Sleep(time.Second) {
@@ -248,6 +249,8 @@ func connsMain(srv benchServer, o connsOpts, stdout, stderr io.Writer) (connsRou
 	r.mean, r.max = memSample{rss: meanOf(samples, rss)}, maxMem(samples, rss)
 	fmt.Fprintf(stdout, "%s: %d idle subscriber connections to one stream at %d events/s from %d client processes (connected and subscribed in %s: %.0f/s), %s measured after %s (GOMAXPROCS %d)\n",
 		srv.name(), conns, o.rate, (conns+clientsPerChild-1)/clientsPerChild, r.connected.Round(time.Millisecond), n/r.connected.Seconds(), o.dur, o.settle, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(stdout, "accepting           %.0f µs of server CPU per connection accepted and subscribed: %.0f/s per core-second\n",
+		float64(r.connectCPU.Microseconds())/n, n/r.connectCPU.Seconds())
 	fmt.Fprintf(stdout, "server RSS          %s before connecting, %s mean, %s max while connected\n",
 		mib(r.base.rss), mib(r.mean.rss), mib(r.max))
 	fmt.Fprintf(stdout, "RSS per connection  %s (mean of %d samples), %s (max)\n",
