@@ -518,7 +518,7 @@ func idleDial(url, proto, stream string, sub []byte) (*websocket.Conn, error) {
 		}
 		return ws, nil
 	}
-	ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	ws.SetReadDeadline(time.Now().Add(60 * time.Second))
 	defer ws.SetReadDeadline(time.Time{})
 	ws.WriteMessage(websocket.TextMessage, sub)
 	// The ack, then possibly events already: read until the ack is seen.

@@ -211,7 +211,7 @@ func (c *centrifugoServer) stop() {
 // and, unless channel is "", subscribes it (connect, then subscribe, each
 // answered by a reply with its id).
 func centrifugoConnect(ws *websocket.Conn, channel string) error {
-	ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	ws.SetReadDeadline(time.Now().Add(60 * time.Second))
 	defer ws.SetReadDeadline(time.Time{})
 	want := 1
 	if err := ws.WriteMessage(websocket.TextMessage, []byte(`{"id":1,"connect":{}}`)); err != nil {
