@@ -47,6 +47,8 @@ type connsRound struct {
 	conns      int
 	connected  time.Duration // from the first dial to the last connection subscribed
 	connectCPU time.Duration // the server's CPU time meanwhile
+	steadyCPU  time.Duration // the server's CPU time over the measured window
+	window     time.Duration // the measured window
 	base, mean memSample
 	max        int64 // RSS
 	gcBase     memSample
@@ -100,6 +102,18 @@ func idleMain(o options, steps []int, memprofile string, stdout, stderr io.Write
 	return 0
 }
 
+// acceptCPU is the server's CPU time for accepting and subscribing the
+// round's connections: its CPU over the connect phase less what
+// delivering the stream cost meanwhile, taken at the measured window's
+// rate with, on average, half of the connections open.
+func (r connsRound) acceptCPU() time.Duration {
+	if r.window <= 0 {
+		return r.connectCPU
+	}
+	deliver := time.Duration(float64(r.steadyCPU) / float64(r.window) * float64(r.connected) / 2)
+	return max(r.connectCPU-deliver, time.Microsecond)
+}
+
 // printConnsTable ends bench --idle with one line per round.
 func printConnsTable(w io.Writer, rounds []connsRound) {
 	fmt.Fprintln(w, "\n| server | connections | RSS per connection, mean (max) | marginal RSS per connection | connected and subscribed per second (per server core-second) | kernel TCP per connection pair (slab; sockstat mem) | events/s received |")
@@ -117,7 +131,7 @@ func printConnsTable(w io.Writer, rounds []connsRound) {
 		prev[r.server] = r
 		fmt.Fprintf(w, "| %s | %d | %.1f KB (%.1f) | %s | %.0f (%.0f) | %.1f KB; %.1f KB | %.0f |\n", r.server, r.conns,
 			float64(r.mean.rss-r.base.rss)/n/1000, float64(r.max-r.base.rss)/n/1000, marginal,
-			n/r.connected.Seconds(), n/r.connectCPU.Seconds(), float64(r.sock.slab-r.sockBase.slab)/n/1000,
+			n/r.connected.Seconds(), n/r.acceptCPU().Seconds(), float64(r.sock.slab-r.sockBase.slab)/n/1000,
 			float64(r.sock.mem-r.sockBase.mem)/n/1000, r.received)
 	}
 }
@@ -203,9 +217,11 @@ func connsMain(srv benchServer, o connsOpts, stdout, stderr io.Writer) (connsRou
 	r.connected, r.connectCPU = time.Since(connectStart), srv.cpu()-cpuStart
 	time.Sleep(o.settle)
 	var samples []memSample
+	winStart, winCPU := time.Now(), srv.cpu()
 	for end := time.Now().Add(o.dur); time.Now().Before(end); time.Sleep(time.Second) {
 		samples = append(samples, readMem(pid, inProcess))
 	}
+	r.window, r.steadyCPU = time.Since(winStart), srv.cpu()-winCPU
 	r.sock = readSockMem()
 	// The runtime's own accounts after a collection (which also shrinks
 	// goroutine stacks that use less than a quarter of their size): the
@@ -249,8 +265,9 @@ func connsMain(srv benchServer, o connsOpts, stdout, stderr io.Writer) (connsRou
 	r.mean, r.max = memSample{rss: meanOf(samples, rss)}, maxMem(samples, rss)
 	fmt.Fprintf(stdout, "%s: %d idle subscriber connections to one stream at %d events/s from %d client processes (connected and subscribed in %s: %.0f/s), %s measured after %s (GOMAXPROCS %d)\n",
 		srv.name(), conns, o.rate, (conns+clientsPerChild-1)/clientsPerChild, r.connected.Round(time.Millisecond), n/r.connected.Seconds(), o.dur, o.settle, runtime.GOMAXPROCS(0))
-	fmt.Fprintf(stdout, "accepting           %.0f µs of server CPU per connection accepted and subscribed: %.0f/s per core-second\n",
-		float64(r.connectCPU.Microseconds())/n, n/r.connectCPU.Seconds())
+	fmt.Fprintf(stdout, "accepting           %.0f µs of server CPU per connection accepted and subscribed, %.0f µs net of the deliveries meanwhile: %.0f/s per core-second\n",
+		float64(r.connectCPU.Microseconds())/n, r.acceptCPU().Seconds()*1e6/n, n/r.acceptCPU().Seconds())
+	fmt.Fprintf(stdout, "steady state        %.1f%% of a core for the %d connections\n", 100*r.steadyCPU.Seconds()/r.window.Seconds(), conns)
 	fmt.Fprintf(stdout, "server RSS          %s before connecting, %s mean, %s max while connected\n",
 		mib(r.base.rss), mib(r.mean.rss), mib(r.max))
 	fmt.Fprintf(stdout, "RSS per connection  %s (mean of %d samples), %s (max)\n",

@@ -55,7 +55,7 @@ func startCentrifugo(bin string, stderr io.Writer) (*centrifugoServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := fmt.Sprintf(`{"http_server":{"address":"127.0.0.1","port":%d},"client":{"insecure":true,"pong_timeout":"20s"},`+
+	cfg := fmt.Sprintf(`{"http_server":{"address":"127.0.0.1","port":%d},"client":{"insecure":true,"ping_interval":"60s","pong_timeout":"50s"},`+
 		`"channel":{"without_namespace":{"allow_publish_for_client":true}},"log":{"level":"error"},"usage_stats":{"disabled":true}}`, port)
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o600); err != nil {
 		os.RemoveAll(dir)
