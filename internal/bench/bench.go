@@ -54,7 +54,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.warm, "warmup", 3*time.Second, "warm-up before measuring")
 	fs.StringVar(&o.delay, "write-delay", "", "websocket.write_delay of the daemon under test (default: the daemon's default)")
 	fs.BoolVar(&o.uring, "io-uring", true, "websocket.io_uring of the daemon under test")
-	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write the server's CPU profile of the measured window to this file (fanoutd only)")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write the server's CPU profile of the measured window to this file (fanoutd only; with --idle, of the last round's connect phase)")
 	fs.StringVar(&o.source, "source", sourceInproc, "what feeds fanoutd: inproc (a test source in this process) or venue (a Bybit venue in a child process, through the bybit adapter over a websocket)")
 	fs.StringVar(&o.peer, "peer", "", "measure this peer instead of fanoutd: centrifugo")
 	fs.StringVar(&o.peerBin, "peer-bin", "", "the peer's binary (default: its name, looked up in PATH)")

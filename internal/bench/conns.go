@@ -34,6 +34,7 @@ type connsOpts struct {
 	settle     time.Duration // after the last connection subscribed, before measuring
 	dur        time.Duration // the measured window, sampled every second
 	memprofile string        // fanoutd only: the heap profile at the end of the window
+	cpuprofile string        // fanoutd only: the CPU profile of the connect phase
 }
 
 // clientsPerChild is how many connections one bench-clients child opens:
@@ -88,7 +89,7 @@ func idleMain(o options, steps []int, memprofile string, stdout, stderr io.Write
 				fmt.Fprintln(stderr, "fanoutd bench:", err)
 				return 1
 			}
-			r, ok := connsMain(srv, connsOpts{steps: []int{n}, rate: o.rate, settle: o.warm, dur: o.dur, memprofile: memprofile}, stdout, stderr)
+			r, ok := connsMain(srv, connsOpts{steps: []int{n}, rate: o.rate, settle: o.warm, dur: o.dur, memprofile: memprofile, cpuprofile: o.cpuprofile}, stdout, stderr)
 			srv.stop()
 			if !ok {
 				return 1
@@ -191,6 +192,12 @@ func connsMain(srv benchServer, o connsOpts, stdout, stderr io.Writer) (connsRou
 			c.cmd.Wait()
 		}
 	}()
+	var prof *os.File
+	if o.cpuprofile != "" && inProcess {
+		if prof, err = os.Create(o.cpuprofile); err == nil {
+			pprof.StartCPUProfile(prof)
+		}
+	}
 	connectStart, cpuStart := time.Now(), srv.cpu()
 	for left := conns; left > 0; left -= clientsPerChild {
 		n := min(left, clientsPerChild)
@@ -215,6 +222,10 @@ func connsMain(srv benchServer, o connsOpts, stdout, stderr io.Writer) (connsRou
 		}
 	}
 	r.connected, r.connectCPU = time.Since(connectStart), srv.cpu()-cpuStart
+	if prof != nil {
+		pprof.StopCPUProfile()
+		prof.Close()
+	}
 	time.Sleep(o.settle)
 	var samples []memSample
 	winStart, winCPU := time.Now(), srv.cpu()
