@@ -117,8 +117,8 @@ func (r connsRound) acceptCPU() time.Duration {
 
 // printConnsTable ends bench --idle with one line per round.
 func printConnsTable(w io.Writer, rounds []connsRound) {
-	fmt.Fprintln(w, "\n| server | connections | RSS per connection, mean (max) | marginal RSS per connection | connected and subscribed per second (per server core-second) | kernel TCP per connection pair (slab; sockstat mem) | events/s received |")
-	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- |")
+	fmt.Fprintln(w, "\n| server | connections | RSS per connection, mean (max) | marginal RSS per connection | connected and subscribed per second (per server core-second) | kernel TCP per connection pair (slab; sockstat mem) | events/s received | open at the end |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- |")
 	prev := map[string]connsRound{}
 	for _, r := range rounds {
 		n := float64(r.conns)
@@ -130,10 +130,10 @@ func printConnsTable(w io.Writer, rounds []connsRound) {
 			marginal = fmt.Sprintf("%.1f KB", float64((r.mean.rss-r.base.rss)-(p.mean.rss-p.base.rss))/float64(r.conns-p.conns)/1000)
 		}
 		prev[r.server] = r
-		fmt.Fprintf(w, "| %s | %d | %.1f KB (%.1f) | %s | %.0f (%.0f) | %.1f KB; %.1f KB | %.0f |\n", r.server, r.conns,
+		fmt.Fprintf(w, "| %s | %d | %.1f KB (%.1f) | %s | %.0f (%.0f) | %.1f KB; %.1f KB | %.0f | %d |\n", r.server, r.conns,
 			float64(r.mean.rss-r.base.rss)/n/1000, float64(r.max-r.base.rss)/n/1000, marginal,
 			n/r.connected.Seconds(), n/r.acceptCPU().Seconds(), float64(r.sock.slab-r.sockBase.slab)/n/1000,
-			float64(r.sock.mem-r.sockBase.mem)/n/1000, r.received)
+			float64(r.sock.mem-r.sockBase.mem)/n/1000, r.received, r.open)
 	}
 }
 
@@ -298,8 +298,9 @@ func connsMain(srv benchServer, o connsOpts, stdout, stderr io.Writer) (connsRou
 		if f, ok := srv.(*fanoutdServer); ok {
 			why = " (fanoutd's closes: " + closesByReason(f) + ")"
 		}
+		// Reported, and the rounds go on: a server that sheds connections
+		// under this load is a result, not a harness failure.
 		fmt.Fprintf(stderr, "fanoutd bench: %d connections were closed during the run%s\n", conns-cr.Open, why)
-		return r, false
 	}
 	return r, true
 }
