@@ -262,6 +262,7 @@ func connsMain(srv benchServer, o connsOpts, stdout, stderr io.Writer) (connsRou
 		cr.Open += one.Open
 		cr.Received += one.Received
 		cr.Seconds = max(cr.Seconds, one.Seconds)
+		cr.Error = cmp.Or(cr.Error, one.Error)
 	}
 	children = nil
 	if err := stopPub(); err != nil {
@@ -301,7 +302,7 @@ func connsMain(srv benchServer, o connsOpts, stdout, stderr io.Writer) (connsRou
 		}
 		// Reported, and the rounds go on: a server that sheds connections
 		// under this load is a result, not a harness failure.
-		fmt.Fprintf(stderr, "fanoutd bench: %d connections were closed during the run%s\n", conns-cr.Open, why)
+		fmt.Fprintf(stderr, "fanoutd bench: %d connections were closed during the run%s; a client read: %s\n", conns-cr.Open, why, cr.Error)
 	}
 	return r, true
 }
@@ -476,6 +477,7 @@ type idleReport struct {
 	Open     int     // connections still open when told to stop
 	Received int64   // events read over all connections
 	Seconds  float64 // since the last connection subscribed
+	Error    string  // the first read error of a connection that closed, if any
 }
 
 // idleClients is bench-clients --idle: subs connections subscribed to one
@@ -488,11 +490,14 @@ func idleClients(url, proto, stream string, subs int, stdout, stderr io.Writer) 
 	var next, received, open atomic.Int64
 	var failed atomic.Pointer[error]
 	var wg sync.WaitGroup
+	var readErr atomic.Pointer[string]
 	read := func(ws *websocket.Conn) {
 		defer open.Add(-1)
 		for {
 			_, m, err := ws.ReadMessage()
 			if err != nil {
+				e := err.Error()
+				readErr.CompareAndSwap(nil, &e)
 				return
 			}
 			for line := range bytes.SplitSeq(m, []byte("\n")) {
@@ -529,6 +534,9 @@ func idleClients(url, proto, stream string, subs int, stdout, stderr io.Writer) 
 	fmt.Fprintln(stdout, "ready")
 	io.Copy(io.Discard, os.Stdin)
 	r := idleReport{Open: int(open.Load()), Received: received.Load() - received0, Seconds: time.Since(start).Seconds()}
+	if e := readErr.Load(); e != nil && r.Open < subs {
+		r.Error = *e
+	}
 	for _, ws := range conns {
 		ws.Close()
 	}
