@@ -692,36 +692,37 @@ func (t *tardisSink) emit(o derive.Out) {
 		t.buf = append(t.buf, '"')
 		t.tail(b.End, b.End)
 	case o.Event.Kind == venue.KindQuote:
+		// tardis-machine's quote is a book snapshot named quote, depth 1,
+		// interval 0; an empty side is an empty list.
 		ev := o.Event
-		t.head("quote", sym)
-		t.buf = append(t.buf, `,"name":"quote","interval":0`...)
-		t.optNum("bidPrice", ev.Bid.String(), !ev.BidSize.IsZero())
-		t.optNum("bidAmount", ev.BidSize.String(), !ev.BidSize.IsZero())
-		t.optNum("askPrice", ev.Ask.String(), !ev.AskSize.IsZero())
-		t.optNum("askAmount", ev.AskSize.String(), !ev.AskSize.IsZero())
+		var bid, ask []venue.Level
+		if !ev.BidSize.IsZero() {
+			bid = []venue.Level{{Price: ev.Bid, Size: ev.BidSize}}
+		}
+		if !ev.AskSize.IsZero() {
+			ask = []venue.Level{{Price: ev.Ask, Size: ev.AskSize}}
+		}
+		t.snapshot(sym, "quote", 1, 0, bid, ask)
 		t.tail(ev.VenueTime, ev.RecvTime)
 	default:
 		ev := o.Event
 		bids, asks := ev.Levels()
-		t.head("book_snapshot", sym)
-		t.buf = append(t.buf, `,"name":"`...)
-		t.buf = append(t.buf, name...)
-		t.buf = append(t.buf, `","depth":`...)
-		t.buf = strconv.AppendInt(t.buf, int64(d.Depth), 10)
-		t.buf = append(t.buf, `,"interval":`...)
-		t.buf = strconv.AppendInt(t.buf, d.Interval.Milliseconds(), 10)
-		t.levels("bids", bids)
-		t.levels("asks", asks)
+		t.snapshot(sym, name, d.Depth, d.Interval, bids, asks)
 		t.tail(ev.VenueTime, ev.RecvTime)
 	}
 }
 
-// optNum writes key only when ok: tardis leaves an empty side's fields
-// out.
-func (t *tardisSink) optNum(key, v string, ok bool) {
-	if ok {
-		t.num(key, v)
-	}
+// snapshot writes a book_snapshot message up to its times.
+func (t *tardisSink) snapshot(sym, name string, depth int, interval time.Duration, bids, asks []venue.Level) {
+	t.head("book_snapshot", sym)
+	t.buf = append(t.buf, `,"name":"`...)
+	t.buf = append(t.buf, name...)
+	t.buf = append(t.buf, `","depth":`...)
+	t.buf = strconv.AppendInt(t.buf, int64(depth), 10)
+	t.buf = append(t.buf, `,"interval":`...)
+	t.buf = strconv.AppendInt(t.buf, interval.Milliseconds(), 10)
+	t.levels("bids", bids)
+	t.levels("asks", asks)
 }
 
 func (t *tardisSink) written() {
