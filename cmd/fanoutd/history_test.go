@@ -529,7 +529,9 @@ func TestTardisMachineRoutes(t *testing.T) {
 	span := rg.To.Sub(rg.From)
 	from, to := rg.From.Add(span/4), rg.From.Add(3*span/4)
 	opts := func(o map[string]any) string {
-		o["from"], o["to"] = from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano)
+		if o["from"] == nil {
+			o["from"], o["to"] = from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano)
+		}
 		b, _ := json.Marshal(o)
 		return url.QueryEscape(string(b))
 	}
@@ -632,20 +634,35 @@ func TestTardisMachineRoutes(t *testing.T) {
 	}
 	assertSameLines(t, "/ws-replay-normalized", msgs, normalized)
 
+	trade := []string{"trade"}
 	for _, tc := range []struct {
 		opts   string
+		token  string
 		status int
 		code   string
 	}{
-		{opts(map[string]any{"exchange": "ftx"}), 404, "unknown_stream"},
-		{opts(map[string]any{"exchange": "okex", "dataTypes": []string{"trade"}}), 404, "unknown_stream"},
-		{opts(map[string]any{"exchange": "binance", "symbols": []string{"ETHBTC"}, "dataTypes": []string{"trade"}}), 404, "unknown_symbol"},
-		{opts(map[string]any{"exchange": "binance", "dataTypes": []string{"candles"}}), 400, "invalid_query"},
-		{opts(map[string]any{"exchange": "binance"}), 400, "invalid_query"}, // normalized without dataTypes
+		{opts(map[string]any{"exchange": "binance", "dataTypes": trade, "from": to, "to": from}), "all-secret", 400, "invalid_query"},
+		{opts(map[string]any{"exchange": "binance", "dataTypes": trade, "from": from, "to": from.Add(25 * time.Hour)}), "all-secret", 400, "range_too_long"},
+		{opts(map[string]any{"exchange": "binance", "dataTypes": trade}), "okx-secret", 403, "unauthorized"},
+		{opts(map[string]any{"exchange": "binance", "dataTypes": trade}), "", 401, "unauthenticated"},
+		{opts(map[string]any{"exchange": "ftx"}), "all-secret", 404, "unknown_stream"},
+		{opts(map[string]any{"exchange": "okex", "dataTypes": trade}), "all-secret", 404, "unknown_stream"},
+		{opts(map[string]any{"exchange": "binance", "symbols": []string{"ETHBTC"}, "dataTypes": trade}), "all-secret", 404, "unknown_symbol"},
+		{opts(map[string]any{"exchange": "binance", "dataTypes": []string{"candles"}}), "all-secret", 400, "invalid_query"},
+		{opts(map[string]any{"exchange": "binance"}), "all-secret", 400, "invalid_query"}, // normalized without dataTypes
 	} {
-		code, _, b := authGet(t, "http://"+ld.addr+"/replay-normalized?options="+tc.opts, "all-secret")
+		code, _, b := authGet(t, "http://"+ld.addr+"/replay-normalized?options="+tc.opts, tc.token)
 		if code != tc.status || !strings.Contains(string(b), `"code":"`+tc.code+`"`) {
 			t.Errorf("%s: %d %s, want %d %s", tc.opts, code, b, tc.status, tc.code)
+		}
+	}
+	// A range with nothing recorded: an empty answer that says so, on
+	// every route.
+	empty := opts(map[string]any{"exchange": "binance", "dataTypes": trade, "from": rg.From.Add(-time.Hour), "to": rg.From.Add(-time.Minute)})
+	for _, route := range []string{"/replay", "/replay-normalized"} {
+		code, h, b := authGet(t, "http://"+ld.addr+route+"?options="+empty, "all-secret")
+		if code != 200 || len(b) != 0 || h.Get(daemon.HistoryHeader) != "empty" {
+			t.Errorf("%s of an empty range: %d %v %q", route, code, h, b)
 		}
 	}
 }

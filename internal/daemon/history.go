@@ -227,6 +227,24 @@ func (d *Daemon) admitHistory() (release func(), ok bool) {
 	return func() { d.histm.active.Add(-1) }, true
 }
 
+// admitQuery admits a query that reads segments: under history.max_queries
+// and holding one of the claim check's max_concurrent_reads. ok false: the
+// 503 is written; otherwise call done when the query ends.
+func (d *Daemon) admitQuery(w http.ResponseWriter, r *http.Request) (done func(), ok bool) {
+	release, ok := d.admitHistory()
+	if !ok {
+		claimcheck.WriteError(w, http.StatusServiceUnavailable, api.CodeOverloaded, "history: history.max_queries queries are running; retry", 1)
+		return nil, false
+	}
+	gate, ok := d.claims.node.Reader.Admit(r.Context())
+	if !ok {
+		release()
+		claimcheck.WriteError(w, http.StatusServiceUnavailable, api.CodeOverloaded, "history: the claim check's max_concurrent_reads are running; retry", 1)
+		return nil, false
+	}
+	return func() { gate(); release() }, true
+}
+
 // historyRoutes mounts the history routes on mux.
 func (d *Daemon) historyRoutes(mux *http.ServeMux) {
 	d.tardisRoutes(mux)
@@ -505,18 +523,11 @@ func (d *Daemon) playRange(w http.ResponseWriter, r *http.Request, q *historyQue
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	release, ok := d.admitHistory()
+	done, ok := d.admitQuery(w, r)
 	if !ok {
-		claimcheck.WriteError(w, http.StatusServiceUnavailable, api.CodeOverloaded, "history: history.max_queries queries are running; retry", 1)
 		return
 	}
-	defer release()
-	gate, ok := d.claims.node.Reader.Admit(r.Context())
-	if !ok {
-		claimcheck.WriteError(w, http.StatusServiceUnavailable, api.CodeOverloaded, "history: the claim check's max_concurrent_reads are running; retry", 1)
-		return
-	}
-	defer gate()
+	defer done()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	fetch, err := d.prefetch(ctx, chains)
@@ -665,18 +676,11 @@ func (d *Daemon) bookAt(rw http.ResponseWriter, r *http.Request, st venue.Stream
 			chain = append(chain, e)
 		}
 	}
-	release, ok := d.admitHistory()
+	done, ok := d.admitQuery(w, r)
 	if !ok {
-		claimcheck.WriteError(w, http.StatusServiceUnavailable, api.CodeOverloaded, "history: history.max_queries queries are running; retry", 1)
 		return
 	}
-	defer release()
-	gate, ok := d.claims.node.Reader.Admit(r.Context())
-	if !ok {
-		claimcheck.WriteError(w, http.StatusServiceUnavailable, api.CodeOverloaded, "history: the claim check's max_concurrent_reads are running; retry", 1)
-		return
-	}
-	defer gate()
+	defer done()
 	for n := 1; n <= min(len(chain), maxBookSegments); n++ {
 		bs, err := d.playBook(r.Context(), st, at, chain[len(chain)-n:])
 		if err != nil {

@@ -1,12 +1,10 @@
 package tardis_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -16,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fanoutd/fanoutd/internal/config"
 	"github.com/fanoutd/fanoutd/internal/daemon"
+	"github.com/fanoutd/fanoutd/internal/daemon/daemontest"
 )
 
 // tardisExchange is tardis's name of each compared venue.
@@ -43,28 +41,7 @@ venues:
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("history import: %v\n%s", err, out)
 	}
-	cfg, err := config.Load(cfgPath, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := daemon.New(daemon.Options{Config: cfg, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
-	})
-	return ln.Addr().String()
+	return daemontest.Start(t, yml, daemon.Options{Logger: slog.New(slog.DiscardHandler)}).Addr
 }
 
 // replayNormalized asks fanoutd's /replay-normalized for options.
