@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -665,4 +667,151 @@ func TestTardisMachineRoutes(t *testing.T) {
 			t.Errorf("%s of an empty range: %d %v %q", route, code, h, b)
 		}
 	}
+}
+
+// shiftedCopies writes n copies of capture into dir, each shifted to
+// follow the one before by the capture's span and a millisecond: the
+// consecutive segments of one venue connection.
+func shiftedCopies(t *testing.T, capture, dir string, n int) []string {
+	t.Helper()
+	in, err := replay.Open(capture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	var recs []replay.Record
+	var first, last time.Time
+	for {
+		r, err := in.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Frame = bytes.Clone(r.Frame)
+		recs = append(recs, r)
+		if !r.Time.IsZero() {
+			if first.IsZero() {
+				first = r.Time
+			}
+			last = r.Time
+		}
+	}
+	span := last.Sub(first) + time.Millisecond
+	var paths []string
+	for c := range n {
+		path := filepath.Join(dir, fmt.Sprintf("seg%d.jsonl.gz", c))
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zw := gzip.NewWriter(f)
+		zw.Comment = replay.MetaComment(in.Meta)
+		w := replay.NewWriter(zw)
+		for _, r := range recs {
+			if r.Disconnect {
+				err = w.Disconnect()
+			} else {
+				err = w.Frame(r.Time.Add(time.Duration(c)*span), r.Frame)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := zw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, path)
+	}
+	return paths
+}
+
+// TestHistoryStreamsBeforeTheRangeIsRead: a query over three segments of
+// one connection, each checked in to a real S3 server (versitygw) as a
+// pack of its own, answers its status, headers and the first segment's
+// lines while the store does not answer for the other two; once it does,
+// the answer is replay --export of the three segments.
+func TestHistoryStreamsBeforeTheRangeIsRead(t *testing.T) {
+	s3 := claimchecktest.VersityGW(t)
+	proxy := claimchecktest.NewFaultProxy(t, s3.Endpoint)
+	via := s3.At(proxy.URL)
+	cfgPath := historyConfig(t, via, "24h")
+	segs := shiftedCopies(t, filepath.Join("..", "..", "testdata", "replay", "coinbase.jsonl.gz"), t.TempDir(), 3)
+	packs := map[string]bool{}
+	var later []string // the packs of the second and third segments
+	for i, seg := range segs {
+		importCaptures(t, cfgPath, seg)
+		for _, r := range proxy.Requests() {
+			if r.Method == "PUT" && strings.HasSuffix(r.Path, ".zip") && !packs[r.Path] {
+				packs[r.Path] = true
+				if i > 0 {
+					later = append(later, r.Path)
+				}
+			}
+		}
+	}
+	if len(packs) != 3 || len(later) != 2 {
+		t.Fatalf("packs %v", packs)
+	}
+	ld := startLiveDaemon(t, cfgPath, daemon.Options{})
+	ranges := listHistory(t, ld.addr, "all-secret")
+	l2 := "coinbase:level2:" + ranges[0].Symbol
+	from, to := ranges[0].From, ranges[0].To.Add(time.Nanosecond)
+	// The segments of one connection play as one capture: their
+	// concatenation (gzip members one after the other).
+	whole := filepath.Join(t.TempDir(), "whole.jsonl.gz")
+	var all []byte
+	for _, seg := range segs {
+		b, err := os.ReadFile(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, b...)
+	}
+	if err := os.WriteFile(whole, all, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := asHistory(exportLines(t, cfgPath, l2, whole), whole, "history:coinbase:c0")
+
+	proxy.HangPaths(later...)
+	req, _ := http.NewRequest("GET", streamURL(ld.addr, l2, from, to), nil)
+	req.Header.Set("Authorization", "Bearer all-secret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get(daemon.HistoryHeader) != "segments=3" {
+		t.Fatalf("%d %v", resp.StatusCode, resp.Header)
+	}
+	// The second segment's read waits on the store; the first segment's
+	// lines are out.
+	checkFor(t, 20*time.Second, "a read of a later segment to wait on the store", func() bool {
+		for _, r := range proxy.Requests() {
+			if r.Method == "GET" && r.Status == 0 && slices.Contains(later, r.Path) {
+				return true
+			}
+		}
+		return false
+	})
+	br := bufio.NewReader(resp.Body)
+	var got []string
+	for len(got) < 100 {
+		l, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("after %d lines: %v", len(got), err)
+		}
+		got = append(got, strings.TrimSuffix(l, "\n"))
+	}
+	proxy.Release()
+	rest, err := io.ReadAll(br)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, splitLines(rest)...)
+	assertSameLines(t, "three segments", got, cut(t, want, from, to))
 }

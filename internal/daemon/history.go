@@ -535,10 +535,13 @@ func (d *Daemon) playRange(w http.ResponseWriter, r *http.Request, q *historyQue
 		d.historyFail(w, err)
 		return
 	}
+	fw := &flushWriter{w: w, rc: http.NewResponseController(w), cancel: cancel}
+	sink := replay.NewExportSink(fw)
+	sink.Window(q.from, q.to)
 	srcs := make([]replay.Source, len(chains))
 	found := map[string][]string{}
 	for i, c := range chains {
-		srcs[i] = history.Source(ctx, c, fetch)
+		srcs[i] = history.Source(ctx, c, flushBefore(fetch, sink))
 		found[c[0].Venue] = nil
 	}
 	cfg := *d.cfg
@@ -548,8 +551,8 @@ func (d *Daemon) playRange(w http.ResponseWriter, r *http.Request, q *historyQue
 	}
 	h.Set(HistoryHeader, "segments="+strconv.Itoa(countSegments(chains)))
 	w.WriteHeader(http.StatusOK)
-	fw := &flushWriter{w: w, rc: http.NewResponseController(w), cancel: cancel}
-	_, _, err = exportRange(ctx, &cfg, srcs, fw, d.log, q.from, q.to, q.patterns)
+	fw.rc.Flush() // the status and headers leave now, before the range plays
+	_, _, err = exportTo(ctx, &cfg, srcs, sink, d.log, q.patterns)
 	if err != nil && fw.err == nil && ctx.Err() == nil {
 		status, code, _ := claimcheck.ErrorStatus(err)
 		msg := err.Error()
@@ -569,18 +572,34 @@ func countSegments(chains [][]history.Entry) int {
 	return n
 }
 
-// prefetch reads the first segment of every chain and returns the fetch
-// that hands each out once, reading every other segment through the
-// claim check's reader.
+// prefetch reads the first segment of every chain, concurrently (so an
+// answer starts within one segment read), and returns the fetch that
+// hands each out once, reading every other segment through the claim
+// check's reader.
 func (d *Daemon) prefetch(ctx context.Context, chains [][]history.Entry) (history.Fetch, error) {
 	var mu sync.Mutex
 	first := map[string][]byte{}
-	for _, c := range chains {
-		b, err := d.fetchSegment(ctx, c[0].Claim)
+	errs := make([]error, len(chains))
+	var wg sync.WaitGroup
+	for i, c := range chains {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, err := d.fetchSegment(ctx, c[0].Claim)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			mu.Lock()
+			first[c[0].Claim] = b
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
 			return nil, err
 		}
-		first[c[0].Claim] = b
 	}
 	return func(ctx context.Context, claim string) ([]byte, error) {
 		mu.Lock()
@@ -592,6 +611,16 @@ func (d *Daemon) prefetch(ctx context.Context, chains [][]history.Entry) (histor
 		}
 		return d.fetchSegment(ctx, claim)
 	}, nil
+}
+
+// flushBefore returns fetch that first writes out what sink holds, so
+// what the segments before played leaves before a store read that may
+// take long.
+func flushBefore(fetch history.Fetch, sink *replay.ExportSink) history.Fetch {
+	return func(ctx context.Context, claim string) ([]byte, error) {
+		sink.Flush()
+		return fetch(ctx, claim)
+	}
 }
 
 // flushWriter writes an answer through to the client as it is written;

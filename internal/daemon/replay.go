@@ -94,6 +94,14 @@ func exportRange(ctx context.Context, cfg *config.Config, srcs []replay.Source, 
 	}
 	sink := replay.NewExportSink(w)
 	sink.Window(from, to)
+	return exportTo(ctx, cfg, srcs, sink, log, streams)
+}
+
+// exportTo plays srcs into sink (as exportRange) and flushes it.
+func exportTo(ctx context.Context, cfg *config.Config, srcs []replay.Source, sink *replay.ExportSink, log *slog.Logger, streams []string) (replay.Stats, []string, error) {
+	if log == nil {
+		log = slog.Default()
+	}
 	var into venue.Sink = sink
 	var tap *exportTap
 	if len(streams) > 0 {

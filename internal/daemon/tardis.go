@@ -228,6 +228,7 @@ func (d *Daemon) tardisStart(w http.ResponseWriter, r *http.Request, chains [][]
 		return nil, nil, false
 	}
 	w.WriteHeader(http.StatusOK)
+	http.NewResponseController(w).Flush() // the status and headers leave now
 	return fetch, done, true
 }
 
