@@ -19,9 +19,10 @@ var policy = map[string][]string{
 	// Leaves and the contract.
 	"internal/jsonw": {},
 	"internal/scan":  {},
+	"internal/rawio": {}, // the I/O below net.Conn: RawSyscall reads and writes, io_uring
 	"notice":         {"internal/jsonw"},
 	"venue":          {"notice", "internal/jsonw"},
-	"venue/wsconn":   {"venue"},
+	"venue/wsconn":   {"venue", "internal/rawio"},
 
 	// The adapters: the contract and the scanner, nothing of who receives.
 	"venues/*":        {"venue", "venue/wsconn", "notice", "internal/scan"},
@@ -43,11 +44,11 @@ var policy = map[string][]string{
 	"claimcheck/claimchecktest": {"claimcheck", "claimcheck/s3store"},
 
 	// The websocket API and the daemon around it.
-	"internal/wsapi":             {"fanout", "notice", "subscriber", "venue", "internal/api", "internal/jsonw"},
+	"internal/wsapi":             {"fanout", "notice", "subscriber", "venue", "internal/api", "internal/jsonw", "internal/rawio"},
 	"internal/config":            {"claimcheck", "fanout", "internal/api", "internal/wsapi", "venue", "venues"},
 	"internal/testsource":        {"notice", "venue"},
 	"internal/cluster/natstest":  {}, // tests only
-	"internal/cluster":           {"fanout", "internal/config", "internal/jsonw", "notice", "venue", "venue/wsconn"},
+	"internal/cluster":           {"fanout", "internal/config", "internal/jsonw", "internal/rawio", "notice", "venue"},
 	"internal/ui":                {},
 	"internal/ui/bidi":           {}, // tests only: drives Firefox
 	"internal/history":           {"claimcheck", "replay"},
