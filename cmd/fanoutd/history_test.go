@@ -458,6 +458,7 @@ venues:
 	proxy.Reset()
 	proxy.Throttle(20, 2)
 	const n = 200
+	start := time.Now()
 	var wg sync.WaitGroup
 	answers := make([][]byte, n)
 	codes := make([]int, n)
@@ -478,6 +479,7 @@ venues:
 		}()
 	}
 	wg.Wait()
+	elapsed := time.Since(start)
 	for i := range n {
 		if codes[i] != 200 || !bytes.Equal(answers[i], whole) {
 			t.Fatalf("query %d: %d, %d bytes (want %d): %.200s", i, codes[i], len(answers[i]), len(whole), answers[i])
@@ -498,7 +500,9 @@ venues:
 			t.Errorf("%s: %d GETs answered, want 2 (index and bytes) for %d queries", p, c, n)
 		}
 	}
-	t.Logf("store GETs answered per pack: %v; throttled: %d", passed, proxy.Count("GET", ".zip", "*")-4)
+	gets := proxy.Count("GET", ".zip", "*")
+	t.Logf("%d queries in %v; store GETs answered per pack: %v; GETs of the packs %d (throttled %d): goodput %.0f%%",
+		n, elapsed.Round(time.Millisecond), passed, gets, gets-4, 400/float64(gets))
 }
 
 func minTime(a, b time.Time) time.Time {
