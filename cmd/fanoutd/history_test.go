@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/shopspring/decimal"
 
 	"github.com/fanoutd/fanoutd/claimcheck"
 	"github.com/fanoutd/fanoutd/claimcheck/claimchecktest"
@@ -385,8 +386,29 @@ venues:
 		return m.ProductBook(s)
 	}
 	feed := rec.d.Hub().Feed("coinbase")
+	// A live subscriber of every stream, holding each book as it goes.
+	live := newLiveBooks()
+	sub := dialLines(t, "ws://"+rec.addr+"/v1/stream")
+	var names []string
+	for _, s := range syms {
+		names = append(names, `"coinbase:level2:`+s+`"`)
+	}
+	sub.send(t, `{"op":"subscribe","id":"1","streams":[`+strings.Join(names, ",")+`]}`)
+	sub.until(t, 20*time.Second, func(l string) bool { live.line(t, l); return live.snapshots == len(syms) })
 	m.Step(20)
 	m.StepProducts(5, syms[1:]...)
+	sub.until(t, 20*time.Second, func(l string) bool {
+		live.line(t, l)
+		for _, s := range syms {
+			st := venue.NewStream("coinbase", venue.Level2, s)
+			want := trueBook(s).Snapshot(st)
+			b := live.books[st]
+			if b == nil || levelsOf(b.Top(nil, venue.Bid, 0)) != levelsOf(want.Bids) || levelsOf(b.Top(nil, venue.Ask, 0)) != levelsOf(want.Asks) {
+				return false
+			}
+		}
+		return true
+	})
 	checkFor(t, 20*time.Second, "every book of the daemon to match the venue's", func() bool {
 		for _, s := range syms {
 			st := venue.NewStream("coinbase", venue.Level2, s)
@@ -449,6 +471,32 @@ venues:
 			t.Fatalf("book of %s at the end differs from the venue's", s)
 		}
 	}
+
+	// Books at instants while the subscriber was live: the book it held
+	// after its last event received by then (a capture keeps receive times
+	// to 100 ns).
+	checked := 0
+	for st, states := range live.states {
+		for _, k := range []int{1, len(states) / 3, len(states) / 2, len(states) - 1} {
+			at := states[k].at.Truncate(100 * time.Nanosecond)
+			for k+1 < len(states) && !states[k+1].at.Truncate(100*time.Nanosecond).After(at) {
+				k++ // events received at the same instant: the book after the last
+			}
+			code, _, b := authGet(t, fmt.Sprintf("http://%s/v1/books/coinbase/%s?at=%s", ld.addr, st.Symbol(), url.QueryEscape(at.Format(time.RFC3339Nano))), "all-secret")
+			var v struct {
+				Bids, Asks [][2]string
+				RecvTime   time.Time `json:"recv_time"`
+			}
+			if code != 200 || json.Unmarshal(b, &v) != nil {
+				t.Fatalf("book of %s at %s: %d %s", st, at, code, b)
+			}
+			if fmt.Sprint(v.Bids) != states[k].bids || fmt.Sprint(v.Asks) != states[k].asks || !v.RecvTime.Equal(at) {
+				t.Fatalf("book of %s at %s (recv %s) differs from the live subscriber's:\nhistory %v %v\nlive    %s %s", st, at, v.RecvTime, v.Bids, v.Asks, states[k].bids, states[k].asks)
+			}
+			checked++
+		}
+	}
+	t.Logf("%d books at an instant equal the live subscriber's", checked)
 
 	// A fresh daemon (an empty cache), a throttling store, 200 queries.
 	ld.stop(t)
@@ -818,4 +866,56 @@ func TestHistoryStreamsBeforeTheRangeIsRead(t *testing.T) {
 	}
 	got = append(got, splitLines(rest)...)
 	assertSameLines(t, "three segments", got, cut(t, want, from, to))
+}
+
+// liveBooks is a live subscriber's books, and each book's state after each
+// event, by receive time.
+type liveBooks struct {
+	books     map[venue.Stream]*venue.Book
+	states    map[venue.Stream][]liveState
+	snapshots int
+}
+
+type liveState struct {
+	at         time.Time
+	bids, asks string // fmt.Sprint of the [][2]string levels
+}
+
+func newLiveBooks() *liveBooks {
+	return &liveBooks{books: map[venue.Stream]*venue.Book{}, states: map[venue.Stream][]liveState{}}
+}
+
+// line applies one line of the websocket.
+func (lb *liveBooks) line(t *testing.T, l string) {
+	t.Helper()
+	if !strings.HasPrefix(l, `{"type":"book"`) {
+		return
+	}
+	var m struct {
+		Stream     venue.Stream
+		Snapshot   bool
+		Bids, Asks [][2]string
+		RecvTime   time.Time `json:"recv_time"`
+	}
+	if err := json.Unmarshal([]byte(l), &m); err != nil {
+		t.Fatalf("%v: %s", err, l)
+	}
+	levels := func(ls [][2]string) []venue.Level {
+		out := make([]venue.Level, len(ls))
+		for i, x := range ls {
+			out[i] = venue.Level{Price: decimal.RequireFromString(x[0]), Size: decimal.RequireFromString(x[1])}
+		}
+		return out
+	}
+	b := lb.books[m.Stream]
+	if b == nil {
+		b = &venue.Book{}
+		lb.books[m.Stream] = b
+	}
+	if m.Snapshot {
+		lb.snapshots++
+	}
+	b.Apply(&venue.Event{Stream: m.Stream, Kind: venue.KindBook, Snapshot: m.Snapshot, Bids: levels(m.Bids), Asks: levels(m.Asks)})
+	lb.states[m.Stream] = append(lb.states[m.Stream], liveState{at: m.RecvTime,
+		bids: fmt.Sprint(levelStrings(b.Top(nil, venue.Bid, 0))), asks: fmt.Sprint(levelStrings(b.Top(nil, venue.Ask, 0)))})
 }
