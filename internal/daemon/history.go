@@ -552,7 +552,9 @@ func (d *Daemon) playRange(w http.ResponseWriter, r *http.Request, q *historyQue
 	h.Set(HistoryHeader, "segments="+strconv.Itoa(countSegments(chains)))
 	w.WriteHeader(http.StatusOK)
 	fw.rc.Flush() // the status and headers leave now, before the range plays
-	_, _, err = exportTo(ctx, &cfg, srcs, sink, d.log, q.patterns)
+	// One connection decodes on the answer's goroutine: a query's CPU per
+	// event is what bounds a node serving many.
+	_, _, err = exportTo(ctx, &cfg, srcs, sink, d.log, q.patterns, len(srcs) > 1)
 	if err != nil && fw.err == nil && ctx.Err() == nil {
 		status, code, _ := claimcheck.ErrorStatus(err)
 		msg := err.Error()

@@ -32,7 +32,8 @@ func processCPU() time.Duration {
 // BenchmarkHistoryStream is a history query's answer once its segments
 // are read (held in memory, as the claim-check cache holds them): the
 // chain's gunzip, the venue's decoder, the range cut and the export
-// encoding, one venue connection; events/s is the rate of lines written,
+// encoding, one venue connection (decoded on the answer's goroutine, as
+// playRange decodes one); events/s is the rate of lines written,
 // events/cpu-s the lines per second of the process's CPU time (per core,
 // whatever else runs on the machine).
 func BenchmarkHistoryStream(b *testing.B) {
@@ -59,7 +60,9 @@ func BenchmarkHistoryStream(b *testing.B) {
 			for range b.N {
 				w := &countWriter{}
 				src := history.Source(context.Background(), []history.Entry{e}, fetch)
-				if _, _, err := exportRange(context.Background(), cfg, []replay.Source{src}, w, nil, e.First, e.Last.Add(1), []string{v + ":*:*"}); err != nil {
+				sink := replay.NewExportSink(w)
+				sink.Window(e.First, e.Last.Add(1))
+				if _, _, err := exportTo(context.Background(), cfg, []replay.Source{src}, sink, nil, []string{v + ":*:*"}, false); err != nil {
 					b.Fatal(err)
 				}
 				lines += w.lines

@@ -368,7 +368,7 @@ func (d *Daemon) playNormalized(ctx context.Context, w io.Writer, q *tardisQuery
 	_, err := replay.Play(ctx, replay.PlayerOptions{
 		NewDecoder: decoderFor(&cfg, d.log),
 		Sink:       func(string) (venue.Sink, error) { return ts, nil },
-		Parallel:   true,
+		Parallel:   len(srcs) > 1, // one connection decodes on the answer's goroutine
 	}, srcs)
 	if ferr := ts.flush(); err == nil {
 		err = ferr
