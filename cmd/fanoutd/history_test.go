@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -24,6 +23,7 @@ import (
 	"github.com/fanoutd/fanoutd/claimcheck"
 	"github.com/fanoutd/fanoutd/claimcheck/claimchecktest"
 	"github.com/fanoutd/fanoutd/internal/daemon"
+	"github.com/fanoutd/fanoutd/internal/testutil"
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/replay"
 	"github.com/fanoutd/fanoutd/venue"
@@ -722,61 +722,14 @@ func TestTardisMachineRoutes(t *testing.T) {
 }
 
 // shiftedCopies writes n copies of capture into dir, each shifted to
-// follow the one before by the capture's span and a millisecond: the
-// consecutive segments of one venue connection.
+// follow the one before: the consecutive segments of one venue connection.
 func shiftedCopies(t *testing.T, capture, dir string, n int) []string {
 	t.Helper()
-	in, err := replay.Open(capture)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	var recs []replay.Record
-	var first, last time.Time
-	for {
-		r, err := in.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.Frame = bytes.Clone(r.Frame)
-		recs = append(recs, r)
-		if !r.Time.IsZero() {
-			if first.IsZero() {
-				first = r.Time
-			}
-			last = r.Time
-		}
-	}
-	span := last.Sub(first) + time.Millisecond
+	c := testutil.ReadCapture(t, capture)
 	var paths []string
-	for c := range n {
-		path := filepath.Join(dir, fmt.Sprintf("seg%d.jsonl.gz", c))
-		f, err := os.Create(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		zw := gzip.NewWriter(f)
-		zw.Comment = replay.MetaComment(in.Meta)
-		w := replay.NewWriter(zw)
-		for _, r := range recs {
-			if r.Disconnect {
-				err = w.Disconnect()
-			} else {
-				err = w.Frame(r.Time.Add(time.Duration(c)*span), r.Frame)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := zw.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
+	for k := range n {
+		path := filepath.Join(dir, fmt.Sprintf("seg%d.jsonl.gz", k))
+		c.WriteShifted(t, path, k, 1)
 		paths = append(paths, path)
 	}
 	return paths
