@@ -20,9 +20,10 @@ var policy = map[string][]string{
 	// Leaves and the contract.
 	"internal/jsonw": {},
 	"internal/scan":  {},
+	"internal/rawio": {}, // the I/O below net.Conn: RawSyscall reads and writes, io_uring
 	"notice":         {"internal/jsonw"},
 	"venue":          {"notice", "internal/jsonw"},
-	"venue/wsconn":   {"venue"},
+	"venue/wsconn":   {"venue", "internal/rawio"},
 
 	// The adapters: the contract and the scanner, nothing of who receives.
 	"venues/*":        {"venue", "venue/wsconn", "notice", "internal/scan"},
@@ -44,11 +45,11 @@ var policy = map[string][]string{
 	"claimcheck/claimchecktest": {"claimcheck", "claimcheck/s3store"},
 
 	// The websocket API and the daemon around it.
-	"internal/wsapi":             {"fanout", "notice", "subscriber", "venue", "internal/api", "internal/jsonw"},
+	"internal/wsapi":             {"fanout", "notice", "subscriber", "venue", "internal/api", "internal/jsonw", "internal/rawio"},
 	"internal/config":            {"claimcheck", "fanout", "internal/api", "internal/wsapi", "venue", "venues"},
 	"internal/testsource":        {"notice", "venue"},
 	"internal/cluster/natstest":  {}, // tests only
-	"internal/cluster":           {"fanout", "internal/config", "internal/jsonw", "notice", "venue", "venue/wsconn"},
+	"internal/cluster":           {"fanout", "internal/config", "internal/jsonw", "internal/rawio", "notice", "venue"},
 	"internal/ui":                {},
 	"internal/ui/bidi":           {}, // tests only: drives Firefox
 	"internal/history":           {"claimcheck", "replay"},
@@ -63,8 +64,11 @@ var policy = map[string][]string{
 	// The public Go client imports nothing of ours: users import it alone.
 	"client": {},
 	// deploy/ holds no Go but its tests (Prometheus rules, the Grafana dashboard).
-	"deploy":      {},
-	"cmd/fanoutd": {"claimcheck", "internal/bench", "internal/cli", "internal/tail", "internal/config", "internal/daemon", "notice", "replay", "venue", "venues"},
+	"deploy": {},
+	// The production binary holds what operators run; the load harness and
+	// the soak are a command of their own.
+	"cmd/fanoutd":       {"claimcheck", "internal/cli", "internal/tail", "internal/config", "internal/daemon", "notice", "replay", "venue", "venues"},
+	"cmd/fanoutd-bench": {"internal/bench"},
 }
 
 // websockets names the packages that may import a websocket library: the

@@ -21,7 +21,7 @@
 // enforces them and checks that this list states them):
 //
 //   - venue: notice, internal/jsonw
-//   - venue/wsconn: venue
+//   - venue/wsconn: venue, internal/rawio
 //   - venue/venuetest: venue, notice
 //   - venues/*: venue, venue/wsconn, notice, internal/scan
 //   - venues/*/*test: venue, venue/venuetest, venues/* (its own adapter only)
