@@ -16,7 +16,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
-	"github.com/fanoutd/fanoutd/venue/wsconn"
+	"github.com/fanoutd/fanoutd/internal/rawio"
 )
 
 // Reconnection backoff, once every listed and discovered server was
@@ -150,7 +150,7 @@ func subjectKind(prefix, subj string) (venueName, kind string) {
 }
 
 // rawDialer dials as nats.go's default dialer does, but the connection
-// reads with RawSyscall (wsconn.RawRead, as a venue link does): an edge
+// reads with RawSyscall (rawio.ReadConn, as a venue link does): an edge
 // reads NATS about once per event, and each plain read woke the runtime's
 // sysmon thread into its 20 µs polling loop (docs/design.md, where
 // an edge's CPU goes). TLS, if configured, runs over it.
@@ -162,7 +162,7 @@ func (rawDialer) Dial(network, address string) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return wsconn.RawRead(c), nil
+	return rawio.ReadConn(c), nil
 }
 
 func reconnectDelay(attempts int) time.Duration {

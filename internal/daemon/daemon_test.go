@@ -111,8 +111,8 @@ func TestTooManySymbolsIsAnErrorReply(t *testing.T) {
 }
 
 // TestSubscribersListsOnlyTheTokensOwn: GET /v1/subscribers lists only the
-// subscribers the requesting token created (it listed every name and its
-// streams to any token: issue 11, item 1).
+// subscribers the requesting token created, never another token's names
+// and streams.
 func TestSubscribersListsOnlyTheTokensOwn(t *testing.T) {
 	src := venues.Venue{Name: "coinbase", New: func(c venue.Config) (venue.Adapter, error) { return testsource.New("coinbase", c), nil }}
 	d := daemontest.Start(t, "venues:\n  coinbase:\n    symbols: [BTC-USD]\ntokens:\n  - {name: a, token: secret-a}\n  - {name: b, token: secret-b}\n",
