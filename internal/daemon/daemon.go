@@ -124,7 +124,7 @@ func New(o Options) (*Daemon, error) {
 	cfg, log := o.Config, o.Logger
 	d := &Daemon{o: o, cfg: cfg, log: log, hub: fanout.NewHub(subscriber.NewRegistry()), reg: prometheus.NewRegistry(),
 		byName: map[string]*venueRun{}, stopped: make(chan struct{})}
-	d.hub.SetDerivedLimits(cfg.Derived)
+	d.hub.SetDerivedLimits(derivedLimits(cfg))
 	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var err error
 	if d.claims, err = openClaims(context.Background(), cfg.ClaimCheck, claimcheck.Options{Registerer: d.reg, Authorize: d.authorizeTenant, AuthorizeStream: d.authorizeStream}, log); err != nil {
@@ -138,17 +138,13 @@ func New(o Options) (*Daemon, error) {
 			d.claims.close(context.Background())
 		}
 	}()
-	namedTTL := cfg.WS.NamedTTL
-	if namedTTL == 0 {
-		namedTTL = wsapi.DefaultNamedTTL
-	}
-	d.bus = newBusWire(cfg.Cluster, namedTTL, log)
+	d.bus = newBusWire(cfg.Cluster, cfg.Websocket.NamedTTL, log)
 	if d.bus != nil && d.bus.ingest != nil {
 		d.bus.ingest.OnWant = d.edgeWants // edges ask for their subscribers' symbols
 		d.bus.ingest.Holds = d.holds
 		d.bus.ingest.Link = d.venueLink // the edges' coverage and readiness follow the venue links
 	}
-	d.hub.SetRecovery(cfg.Recovery)
+	d.hub.SetRecovery(recoveryOptions(cfg))
 	for _, vc := range cfg.Venues {
 		i := slices.IndexFunc(o.Venues, func(v venues.Venue) bool { return v.Name == vc.Name })
 		if i < 0 {
@@ -180,7 +176,7 @@ func New(o Options) (*Daemon, error) {
 	if !d.auth.Enabled() {
 		d.hosts = api.NewHosts(cfg.Listen)
 	}
-	wo := cfg.WS
+	wo := wsOptions(cfg)
 	wo.Hub, wo.Auth, wo.Hosts, wo.Logger = d.hub, d.auth, d.hosts, log
 	wo.Metrics = wsapi.NewMetrics(d.reg)
 	d.reg.MustRegister(fanout.NewCollector(d.hub), fanout.NewRecoveryCollector(d.hub), newVenueCollector(d.venues))

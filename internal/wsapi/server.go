@@ -24,8 +24,8 @@ import (
 	"github.com/fanoutd/fanoutd/venue"
 )
 
-// Defaults of Options and Limits, which a zero field takes (WithDefaults),
-// for the configuration to read rather than repeat.
+// Defaults of Options and Limits, which a zero field takes (WithDefaults);
+// the daemon's configuration has the same (internal/daemon tests it).
 const (
 	DefaultWriteTimeout      = 10 * time.Second
 	DefaultPingInterval      = 30 * time.Second
