@@ -15,8 +15,9 @@ import (
 // any other.
 
 // Range returns the wire forms of the events of stream id the window holds
-// from seq from to seq to, in order: as many as fit in maxBytes (at least
-// one), so a long range is read in several calls. ok is false if the
+// from seq from to seq to, in order: as many as fit in maxBytes, counting
+// one byte more per event for a separator (at least one event), so a long
+// range is read in several calls. ok is false if the
 // window does not hold from (or the stream is conflated, or recovery is
 // off); oldest and newest are the range the window holds (oldest 0:
 // none). The bytes are shared, never written again.
@@ -42,7 +43,7 @@ func (f *Feed) Range(id venue.Stream, from, to uint64, maxBytes int) (data [][]b
 		if len(data) > 0 && size+len(d) > maxBytes {
 			break
 		}
-		size += len(d)
+		size += len(d) + 1
 		data = append(data, d)
 	}
 	return data, oldest, newest, true

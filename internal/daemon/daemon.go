@@ -149,6 +149,9 @@ func New(o Options) (*Daemon, error) {
 		d.bus.ingest.Link = d.venueLink // the edges' coverage and readiness follow the venue links
 	}
 	d.hub.SetRecovery(cfg.Recovery)
+	if d.bus != nil && d.bus.edge != nil {
+		d.bus.edge.RecoverGaps = cfg.Recovery.On() // a bus gap is recovered from the ingest's window
+	}
 	for _, vc := range cfg.Venues {
 		i := slices.IndexFunc(o.Venues, func(v venues.Venue) bool { return v.Name == vc.Name })
 		if i < 0 {
@@ -188,6 +191,7 @@ func New(o Options) (*Daemon, error) {
 	wo.OnSubscribe = d.onSubscribe
 	wo.SnapshotClaim = d.claims.replyClaim
 	wo.Names, wo.Node = d.bus.wsNames(), d.bus.instance(cfg.Cluster.Node)
+	wo.Backfill = d.bus.backfill()
 	d.ws = wsapi.NewServer(wo)
 	d.released = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fanoutd_symbols_unsubscribed_total",
 		Help: "Symbols unsubscribed at their venue because no subscriber held them for unsubscribe_after."}, []string{"venue"})
