@@ -144,7 +144,11 @@ func New(o Options) (*Daemon, error) {
 		d.bus.ingest.Holds = d.holds
 		d.bus.ingest.Link = d.venueLink // the edges' coverage and readiness follow the venue links
 	}
-	d.hub.SetRecovery(recoveryOptions(cfg))
+	recovery := recoveryOptions(cfg)
+	d.hub.SetRecovery(recovery)
+	if d.bus != nil && d.bus.edge != nil {
+		d.bus.edge.RecoverGaps = recovery.On() // a bus gap is recovered from the ingest's window
+	}
 	for _, vc := range cfg.Venues {
 		i := slices.IndexFunc(o.Venues, func(v venues.Venue) bool { return v.Name == vc.Name })
 		if i < 0 {
@@ -184,6 +188,7 @@ func New(o Options) (*Daemon, error) {
 	wo.OnSubscribe = d.onSubscribe
 	wo.SnapshotClaim = d.claims.replyClaim
 	wo.Names, wo.Node = d.bus.wsNames(), d.bus.instance(cfg.Cluster.Node)
+	wo.Backfill = d.bus.backfill()
 	d.ws = wsapi.NewServer(wo)
 	d.released = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fanoutd_symbols_unsubscribed_total",
 		Help: "Symbols unsubscribed at their venue because no subscriber held them for unsubscribe_after."}, []string{"venue"})
