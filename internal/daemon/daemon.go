@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -83,6 +84,7 @@ type Daemon struct {
 	reloads  *prometheus.CounterVec // configuration reloads, by result (reload.go)
 	reloadMu sync.Mutex             // one Reload at a time
 	stopped  chan struct{}
+	draining atomic.Bool // POST /drainz: unready, new websockets refused (drain.go)
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -476,13 +478,14 @@ func (d *Daemon) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", d.readyz)
+	mux.HandleFunc("POST /drainz", d.drainz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{Registry: d.reg}))
 	if d.cfg.Cluster.Role == config.RoleIngest {
 		mux.HandleFunc("GET /v1/stream", func(w http.ResponseWriter, _ *http.Request) {
 			api.WriteError(w, http.StatusNotFound, api.CodeUnknownStream, "this node is an ingest (cluster.role): subscribe on an edge")
 		})
 	} else {
-		mux.Handle("GET /v1/stream", d.ws)
+		mux.Handle("GET /v1/stream", d.refuseWhileDraining(d.ws))
 	}
 	mux.HandleFunc("GET /v1/coverage", d.authed(d.coverage))
 	mux.HandleFunc("GET /v1/subscribers", d.authed(d.subscribers))
@@ -532,6 +535,10 @@ func (d *Daemon) readyz(w http.ResponseWriter, _ *http.Request) {
 	case <-d.stopped:
 		down = append(down, "(shutting down)")
 	default:
+	}
+	if d.draining.Load() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "draining": true})
+		return
 	}
 	if len(down) > 0 {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "not_linked": down})
