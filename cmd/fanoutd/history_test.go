@@ -271,6 +271,16 @@ func TestHistoryFromS3(t *testing.T) {
 	}
 	assertSameLines(t, "range", splitLines(b), want)
 
+	// The websocket form: the same lines in the live protocol's framing,
+	// as fast as it goes or at the recorded pace.
+	for _, speed := range []string{"max", "1", "4"} {
+		u := "ws" + strings.TrimPrefix(streamURL(ld.addr, "coinbase:*:*", from, to), "http") + "&speed=" + speed
+		assertSameLines(t, "websocket at speed "+speed, wsHistoryLines(t, u, "all-secret"), want)
+	}
+	if code, _, b := authGet(t, streamURL(ld.addr, "coinbase:*:*", from, to)+"&speed=fast", "all-secret"); code != 400 || !strings.Contains(string(b), `"code":"invalid_query"`) {
+		t.Errorf("speed=fast: %d %s", code, b)
+	}
+
 	// The whole capture, as one name.
 	sym := ""
 	for _, r := range ranges {
@@ -341,6 +351,10 @@ func TestHistoryFromS3(t *testing.T) {
 	code, h, b = authGet(t, streamURL(ld.addr, l2, cb.From.Add(-time.Hour), cb.From.Add(-time.Minute)), "all-secret")
 	if code != 200 || len(b) != 0 || h.Get(daemon.HistoryHeader) != "empty" {
 		t.Fatalf("empty range: %d %v %q", code, h, b)
+	}
+	u := "ws" + strings.TrimPrefix(streamURL(ld.addr, l2, cb.From.Add(-time.Hour), cb.From.Add(-time.Minute)), "http")
+	if lines := wsHistoryLines(t, u, "all-secret"); len(lines) != 0 {
+		t.Fatalf("websocket of an empty range: %q", lines)
 	}
 }
 
@@ -871,4 +885,28 @@ func (lb *liveBooks) line(t *testing.T, l string) {
 	b.Apply(&venue.Event{Stream: m.Stream, Kind: venue.KindBook, Snapshot: m.Snapshot, Bids: levels(m.Bids), Asks: levels(m.Asks)})
 	lb.states[m.Stream] = append(lb.states[m.Stream], liveState{at: m.RecvTime,
 		bids: fmt.Sprint(levelStrings(b.Top(nil, venue.Bid, 0))), asks: fmt.Sprint(levelStrings(b.Top(nil, venue.Ask, 0)))})
+}
+
+// wsHistoryLines reads the websocket form of a history query until its
+// normal close and returns its lines.
+func wsHistoryLines(t *testing.T, u, token string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadLimit(-1)
+	var lines []string
+	for {
+		_, m, err := c.Read(ctx)
+		if err != nil {
+			if websocket.CloseStatus(err) != websocket.StatusNormalClosure {
+				t.Fatalf("%s: %v after %d lines", u, err, len(lines))
+			}
+			return lines
+		}
+		lines = append(lines, strings.Split(string(m), "\n")...)
+	}
 }
