@@ -58,7 +58,8 @@ var policy = map[string][]string{
 	"internal/daemon":            {"internal/ui", "internal/cluster", "claimcheck", "claimcheck/s3store", "derive", "fanout", "internal/api", "internal/config", "internal/history", "internal/wsapi", "notice", "replay", "subscriber", "venue", "venues"},
 	"internal/daemon/daemontest": {"internal/config", "internal/daemon"},
 	"internal/faults":            {},         // tests only
-	"internal/testutil":          {"replay"}, // tests only
+	"internal/testutil":          {},         // tests only
+	"replay/replaytest":          {"replay"}, // tests only
 	"internal/bench/tardis":      {},         // tests only (the tardis-dev comparison)
 	"internal/bench":             {"fanout", "internal/cli", "internal/config", "internal/daemon", "internal/testsource", "replay", "venue", "venues"},
 	"internal/tail":              {"client"},

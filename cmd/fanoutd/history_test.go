@@ -23,9 +23,9 @@ import (
 	"github.com/fanoutd/fanoutd/claimcheck"
 	"github.com/fanoutd/fanoutd/claimcheck/claimchecktest"
 	"github.com/fanoutd/fanoutd/internal/daemon"
-	"github.com/fanoutd/fanoutd/internal/testutil"
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/replay"
+	"github.com/fanoutd/fanoutd/replay/replaytest"
 	"github.com/fanoutd/fanoutd/venue"
 	"github.com/fanoutd/fanoutd/venues"
 	"github.com/fanoutd/fanoutd/venues/coinbase/coinbasetest"
@@ -739,7 +739,7 @@ func TestTardisMachineRoutes(t *testing.T) {
 // follow the one before: the consecutive segments of one venue connection.
 func shiftedCopies(t *testing.T, capture, dir string, n int) []string {
 	t.Helper()
-	c := testutil.ReadCapture(t, capture)
+	c := replaytest.ReadCapture(t, capture)
 	var paths []string
 	for k := range n {
 		path := filepath.Join(dir, fmt.Sprintf("seg%d.jsonl.gz", k))

@@ -20,8 +20,8 @@ import (
 
 	"github.com/shopspring/decimal"
 
-	"github.com/fanoutd/fanoutd/internal/testutil"
 	"github.com/fanoutd/fanoutd/replay"
+	"github.com/fanoutd/fanoutd/replay/replaytest"
 )
 
 // The venues tardis-dev reads fanoutd's captures of (its coinbase and
@@ -597,7 +597,7 @@ func TestLargeCaptures(t *testing.T) {
 	}
 	for _, v := range []string{"binance", "bybit", "coinbase", "kraken", "okx"} {
 		path := filepath.Join(*largeDir, v+"-200k.jsonl.gz")
-		frames := testutil.ReadCapture(t, capturePath(v)).WriteShifted(t, path, 0, 20)
+		frames := replaytest.ReadCapture(t, capturePath(v)).WriteShifted(t, path, 0, 20)
 		t.Logf("%s: %d frames", path, frames)
 	}
 }

@@ -1,4 +1,6 @@
-package testutil
+// Package replaytest reads captures whole and writes shifted copies of them,
+// for tests that need longer or aligned captures.
+package replaytest
 
 import (
 	"bytes"
