@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"net"
 	"net/http/httptest"
 	"runtime"
 	"strings"
@@ -289,4 +290,43 @@ func FuzzReadFrames(f *testing.F) {
 			t.Fatalf("%x: internal_error", b)
 		}
 	})
+}
+
+// TestParkedReadAlloc: a parked connection woken by a pong reads it,
+// moves its read deadline and parks again without allocating: the read
+// buffer is the pool's, and nothing stays with the connection.
+func TestParkedReadAlloc(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	srv, _, _ := readServer(t, Options{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	s := newSession(srv, server, nil)
+	s.idle = time.AfterFunc(time.Hour, func() {})
+	defer s.idle.Stop()
+	pong := clientFrame(websocket.PongMessage, true, nil)
+	read := func() {
+		client.Write(pong)
+		if s.readFrames(true) {
+			t.Fatal("the read ended the connection")
+		}
+	}
+	read()
+	if allocs := testing.AllocsPerRun(100, read); allocs != 0 {
+		t.Fatalf("%v allocations per parked read, want 0", allocs)
+	}
 }
