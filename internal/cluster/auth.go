@@ -35,8 +35,8 @@ const (
 
 // Permissions returns what each role may publish and subscribe under
 // prefix. An ingest publishes the venues' events, notices and heartbeats,
-// answers book and want requests (replies on _INBOX.>) and keeps the lease
-// bucket; an edge reads those, asks (want, book), keeps the names bucket
+// answers book, want and recover requests (replies on _INBOX.>) and keeps
+// the lease bucket; an edge reads those, asks (want, book, recover), keeps the names bucket
 // and announces takeovers. Neither may touch another stream of JetStream:
 // the API subjects are allowed per bucket.
 func Permissions(prefix string) (ingest, edge *server.Permissions) {
@@ -59,7 +59,7 @@ func Permissions(prefix string) (ingest, edge *server.Permissions) {
 		Subscribe: &server.SubjectPermission{Allow: []string{prefix + ".>", "_INBOX.>"}},
 	}
 	edge = &server.Permissions{
-		Publish: &server.SubjectPermission{Allow: append(append([]string{prefix + ".want.*", prefix + ".book.*.*", prefix + ".names.takeover",
+		Publish: &server.SubjectPermission{Allow: append(append([]string{prefix + ".want.*", prefix + ".book.*.*", prefix + ".recover.*", prefix + ".names.takeover",
 			"$JS.API.INFO"}, kv(b+"_names")...), watch(b+"_leases")...)},
 		Subscribe: &server.SubjectPermission{Allow: []string{prefix + ".ev.>", prefix + ".notice.*", prefix + ".hb.*",
 			prefix + ".names.takeover", "_INBOX.>"}},

@@ -113,6 +113,7 @@ func (b *busWire) feedOptions(o *fanout.Options) {
 	case b == nil:
 	case b.ingest != nil:
 		o.Tap = b.ingest.Tap(o.Venue)
+		o.KeepWindows = true // the edges recover from it (P.recover.<venue>)
 	case b.edge != nil:
 		o.OnWanted = b.edge.Wanted
 	}
@@ -135,6 +136,15 @@ func (b *busWire) want(st venue.Stream) error {
 		return &api.Refusal{Code: api.Code(code), Message: msg}
 	}
 	return nil
+}
+
+// backfill is the websocket server's Backfill on an edge (nil elsewhere):
+// an adopted name's range is filled from the ingest's window.
+func (b *busWire) backfill() func(venue.Stream, uint64) {
+	if b == nil || b.edge == nil {
+		return nil
+	}
+	return b.edge.Backfill
 }
 
 // sink wraps a venue's sink on an ingest so that its notices are published.
@@ -335,7 +345,17 @@ var publishDroppedDesc = prometheus.NewDesc("fanoutd_cluster_publish_dropped_tot
 	"Events this ingest led but did not publish because its NATS connection was down (nothing is buffered while reconnecting; the edges announce the gap).",
 	[]string{"venue"}, nil)
 
+var busRecoveredDesc = prometheus.NewDesc("fanoutd_cluster_bus_recovered_total",
+	"Ranges of a stream an edge lost on the bus, by result: recovered (the ingest's window sent them again, forwarded in order, nothing announced) or gap (announced as stream_gap or book_resync).",
+	[]string{"venue", "result"}, nil)
+
+var backfillsDesc = prometheus.NewDesc("fanoutd_cluster_backfills_total",
+	"Ranges a named subscriber reattaching on an edge lost before that edge followed its stream, by result: filled (from the ingest's window, then recovered) or refused (the ingest's window did not hold them).",
+	[]string{"venue", "result"}, nil)
+
 func (c busCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- busRecoveredDesc
+	ch <- backfillsDesc
 	ch <- busInvalidDesc
 	ch <- wantRefusedDesc
 	ch <- slowConsumerDesc
@@ -351,6 +371,14 @@ func (c busCollector) Collect(ch chan<- prometheus.Metric) {
 		})
 		c.b.edge.Fenced(func(v string, n uint64) {
 			ch <- prometheus.MustNewConstMetric(fencedDesc, prometheus.CounterValue, float64(n), v)
+		})
+		c.b.edge.BusRecovered(func(v string, ok, lost uint64) {
+			ch <- prometheus.MustNewConstMetric(busRecoveredDesc, prometheus.CounterValue, float64(ok), v, "recovered")
+			ch <- prometheus.MustNewConstMetric(busRecoveredDesc, prometheus.CounterValue, float64(lost), v, "gap")
+		})
+		c.b.edge.Backfilled(func(v string, ok, lost uint64) {
+			ch <- prometheus.MustNewConstMetric(backfillsDesc, prometheus.CounterValue, float64(ok), v, "filled")
+			ch <- prometheus.MustNewConstMetric(backfillsDesc, prometheus.CounterValue, float64(lost), v, "refused")
 		})
 	}
 	if c.b.ingest != nil {
