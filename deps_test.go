@@ -45,11 +45,13 @@ var policy = map[string][]string{
 	"claimcheck/claimchecktest": {"claimcheck", "claimcheck/s3store"},
 
 	// The websocket API and the daemon around it.
-	"internal/wsapi":             {"fanout", "notice", "subscriber", "venue", "internal/api", "internal/jsonw", "internal/rawio"},
-	"internal/config":            {"claimcheck", "fanout", "internal/api", "internal/wsapi", "venue", "venues"},
+	"internal/wsapi": {"fanout", "notice", "subscriber", "venue", "internal/api", "internal/jsonw", "internal/rawio"},
+	// The configuration parses the document and checks its keys; it points
+	// down to no package it configures (configImporters, below).
+	"internal/config":            {"claimcheck", "internal/api", "venue", "venues"},
 	"internal/testsource":        {"notice", "venue"},
 	"internal/cluster/natstest":  {}, // tests only
-	"internal/cluster":           {"fanout", "internal/config", "internal/jsonw", "internal/rawio", "notice", "venue"},
+	"internal/cluster":           {"fanout", "internal/jsonw", "internal/rawio", "notice", "venue"},
 	"internal/ui":                {},
 	"internal/ui/bidi":           {}, // tests only: drives Firefox
 	"internal/history":           {"claimcheck", "replay"},
@@ -69,6 +71,36 @@ var policy = map[string][]string{
 	// the soak are a command of their own.
 	"cmd/fanoutd":       {"claimcheck", "internal/cli", "internal/tail", "internal/config", "internal/daemon", "notice", "replay", "venue", "venues"},
 	"cmd/fanoutd-bench": {"internal/bench"},
+}
+
+// configImporters are the only packages that import internal/config: the
+// daemon, which maps the configuration to the options of the packages it
+// configures, its test harness, the commands, and internal/bench (the body
+// of cmd/fanoutd-bench, which builds daemons from YAML as fanoutd does).
+// Every other package owns plain typed options and checks them itself.
+var configImporters = []string{"internal/daemon", "internal/daemon/daemontest", "internal/bench", "cmd/fanoutd", "cmd/fanoutd-bench"}
+
+// configTypes are what internal/config may import: the vocabulary a key's
+// value is checked against (venue, venues), and the option types it cannot
+// avoid, each checking itself: claimcheck.Config (claim_check's keys are
+// its fields) and internal/api's tokens and JWT options. It imports none of
+// the packages it configures otherwise (fanout, internal/wsapi,
+// internal/cluster, internal/history, …).
+var configTypes = []string{"claimcheck", "internal/api", "venue", "venues"}
+
+// TestConfigPointsDown: the policy lets only configImporters import
+// internal/config, and internal/config only configTypes.
+func TestConfigPointsDown(t *testing.T) {
+	for pkg, list := range policy {
+		if slices.Contains(list, "internal/config") && !slices.Contains(configImporters, pkg) {
+			t.Errorf("%s may import internal/config: only %v do; give the package typed options the daemon fills", pkg, configImporters)
+		}
+	}
+	for _, dep := range policy["internal/config"] {
+		if !slices.Contains(configTypes, dep) {
+			t.Errorf("internal/config may import %s: it imports only %v; the daemon maps the configuration to the options of what it configures", dep, configTypes)
+		}
+	}
 }
 
 // websockets names the packages that may import a websocket library: the

@@ -8,6 +8,7 @@
 //	fanoutd replay --export FILE|- [--streams S[,S…]] CAPTURE…
 //	fanoutd claims get REF [--config FILE] [-o FILE]
 //	fanoutd probe [--timeout D] [URL]   (exit 0 if URL, default the local /readyz, answers 200)
+//	fanoutd drain [--wait D] [--timeout D] [URL]   (POST the local /drainz, then wait D: a preStop hook)
 //	fanoutd help
 //	fanoutd version
 //
@@ -54,6 +55,7 @@ commands:
   claims get     fetch a stored snapshot or capture        fanoutd claims get claim:TENANT/ID
   history import check captures in to the history index    fanoutd history import --config fanoutd.yaml CAPTURE…
   probe          exit 0 if the daemon is ready (for images) fanoutd probe http://127.0.0.1:8080/readyz
+  drain          stop taking clients, then wait (preStop)  fanoutd drain --wait 5s
   help           this list
   version        the version and the commit it was built from
 
@@ -96,12 +98,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return replayCmd(ctx, args, stdout, stderr, nil)
 	case "probe":
 		return probeCmd(args, stdout, stderr)
+	case "drain":
+		return drainCmd(args, stdout, stderr)
 	case "version":
 		bi, _ := debug.ReadBuildInfo()
 		fmt.Fprintln(stdout, versionLine(daemon.Version, bi))
 		return 0
 	default:
-		fmt.Fprintf(stderr, "fanoutd: unknown command %q (want serve, check-config, tail, record, replay, claims, history, probe, help or version)\n", cmd)
+		fmt.Fprintf(stderr, "fanoutd: unknown command %q (want serve, check-config, tail, record, replay, claims, history, probe, drain, help or version)\n", cmd)
 		return 2
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
-	"github.com/fanoutd/fanoutd/internal/config"
 	"github.com/fanoutd/fanoutd/internal/testutil"
 )
 
@@ -54,7 +53,7 @@ func TestConnectListFailsOver(t *testing.T) {
 	live := "nats://" + s.Addr().String()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	down := make(chan struct{}, 1)
-	nc, err := Connect(config.Cluster{Role: "edge", Node: "n", NATSURL: dead + ", " + live}, log,
+	nc, err := Connect(Options{Role: "edge", Node: "n", NATSURL: dead + ", " + live}, log,
 		Handlers{Down: func(error) {
 			select {
 			case down <- struct{}{}:
@@ -90,7 +89,7 @@ func TestConnectLeavesLameDuckServer(t *testing.T) {
 	testutil.WaitFor(t, 30*time.Second, "the route", func() bool { return a.NumRoutes() > 0 && b.NumRoutes() > 0 })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var stats ConnStats
-	nc, err := Connect(config.Cluster{Role: "edge", Node: "n", NATSURL: "nats://" + a.Addr().String()}, log, Handlers{Stats: &stats})
+	nc, err := Connect(Options{Role: "edge", Node: "n", NATSURL: "nats://" + a.Addr().String()}, log, Handlers{Stats: &stats})
 	if err != nil {
 		t.Fatal(err)
 	}
