@@ -44,7 +44,7 @@ func idleMain(o options, conns int, memprofile string, stdout, stderr io.Writer)
 	var srv benchServer
 	var err error
 	if o.peer == "centrifugo" {
-		srv, err = startCentrifugo(cmp.Or(o.peerBin, "centrifugo"), stderr)
+		srv, err = startCentrifugo(cmp.Or(o.peerBin, "centrifugo"), o.peerPublish, stderr)
 	} else {
 		srv, err = startFanoutd(o.delay, o.uring, "", stderr)
 	}

@@ -96,7 +96,7 @@ type session struct {
 	last      time.Time // when allowance was computed
 }
 
-func newSession(srv *Server, ws *websocket.Conn, tok *api.Token) *session {
+func newSession(srv *Server, ws *websocket.Conn, tok *api.Token, lowLatency bool) *session {
 	s := &session{srv: srv, ws: ws, q: subscriber.NewMailbox(),
 		stop: make(chan struct{}), flush: make(chan struct{}), readerDone: make(chan struct{}), allowance: float64(srv.o.Limits.CommandBurst), last: time.Now()}
 	s.tok.Store(tok)
@@ -104,7 +104,7 @@ func newSession(srv *Server, ws *websocket.Conn, tok *api.Token) *session {
 		// A daemon notice, on the notice path (not a reply: never dropped);
 		// at most one per refresh, which the command rate bounds.
 		warn: func(exp time.Time) { s.q.Notify(&subscriber.Message{Data: appendTokenExpiring(nil, exp, time.Now())}) }}
-	s.w.init(s, ws.NetConn())
+	s.w.init(s, ws.NetConn(), lowLatency)
 	// Every frame is written by this package under the writer's lock (see
 	// writeFrame), so gorilla's default handlers, which write through
 	// gorilla's own lock, are replaced by ones that write under it. A pong or a close
