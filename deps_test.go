@@ -1,6 +1,7 @@
 package fanoutd_test
 
 import (
+	"os"
 	"os/exec"
 	"path"
 	"slices"
@@ -44,11 +45,13 @@ var policy = map[string][]string{
 	"claimcheck/claimchecktest": {"claimcheck", "claimcheck/s3store"},
 
 	// The websocket API and the daemon around it.
-	"internal/wsapi":             {"fanout", "notice", "subscriber", "venue", "internal/api", "internal/jsonw", "internal/rawio"},
-	"internal/config":            {"claimcheck", "fanout", "internal/api", "internal/wsapi", "venue", "venues"},
+	"internal/wsapi": {"fanout", "notice", "subscriber", "venue", "internal/api", "internal/jsonw", "internal/rawio"},
+	// The configuration parses the document and checks its keys; it points
+	// down to no package it configures (configImporters, below).
+	"internal/config":            {"claimcheck", "internal/api", "venue", "venues"},
 	"internal/testsource":        {"notice", "venue"},
 	"internal/cluster/natstest":  {}, // tests only
-	"internal/cluster":           {"fanout", "internal/config", "internal/jsonw", "internal/rawio", "notice", "venue"},
+	"internal/cluster":           {"fanout", "internal/jsonw", "internal/rawio", "notice", "venue"},
 	"internal/ui":                {},
 	"internal/ui/bidi":           {}, // tests only: drives Firefox
 	"internal/history":           {"claimcheck", "replay"},
@@ -63,8 +66,41 @@ var policy = map[string][]string{
 	// The public Go client imports nothing of ours: users import it alone.
 	"client": {},
 	// deploy/ holds no Go but its tests (Prometheus rules, the Grafana dashboard).
-	"deploy":      {},
-	"cmd/fanoutd": {"claimcheck", "internal/bench", "internal/cli", "internal/tail", "internal/config", "internal/daemon", "notice", "replay", "venue", "venues"},
+	"deploy": {},
+	// The production binary holds what operators run; the load harness and
+	// the soak are a command of their own.
+	"cmd/fanoutd":       {"claimcheck", "internal/cli", "internal/tail", "internal/config", "internal/daemon", "notice", "replay", "venue", "venues"},
+	"cmd/fanoutd-bench": {"internal/bench"},
+}
+
+// configImporters are the only packages that import internal/config: the
+// daemon, which maps the configuration to the options of the packages it
+// configures, its test harness, the commands, and internal/bench (the body
+// of cmd/fanoutd-bench, which builds daemons from YAML as fanoutd does).
+// Every other package owns plain typed options and checks them itself.
+var configImporters = []string{"internal/daemon", "internal/daemon/daemontest", "internal/bench", "cmd/fanoutd", "cmd/fanoutd-bench"}
+
+// configTypes are what internal/config may import: the vocabulary a key's
+// value is checked against (venue, venues), and the option types it cannot
+// avoid, each checking itself: claimcheck.Config (claim_check's keys are
+// its fields) and internal/api's tokens and JWT options. It imports none of
+// the packages it configures otherwise (fanout, internal/wsapi,
+// internal/cluster, internal/history, …).
+var configTypes = []string{"claimcheck", "internal/api", "venue", "venues"}
+
+// TestConfigPointsDown: the policy lets only configImporters import
+// internal/config, and internal/config only configTypes.
+func TestConfigPointsDown(t *testing.T) {
+	for pkg, list := range policy {
+		if slices.Contains(list, "internal/config") && !slices.Contains(configImporters, pkg) {
+			t.Errorf("%s may import internal/config: only %v do; give the package typed options the daemon fills", pkg, configImporters)
+		}
+	}
+	for _, dep := range policy["internal/config"] {
+		if !slices.Contains(configTypes, dep) {
+			t.Errorf("internal/config may import %s: it imports only %v; the daemon maps the configuration to the options of what it configures", dep, configTypes)
+		}
+	}
 }
 
 // websockets names the packages that may import a websocket library: the
@@ -152,6 +188,84 @@ func TestPolicyCatchesWrongImports(t *testing.T) {
 	} {
 		if got := allowed(tc.pkg, policy[rule(tc.pkg)], tc.dep); got != tc.ok {
 			t.Errorf("%s importing %s: allowed %v, want %v", tc.pkg, tc.dep, got, tc.ok)
+		}
+	}
+}
+
+// TestImportRulesInDocs checks that a package doc stating import rules (a
+// list of "  - pkg: dep, dep" lines after a line that names deps_test.go)
+// states exactly the policy's.
+func TestImportRulesInDocs(t *testing.T) {
+	for _, doc := range []string{"venue/doc.go"} {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for line := range strings.Lines(string(b)) {
+			item, ok := strings.CutPrefix(strings.TrimSpace(line), "//   - ")
+			if !ok {
+				continue
+			}
+			pkg, deps, ok := strings.Cut(item, ": ")
+			if !ok {
+				continue
+			}
+			n++
+			var stated []string
+			for d := range strings.SplitSeq(deps, ",") {
+				d, _, _ = strings.Cut(strings.TrimSpace(d), " (")
+				stated = append(stated, d)
+			}
+			want, ok := policy[pkg]
+			if !ok {
+				t.Errorf("%s states the imports of %s, which the policy does not name", doc, pkg)
+				continue
+			}
+			slices.Sort(stated)
+			want = slices.Sorted(slices.Values(want))
+			if !slices.Equal(stated, want) {
+				t.Errorf("%s says %s imports %v; the policy allows %v", doc, pkg, stated, want)
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s states no import rules", doc)
+		}
+	}
+}
+
+// TestLayoutTableNamesEveryPackage checks that the layout table of
+// docs/development.md names every package of the module, or a directory
+// above it.
+func TestLayoutTableNamesEveryPackage(t *testing.T) {
+	b, err := os.ReadFile("docs/development.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for line := range strings.Lines(string(b)) {
+		if p, ok := strings.CutPrefix(line, "| `"); ok {
+			p, _, _ = strings.Cut(p, "`")
+			rows = append(rows, strings.TrimSuffix(strings.ReplaceAll(p, "<name>", "*"), "/"))
+		}
+	}
+	out, err := exec.Command("go", "list", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		pkg = strings.TrimPrefix(pkg, module+"/")
+		if pkg == module {
+			continue
+		}
+		named := false
+		for _, r := range rows {
+			for p := pkg; p != "." && !named; p = path.Dir(p) {
+				named, _ = path.Match(r, p)
+			}
+		}
+		if !named {
+			t.Errorf("docs/development.md's layout table names no row for %s", pkg)
 		}
 	}
 }

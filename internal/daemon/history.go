@@ -227,6 +227,24 @@ func (d *Daemon) admitHistory() (release func(), ok bool) {
 	return func() { d.histm.active.Add(-1) }, true
 }
 
+// admitQuery admits a query that reads segments: under history.max_queries
+// and holding one of the claim check's max_concurrent_reads. ok false: the
+// 503 is written; otherwise call done when the query ends.
+func (d *Daemon) admitQuery(w http.ResponseWriter, r *http.Request) (done func(), ok bool) {
+	release, ok := d.admitHistory()
+	if !ok {
+		claimcheck.WriteError(w, http.StatusServiceUnavailable, api.CodeOverloaded, "history: history.max_queries queries are running; retry", 1)
+		return nil, false
+	}
+	gate, ok := d.claims.node.Reader.Admit(r.Context())
+	if !ok {
+		release()
+		claimcheck.WriteError(w, http.StatusServiceUnavailable, api.CodeOverloaded, "history: the claim check's max_concurrent_reads are running; retry", 1)
+		return nil, false
+	}
+	return func() { gate(); release() }, true
+}
+
 // historyRoutes mounts the history routes on mux.
 func (d *Daemon) historyRoutes(mux *http.ServeMux) {
 	d.tardisRoutes(mux)
@@ -505,18 +523,11 @@ func (d *Daemon) playRange(w http.ResponseWriter, r *http.Request, q *historyQue
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	release, ok := d.admitHistory()
+	done, ok := d.admitQuery(w, r)
 	if !ok {
-		claimcheck.WriteError(w, http.StatusServiceUnavailable, api.CodeOverloaded, "history: history.max_queries queries are running; retry", 1)
 		return
 	}
-	defer release()
-	gate, ok := d.claims.node.Reader.Admit(r.Context())
-	if !ok {
-		claimcheck.WriteError(w, http.StatusServiceUnavailable, api.CodeOverloaded, "history: the claim check's max_concurrent_reads are running; retry", 1)
-		return
-	}
-	defer gate()
+	defer done()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	fetch, err := d.prefetch(ctx, chains)
@@ -524,10 +535,13 @@ func (d *Daemon) playRange(w http.ResponseWriter, r *http.Request, q *historyQue
 		d.historyFail(w, err)
 		return
 	}
+	fw := &flushWriter{w: w, rc: http.NewResponseController(w), cancel: cancel}
+	sink := replay.NewExportSink(fw)
+	sink.Window(q.from, q.to)
 	srcs := make([]replay.Source, len(chains))
 	found := map[string][]string{}
 	for i, c := range chains {
-		srcs[i] = history.Source(ctx, c, fetch)
+		srcs[i] = history.Source(ctx, c, flushBefore(fetch, sink))
 		found[c[0].Venue] = nil
 	}
 	cfg := *d.cfg
@@ -537,8 +551,10 @@ func (d *Daemon) playRange(w http.ResponseWriter, r *http.Request, q *historyQue
 	}
 	h.Set(HistoryHeader, "segments="+strconv.Itoa(countSegments(chains)))
 	w.WriteHeader(http.StatusOK)
-	fw := &flushWriter{w: w, rc: http.NewResponseController(w), cancel: cancel}
-	_, _, err = exportRange(ctx, &cfg, srcs, fw, d.log, q.from, q.to, q.patterns)
+	fw.rc.Flush() // the status and headers leave now, before the range plays
+	// One connection decodes on the answer's goroutine: a query's CPU per
+	// event is what bounds a node serving many.
+	_, _, err = exportTo(ctx, &cfg, srcs, sink, d.log, q.patterns, len(srcs) > 1)
 	if err != nil && fw.err == nil && ctx.Err() == nil {
 		status, code, _ := claimcheck.ErrorStatus(err)
 		msg := err.Error()
@@ -558,18 +574,34 @@ func countSegments(chains [][]history.Entry) int {
 	return n
 }
 
-// prefetch reads the first segment of every chain and returns the fetch
-// that hands each out once, reading every other segment through the
-// claim check's reader.
+// prefetch reads the first segment of every chain, concurrently (so an
+// answer starts within one segment read), and returns the fetch that
+// hands each out once, reading every other segment through the claim
+// check's reader.
 func (d *Daemon) prefetch(ctx context.Context, chains [][]history.Entry) (history.Fetch, error) {
 	var mu sync.Mutex
 	first := map[string][]byte{}
-	for _, c := range chains {
-		b, err := d.fetchSegment(ctx, c[0].Claim)
+	errs := make([]error, len(chains))
+	var wg sync.WaitGroup
+	for i, c := range chains {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, err := d.fetchSegment(ctx, c[0].Claim)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			mu.Lock()
+			first[c[0].Claim] = b
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
 			return nil, err
 		}
-		first[c[0].Claim] = b
 	}
 	return func(ctx context.Context, claim string) ([]byte, error) {
 		mu.Lock()
@@ -581,6 +613,16 @@ func (d *Daemon) prefetch(ctx context.Context, chains [][]history.Entry) (histor
 		}
 		return d.fetchSegment(ctx, claim)
 	}, nil
+}
+
+// flushBefore returns fetch that first writes out what sink holds, so
+// what the segments before played leaves before a store read that may
+// take long.
+func flushBefore(fetch history.Fetch, sink *replay.ExportSink) history.Fetch {
+	return func(ctx context.Context, claim string) ([]byte, error) {
+		sink.Flush()
+		return fetch(ctx, claim)
+	}
 }
 
 // flushWriter writes an answer through to the client as it is written;
@@ -665,18 +707,11 @@ func (d *Daemon) bookAt(rw http.ResponseWriter, r *http.Request, st venue.Stream
 			chain = append(chain, e)
 		}
 	}
-	release, ok := d.admitHistory()
+	done, ok := d.admitQuery(w, r)
 	if !ok {
-		claimcheck.WriteError(w, http.StatusServiceUnavailable, api.CodeOverloaded, "history: history.max_queries queries are running; retry", 1)
 		return
 	}
-	defer release()
-	gate, ok := d.claims.node.Reader.Admit(r.Context())
-	if !ok {
-		claimcheck.WriteError(w, http.StatusServiceUnavailable, api.CodeOverloaded, "history: the claim check's max_concurrent_reads are running; retry", 1)
-		return
-	}
-	defer gate()
+	defer done()
 	for n := 1; n <= min(len(chain), maxBookSegments); n++ {
 		bs, err := d.playBook(r.Context(), st, at, chain[len(chain)-n:])
 		if err != nil {

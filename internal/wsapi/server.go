@@ -24,8 +24,8 @@ import (
 	"github.com/fanoutd/fanoutd/venue"
 )
 
-// Defaults of Options and Limits, which a zero field takes (WithDefaults),
-// for the configuration to read rather than repeat.
+// Defaults of Options and Limits, which a zero field takes (WithDefaults);
+// the daemon's configuration has the same (internal/daemon tests it).
 const (
 	DefaultWriteTimeout      = 10 * time.Second
 	DefaultPingInterval      = 30 * time.Second
@@ -163,6 +163,12 @@ type Options struct {
 	Names Names
 	// Node names this server's node in the connection ids it gives Names.
 	Node string
+	// Backfill, if set, fills this node's recovery window of st from seq
+	// from, from another node (an edge asks its ingest), and returns when
+	// done: a named subscriber's reattach calls it for every stream whose
+	// last seq read it knows, so that a loss that began before this node
+	// followed the stream is recovered.
+	Backfill func(st venue.Stream, from uint64)
 	// ExpiringNotice is how long before a JWT's exp its connection is sent
 	// a token_expiring notice (at once if the token expires sooner).
 	// Defaults to DefaultExpiringNotice.
@@ -455,7 +461,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		} else {
 			rec = nil // this node's own state is the newer
 		}
-		sub, existed, err := s.o.Hub.AttachFrom(name, tokName, sess.q, mergeLast(last, rec), s.takeover)
+		from := mergeLast(last, rec)
+		s.backfill(from)
+		sub, existed, err := s.o.Hub.AttachFrom(name, tokName, sess.q, from, s.takeover)
 		if err != nil { // another token created the name, or others filled the limits, since the checks above
 			code := api.CodeNameTaken
 			if _, ok := errors.AsType[*subscriber.NamedLimitError](err); ok {
