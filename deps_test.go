@@ -57,9 +57,10 @@ var policy = map[string][]string{
 	"internal/history":           {"claimcheck", "replay"},
 	"internal/daemon":            {"internal/ui", "internal/cluster", "claimcheck", "claimcheck/s3store", "derive", "fanout", "internal/api", "internal/config", "internal/history", "internal/wsapi", "notice", "replay", "subscriber", "venue", "venues"},
 	"internal/daemon/daemontest": {"internal/config", "internal/daemon"},
-	"internal/faults":            {}, // tests only
-	"internal/testutil":          {}, // tests only
-	"internal/bench/tardis":      {}, // tests only (the tardis-dev comparison)
+	"internal/faults":            {},         // tests only
+	"internal/testutil":          {},         // tests only
+	"replay/replaytest":          {"replay"}, // tests only
+	"internal/bench/tardis":      {},         // tests only (the tardis-dev comparison)
 	"internal/bench":             {"fanout", "internal/cli", "internal/config", "internal/daemon", "internal/testsource", "replay", "venue", "venues"},
 	"internal/tail":              {"client"},
 	"internal/cli":               {},
@@ -105,8 +106,9 @@ func TestConfigPointsDown(t *testing.T) {
 
 // websockets names the packages that may import a websocket library: the
 // venue links' transport, the mock venues, the websocket API, the daemon's
-// history replay in tardis-machine's websocket form (/ws-replay-normalized,
-// which speaks tardis's protocol, not ours), and the tools that are clients.
+// history replays (tardis-machine's /ws-replay-normalized, and the
+// websocket form of /v1/history/stream: one paced answer per connection,
+// no fanout), and the tools that are clients.
 var websockets = []string{"venue/wsconn", "venue/venuetest", "venues/*/*test", "internal/wsapi", "internal/daemon", "internal/bench", "internal/tail", "internal/ui/bidi", "cmd/fanoutd", "client"}
 
 const module = "github.com/fanoutd/fanoutd"

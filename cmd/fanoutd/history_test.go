@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -26,6 +25,7 @@ import (
 	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/replay"
+	"github.com/fanoutd/fanoutd/replay/replaytest"
 	"github.com/fanoutd/fanoutd/venue"
 	"github.com/fanoutd/fanoutd/venues"
 	"github.com/fanoutd/fanoutd/venues/coinbase/coinbasetest"
@@ -271,6 +271,16 @@ func TestHistoryFromS3(t *testing.T) {
 	}
 	assertSameLines(t, "range", splitLines(b), want)
 
+	// The websocket form: the same lines in the live protocol's framing,
+	// as fast as it goes or at the recorded pace.
+	for _, speed := range []string{"max", "1", "4"} {
+		u := "ws" + strings.TrimPrefix(streamURL(ld.addr, "coinbase:*:*", from, to), "http") + "&speed=" + speed
+		assertSameLines(t, "websocket at speed "+speed, wsHistoryLines(t, u, "all-secret"), want)
+	}
+	if code, _, b := authGet(t, streamURL(ld.addr, "coinbase:*:*", from, to)+"&speed=fast", "all-secret"); code != 400 || !strings.Contains(string(b), `"code":"invalid_query"`) {
+		t.Errorf("speed=fast: %d %s", code, b)
+	}
+
 	// The whole capture, as one name.
 	sym := ""
 	for _, r := range ranges {
@@ -341,6 +351,10 @@ func TestHistoryFromS3(t *testing.T) {
 	code, h, b = authGet(t, streamURL(ld.addr, l2, cb.From.Add(-time.Hour), cb.From.Add(-time.Minute)), "all-secret")
 	if code != 200 || len(b) != 0 || h.Get(daemon.HistoryHeader) != "empty" {
 		t.Fatalf("empty range: %d %v %q", code, h, b)
+	}
+	u := "ws" + strings.TrimPrefix(streamURL(ld.addr, l2, cb.From.Add(-time.Hour), cb.From.Add(-time.Minute)), "http")
+	if lines := wsHistoryLines(t, u, "all-secret"); len(lines) != 0 {
+		t.Fatalf("websocket of an empty range: %q", lines)
 	}
 }
 
@@ -722,61 +736,14 @@ func TestTardisMachineRoutes(t *testing.T) {
 }
 
 // shiftedCopies writes n copies of capture into dir, each shifted to
-// follow the one before by the capture's span and a millisecond: the
-// consecutive segments of one venue connection.
+// follow the one before: the consecutive segments of one venue connection.
 func shiftedCopies(t *testing.T, capture, dir string, n int) []string {
 	t.Helper()
-	in, err := replay.Open(capture)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	var recs []replay.Record
-	var first, last time.Time
-	for {
-		r, err := in.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.Frame = bytes.Clone(r.Frame)
-		recs = append(recs, r)
-		if !r.Time.IsZero() {
-			if first.IsZero() {
-				first = r.Time
-			}
-			last = r.Time
-		}
-	}
-	span := last.Sub(first) + time.Millisecond
+	c := replaytest.ReadCapture(t, capture)
 	var paths []string
-	for c := range n {
-		path := filepath.Join(dir, fmt.Sprintf("seg%d.jsonl.gz", c))
-		f, err := os.Create(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		zw := gzip.NewWriter(f)
-		zw.Comment = replay.MetaComment(in.Meta)
-		w := replay.NewWriter(zw)
-		for _, r := range recs {
-			if r.Disconnect {
-				err = w.Disconnect()
-			} else {
-				err = w.Frame(r.Time.Add(time.Duration(c)*span), r.Frame)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := zw.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
+	for k := range n {
+		path := filepath.Join(dir, fmt.Sprintf("seg%d.jsonl.gz", k))
+		c.WriteShifted(t, path, k, 1)
 		paths = append(paths, path)
 	}
 	return paths
@@ -918,4 +885,28 @@ func (lb *liveBooks) line(t *testing.T, l string) {
 	b.Apply(&venue.Event{Stream: m.Stream, Kind: venue.KindBook, Snapshot: m.Snapshot, Bids: levels(m.Bids), Asks: levels(m.Asks)})
 	lb.states[m.Stream] = append(lb.states[m.Stream], liveState{at: m.RecvTime,
 		bids: fmt.Sprint(levelStrings(b.Top(nil, venue.Bid, 0))), asks: fmt.Sprint(levelStrings(b.Top(nil, venue.Ask, 0)))})
+}
+
+// wsHistoryLines reads the websocket form of a history query until its
+// normal close and returns its lines.
+func wsHistoryLines(t *testing.T, u, token string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadLimit(-1)
+	var lines []string
+	for {
+		_, m, err := c.Read(ctx)
+		if err != nil {
+			if websocket.CloseStatus(err) != websocket.StatusNormalClosure {
+				t.Fatalf("%s: %v after %d lines", u, err, len(lines))
+			}
+			return lines
+		}
+		lines = append(lines, strings.Split(string(m), "\n")...)
+	}
 }

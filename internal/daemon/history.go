@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fanoutd/fanoutd/claimcheck"
@@ -342,6 +343,8 @@ type historyQuery struct {
 	from, to time.Time
 	want     map[string]map[string]bool // venue → symbols (nil: all)
 	entries  []history.Entry
+	ws       bool    // the websocket form
+	speed    float64 // its pace: 1, N times faster, 0 as fast as it goes
 }
 
 // queryError is a refused history request.
@@ -497,9 +500,13 @@ func (d *Daemon) historyStream(w http.ResponseWriter, r *http.Request, tok *api.
 		if to, err = parseRFC3339("to", qv.Get("to")); err == nil {
 			if err = d.checkRange(from, to); err == nil {
 				var q *historyQuery
-				if q, err = d.resolve(r.Context(), tok, streamItems(qv["streams"]), from, to); err == nil {
-					d.playRange(w, r, q)
-					return
+				var speed float64
+				if speed, err = parseSpeed(qv.Get("speed")); err == nil {
+					if q, err = d.resolve(r.Context(), tok, streamItems(qv["streams"]), from, to); err == nil {
+						q.speed, q.ws = speed, isWebsocket(r)
+						d.playRange(w, r, q)
+						return
+					}
 				}
 			}
 		}
@@ -509,17 +516,26 @@ func (d *Daemon) historyStream(w http.ResponseWriter, r *http.Request, tok *api.
 	}
 }
 
-// playRange plays q's segments into w. The first segment of every
-// connection is read before the answer starts, so a store that fails
-// gets a status of its own; later segments are read as the answer
-// streams, and a failure then ends the answer with an error line.
+// playRange plays q's segments into w, or into a websocket (q.ws). The
+// first segment of every connection is read before the answer starts, so
+// a store that fails gets a status of its own; later segments are read as
+// the answer streams, and a failure then ends the answer with an error
+// line (the websocket: a close 1011 naming the error's code).
 func (d *Daemon) playRange(w http.ResponseWriter, r *http.Request, q *historyQuery) {
 	chains := history.Chains(q.entries, q.want, q.from, q.to)
 	h := w.Header()
-	h.Set("Content-Type", "application/x-ndjson")
+	if !q.ws {
+		h.Set("Content-Type", "application/x-ndjson")
+	}
 	h.Set("Cache-Control", "no-store")
 	if len(chains) == 0 || !q.from.Before(q.to) {
 		h.Set(HistoryHeader, "empty")
+		if q.ws {
+			if c, err := websocket.Accept(w, r, nil); err == nil {
+				c.Close(websocket.StatusNormalClosure, "")
+			}
+			return
+		}
 		w.WriteHeader(http.StatusOK)
 		return
 	}
@@ -535,13 +551,8 @@ func (d *Daemon) playRange(w http.ResponseWriter, r *http.Request, q *historyQue
 		d.historyFail(w, err)
 		return
 	}
-	fw := &flushWriter{w: w, rc: http.NewResponseController(w), cancel: cancel}
-	sink := replay.NewExportSink(fw)
-	sink.Window(q.from, q.to)
-	srcs := make([]replay.Source, len(chains))
 	found := map[string][]string{}
-	for i, c := range chains {
-		srcs[i] = history.Source(ctx, c, flushBefore(fetch, sink))
+	for _, c := range chains {
 		found[c[0].Venue] = nil
 	}
 	cfg := *d.cfg
@@ -550,18 +561,53 @@ func (d *Daemon) playRange(w http.ResponseWriter, r *http.Request, q *historyQue
 		return
 	}
 	h.Set(HistoryHeader, "segments="+strconv.Itoa(countSegments(chains)))
-	w.WriteHeader(http.StatusOK)
-	fw.rc.Flush() // the status and headers leave now, before the range plays
+	var out errWriter
+	var wc *websocket.Conn
+	if q.ws {
+		if wc, err = websocket.Accept(w, r, nil); err != nil {
+			return // Accept answered the request
+		}
+		defer wc.CloseNow()
+		out = &wsMessages{ctx: ctx, c: wc, cancel: cancel}
+	} else {
+		fw := &flushWriter{w: w, rc: http.NewResponseController(w), cancel: cancel}
+		w.WriteHeader(http.StatusOK)
+		fw.rc.Flush() // the status and headers leave now, before the range plays
+		out = fw
+	}
+	sink := replay.NewExportSink(out)
+	sink.Window(q.from, q.to)
+	srcs := make([]replay.Source, len(chains))
+	for i, c := range chains {
+		srcs[i] = history.Source(ctx, c, flushBefore(fetch, sink))
+	}
+	var wrap func(venue.Sink) venue.Sink
+	if q.ws && q.speed > 0 {
+		wrap = func(next venue.Sink) venue.Sink {
+			return &pacer{ctx: ctx, next: next, flush: func() { sink.Flush() }, from: q.from, speed: q.speed, start: time.Now()}
+		}
+	}
 	// One connection decodes on the answer's goroutine: a query's CPU per
 	// event is what bounds a node serving many.
-	_, _, err = exportTo(ctx, &cfg, srcs, sink, d.log, q.patterns, len(srcs) > 1)
-	if err != nil && fw.err == nil && ctx.Err() == nil {
-		status, code, _ := claimcheck.ErrorStatus(err)
-		msg := err.Error()
+	_, _, err = exportTo(ctx, &cfg, srcs, sink, d.log, q.patterns, len(srcs) > 1 && wrap == nil, wrap)
+	failed := err != nil && out.failed() == nil && ctx.Err() == nil
+	var code api.Code
+	msg := ""
+	if failed {
+		var status int
+		status, code, _ = claimcheck.ErrorStatus(err)
+		msg = err.Error()
 		if status != http.StatusNotFound && code != api.CodeStoreError {
 			msg = historyMessage(code)
 		}
 		d.log.Warn("history: stream ended early", "err", err)
+	}
+	switch {
+	case wc != nil && failed:
+		wc.Close(websocket.StatusInternalError, string(code))
+	case wc != nil:
+		wc.Close(websocket.StatusNormalClosure, "")
+	case failed:
 		w.Write(api.AppendError(nil, code, "history: "+msg))
 	}
 }
@@ -633,6 +679,8 @@ type flushWriter struct {
 	cancel context.CancelFunc
 	err    error
 }
+
+func (f *flushWriter) failed() error { return f.err }
 
 func (f *flushWriter) Write(p []byte) (int, error) {
 	if f.err != nil {

@@ -62,7 +62,7 @@ func BenchmarkHistoryStream(b *testing.B) {
 				src := history.Source(context.Background(), []history.Entry{e}, fetch)
 				sink := replay.NewExportSink(w)
 				sink.Window(e.First, e.Last.Add(1))
-				if _, _, err := exportTo(context.Background(), cfg, []replay.Source{src}, sink, nil, []string{v + ":*:*"}, false); err != nil {
+				if _, _, err := exportTo(context.Background(), cfg, []replay.Source{src}, sink, nil, []string{v + ":*:*"}, false, nil); err != nil {
 					b.Fatal(err)
 				}
 				lines += w.lines

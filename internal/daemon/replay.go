@@ -94,13 +94,14 @@ func exportRange(ctx context.Context, cfg *config.Config, srcs []replay.Source, 
 	}
 	sink := replay.NewExportSink(w)
 	sink.Window(from, to)
-	return exportTo(ctx, cfg, srcs, sink, log, streams, true)
+	return exportTo(ctx, cfg, srcs, sink, log, streams, true, nil)
 }
 
 // exportTo plays srcs into sink (as exportRange) and flushes it. parallel
 // decodes each source on its own goroutine (the same output): less wall
-// time for an export, more CPU per event for one source.
-func exportTo(ctx context.Context, cfg *config.Config, srcs []replay.Source, sink *replay.ExportSink, log *slog.Logger, streams []string, parallel bool) (replay.Stats, []string, error) {
+// time for an export, more CPU per event for one source. wrap, if set,
+// wraps what the decoders emit to (history's pacing).
+func exportTo(ctx context.Context, cfg *config.Config, srcs []replay.Source, sink *replay.ExportSink, log *slog.Logger, streams []string, parallel bool, wrap func(venue.Sink) venue.Sink) (replay.Stats, []string, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -109,6 +110,9 @@ func exportTo(ctx context.Context, cfg *config.Config, srcs []replay.Source, sin
 	if len(streams) > 0 {
 		tap = newExportTap(sink, streams)
 		into = tap
+	}
+	if wrap != nil {
+		into = wrap(into)
 	}
 	st, err := replay.Play(ctx, replay.PlayerOptions{
 		NewDecoder: decoderFor(cfg, log),

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -86,10 +88,9 @@ type machineMsg struct {
 	IsSnapshot                             bool
 	Price, Amount                          float64
 	Bids, Asks                             []struct{ Price, Amount float64 }
-	BidPrice, BidAmount, AskPrice          *float64
-	AskAmount                              *float64
 	Depth, Interval                        int
 	Timestamp, LocalTimestamp              string
+	keys                                   string // the object's keys, sorted
 }
 
 func machineMsgs(t *testing.T, out []byte) []machineMsg {
@@ -100,9 +101,14 @@ func machineMsgs(t *testing.T, out []byte) []machineMsg {
 			continue
 		}
 		var m machineMsg
+		var raw map[string]json.RawMessage
 		if err := json.Unmarshal(l, &m); err != nil {
 			t.Fatalf("%v: %s", err, l)
 		}
+		if err := json.Unmarshal(l, &raw); err != nil {
+			t.Fatalf("%v: %s", err, l)
+		}
+		m.keys = fmt.Sprint(slices.Sorted(maps.Keys(raw)))
 		ms = append(ms, m)
 	}
 	return ms
@@ -232,6 +238,9 @@ func (c conventions) compare(t *testing.T, v string, ours, theirs []machineMsg) 
 			t.Fatalf("fanoutd %d messages, tardis-dev %d (compared up to %d and %d)", len(ours), len(theirs), i, j)
 		}
 		a, b := ours[i], theirs[j]
+		if a.keys != b.keys {
+			t.Fatalf("message %d: fanoutd's keys %s, tardis-dev's %s", i, a.keys, b.keys)
+		}
 		if !sameTime(t, a.Timestamp, b.Timestamp) {
 			if v != "bybit" || a.Type == "trade" || parseTime(t, a.Timestamp).After(parseTime(t, b.Timestamp)) {
 				t.Fatalf("message %d: timestamp %s, tardis-dev %s:\nfanoutd      %v\ntardis-dev   %v", i, a.Timestamp, b.Timestamp, a, b)
