@@ -174,3 +174,27 @@ func TestEveryEventInOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestFlushPolicyAllocs: a worker's scan and a queue's OnReady (on every
+// delivery that makes a queue ready) allocate nothing.
+func TestFlushPolicyAllocs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation counts")
+	}
+	w := &writeShard{maxAge: int64(3 * time.Millisecond), wake: make(chan struct{}, 1)}
+	var list []*writer
+	for range 64 {
+		cw := &writer{q: subscriber.NewMailbox(), pool: w}
+		cw.lastWrite.Store(monotime())
+		list = append(list, cw)
+	}
+	w.due = make([]*writer, 0, len(list))
+	if n := testing.AllocsPerRun(100, func() {
+		for _, cw := range list {
+			cw.readied()
+		}
+		w.scan(list, monotime())
+	}); n != 0 {
+		t.Fatalf("%v allocations per round of OnReady and scan, want 0", n)
+	}
+}
