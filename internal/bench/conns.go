@@ -77,7 +77,7 @@ func idleMain(o options, steps []int, memprofile string, stdout, stderr io.Write
 			var srv benchServer
 			var err error
 			if name == "centrifugo" {
-				srv, err = startCentrifugo(cmp.Or(o.peerBin, "centrifugo"), stderr)
+				srv, err = startCentrifugo(cmp.Or(o.peerBin, "centrifugo"), o.peerPublish, stderr)
 			} else {
 				// A fresh daemon in a heap returned to the system: what
 				// the rounds before left is not counted.

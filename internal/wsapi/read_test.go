@@ -315,7 +315,7 @@ func TestParkedReadAlloc(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer server.Close()
-	s := newSession(srv, server, nil)
+	s := newSession(srv, server, nil, false)
 	s.idle = time.AfterFunc(time.Hour, func() {})
 	defer s.idle.Stop()
 	pong := clientFrame(websocket.PongMessage, true, nil)

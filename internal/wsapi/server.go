@@ -127,14 +127,16 @@ type Options struct {
 	// larger only when it is a single message. Defaults to
 	// DefaultMaxBatchBytes.
 	MaxBatchBytes int
-	// WriteDelay coalesces writes: with it, a pool of GOMAXPROCS write
-	// workers writes, every WriteDelay, each of its connections that has
-	// something queued (see writeShard), so what arrived meanwhile goes
-	// out in one write. 0 has each connection's writer write at once. It
-	// trades up to WriteDelay of latency for CPU (DefaultWriteDelay is the
+	// WriteDelay is the longest writes are coalesced: with it, a pool of
+	// GOMAXPROCS write workers writes each connection (but those that ask
+	// for low latency) at once if it was not written within the last
+	// WriteDelay, else WriteDelay after its last write, so that under load
+	// what arrived meanwhile goes out in one write (writeShard, flushAt).
+	// 0 has each connection's writer write at once. Under load it trades
+	// up to WriteDelay of latency for CPU (DefaultWriteDelay is the
 	// daemon's).
 	WriteDelay time.Duration
-	// Uring makes the write pool (WriteDelay > 0) hand each tick's writes
+	// Uring makes the write pool (WriteDelay > 0) hand each round's writes
 	// to the kernel through io_uring, one system call for all of a
 	// worker's connections, where the kernel allows it (else the pool
 	// falls back to one write(2) per connection, logged once).
@@ -363,6 +365,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusBadRequest, api.CodeBadRequest, err.Error())
 		return
 	}
+	lowLatency := tok != nil && tok.LowLatency
+	switch query.Get("latency") {
+	case "", api.LatencyBatched:
+	case api.LatencyLow:
+		lowLatency = true
+	default:
+		refuse(http.StatusBadRequest, api.CodeBadRequest, "latency must be low or batched")
+		return
+	}
 	tokName := owner(tok)
 	if name != "" {
 		reg := s.o.Hub.Registry()
@@ -432,7 +443,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			tc.SetWriteBuffer(s.o.SendBuffer)
 		}
 	}
-	sess := newSession(s, ws.NetConn(), tok)
+	sess := newSession(s, ws.NetConn(), tok, lowLatency)
 	if name != "" {
 		sess.connID, sess.written = connID, map[venue.Stream]uint64{}
 	}

@@ -120,7 +120,7 @@ func (w *wsConn) Close() error {
 	return w.c.Close()
 }
 
-func newSession(srv *Server, nc net.Conn, tok *api.Token) *session {
+func newSession(srv *Server, nc net.Conn, tok *api.Token, lowLatency bool) *session {
 	s := &session{srv: srv, q: subscriber.NewMailbox(),
 		stop: make(chan struct{}), flush: make(chan struct{}), readerDone: make(chan struct{}), allowance: float64(srv.o.Limits.CommandBurst), last: time.Now()}
 	s.ws = wsConn{c: nc, s: s}
@@ -129,7 +129,7 @@ func newSession(srv *Server, nc net.Conn, tok *api.Token) *session {
 		// A daemon notice, on the notice path (not a reply: never dropped);
 		// at most one per refresh, which the command rate bounds.
 		warn: func(exp time.Time) { s.q.Notify(&subscriber.Message{Data: appendTokenExpiring(nil, exp, time.Now())}) }}
-	s.w.init(s, nc)
+	s.w.init(s, nc, lowLatency)
 	if sc, ok := nc.(syscall.Conn); ok {
 		s.rc, _ = sc.SyscallConn()
 	}
