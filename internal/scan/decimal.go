@@ -112,3 +112,80 @@ func ScaleUp(m int64, k int) (int64, bool) {
 	}
 	return m * p, true
 }
+
+// Dec is a plain decimal read from a JSON string by Scanner.Decimal: its
+// text as written (for the checksums computed over it), and, when St is
+// OK, its value ±M·10^-Frac with M below 10^18.
+type Dec struct {
+	Text []byte
+	M    int64 // the coefficient, non-negative; Neg gives the sign
+	Frac int
+	Neg  bool
+	St   Status
+}
+
+// Decimal reads a JSON string holding a plain decimal, as Str then Coef
+// would, in one pass over its bytes: the digits are accumulated while the
+// closing quote is looked for. A string that is not a plain decimal
+// (escapes included) is St Bad with its raw text, and the scan goes on; a
+// malformed string fails s as Str does. It is the one reading of the
+// prices and sizes that venues send as strings; each adds only its own
+// bounds (sign, fraction digits).
+func (s *Scanner) Decimal() (d Dec) {
+	if !s.Expect('"') {
+		d.St = Bad
+		return d
+	}
+	b, i := s.b, s.i
+	start := i
+	if i < len(b) && b[i] == '-' {
+		d.Neg = true
+		i++
+	}
+	var m uint64
+	digits, dot, big := 0, -1, false
+	for ; i < len(b); i++ {
+		c := b[i]
+		if c-'0' <= 9 {
+			if m < maxMantissa {
+				m = m*10 + uint64(c-'0')
+			} else {
+				big = true
+			}
+			digits++
+			continue
+		}
+		if c == '.' && dot < 0 && digits > 0 {
+			dot = digits
+			continue
+		}
+		break
+	}
+	if i < len(b) && b[i] == '"' && digits > 0 && dot != digits {
+		d.Text = b[start:i]
+		s.i = i + 1
+		if dot >= 0 {
+			d.Frac = digits - dot
+		}
+		switch {
+		case big || m >= maxMantissa:
+			d.St = Big
+		default:
+			d.M = int64(m)
+		}
+		return d
+	}
+	// Not a plain decimal: read the rest as a string.
+	s.i = start - 1
+	d = Dec{St: Bad}
+	d.Text = s.Str()
+	return d
+}
+
+// Coef returns d's signed coefficient (d.M with d's sign).
+func (d *Dec) Coef() int64 {
+	if d.Neg {
+		return -d.M
+	}
+	return d.M
+}
