@@ -1,6 +1,8 @@
 package venue
 
 import (
+	"math/bits"
+	"slices"
 	"strconv"
 
 	"github.com/shopspring/decimal"
@@ -60,9 +62,9 @@ func (c *DecimalCache) Get(m int64, exp int32) decimal.Decimal {
 const digitPairs = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
 
 // appendCoef appends c·10^exp in plain notation, trailing fractional zeros
-// trimmed. The digits are written two at a time into a scratch buffer
-// (this runs twice per level of every event exported) and the trailing
-// zeros trimmed there, with no division per zero.
+// trimmed. The digits are written in place in dst, last first and two at a
+// time (this runs twice per level of every event exported): no scratch
+// buffer to copy over, no division per digit.
 func appendCoef(dst []byte, c int64, exp int) []byte {
 	if c == 0 {
 		return append(dst, '0')
@@ -79,40 +81,67 @@ func appendCoef(dst []byte, c int64, exp int) []byte {
 		}
 		return dst
 	}
-	var buf [20]byte
-	i := len(buf)
+	frac := -exp
+	for frac >= 4 && u%10000 == 0 {
+		u /= 10000
+		frac -= 4
+	}
+	for frac > 0 && u%10 == 0 {
+		u /= 10
+		frac--
+	}
+	if frac == 0 {
+		return strconv.AppendUint(dst, u, 10)
+	}
+	n := numDigits(u)
+	size := frac + 2 // "0." and the fraction
+	if n > frac {
+		size = n + 1 // the digits and the point
+	}
+	dst = slices.Grow(dst, size)
+	out := dst[len(dst) : len(dst)+size]
+	i := size
+	for ; frac >= 2; frac -= 2 {
+		q := u / 100
+		r := (u - q*100) * 2
+		i -= 2
+		out[i], out[i+1] = digitPairs[r], digitPairs[r+1]
+		u = q
+	}
+	if frac == 1 {
+		i--
+		out[i] = byte('0' + u%10)
+		u /= 10
+	}
+	i--
+	out[i] = '.'
 	for u >= 100 {
 		q := u / 100
 		r := (u - q*100) * 2
 		i -= 2
-		buf[i], buf[i+1] = digitPairs[r], digitPairs[r+1]
+		out[i], out[i+1] = digitPairs[r], digitPairs[r+1]
 		u = q
 	}
-	if u >= 10 {
-		i -= 2
-		buf[i], buf[i+1] = digitPairs[u*2], digitPairs[u*2+1]
-	} else {
-		i--
-		buf[i] = byte('0' + u)
-	}
-	frac, end := -exp, len(buf)
-	for frac > 0 && buf[end-1] == '0' {
-		end--
-		frac--
-	}
-	digits := buf[i:end]
-	n := len(digits)
 	switch {
-	case frac == 0:
-		return append(dst, digits...)
-	case n > frac:
-		dst = append(dst, digits[:n-frac]...)
-		dst = append(dst, '.')
-		return append(dst, digits[n-frac:]...)
+	case u >= 10:
+		out[i-2], out[i-1] = digitPairs[u*2], digitPairs[u*2+1]
+		i -= 2
+	case u > 0:
+		i--
+		out[i] = byte('0' + u)
 	}
-	dst = append(dst, '0', '.')
-	for range frac - n {
-		dst = append(dst, '0')
+	for i > 0 { // the zeros after "0." of a value below 0.1, and that "0"
+		i--
+		out[i] = '0'
 	}
-	return append(dst, digits...)
+	return dst[:len(dst)+size]
+}
+
+// numDigits returns how many decimal digits u has (1 for 0).
+func numDigits(u uint64) int {
+	n := (bits.Len64(u) * 1233) >> 12
+	if n < len(pow10) && u >= pow10[n] {
+		n++
+	}
+	return max(n, 1)
 }
