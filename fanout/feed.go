@@ -17,7 +17,7 @@ type Options struct {
 	// Venue is the venue's name; every stream of the feed starts with it.
 	Venue string
 	// MaxQueueLen bounds each subscriber's data queue, in messages.
-	// Validate configuration with MaxQueueLen; 0 here means
+	// Check says what is refused; 0 here means
 	// DefaultMaxQueueLen.
 	MaxQueueLen int
 	// MaxQueueBytes bounds each subscriber's data queue in bytes; 0 means
@@ -50,6 +50,10 @@ type Options struct {
 	// feed's lock held: it must not block or call back into the feed. An
 	// edge node subscribes the stream's bus subject with it.
 	OnWanted func(st venue.Stream, wanted bool)
+	// KeepWindows keeps the recovery window of every raw stream published,
+	// with or without subscribers here: an ingest node, whose edges
+	// recover their subscribers' ranges from it (Range).
+	KeepWindows bool
 }
 
 // Counters are a feed's running totals, for metrics. All fields are read
@@ -80,6 +84,7 @@ type Feed struct {
 	claim    func(venue.Stream) (map[string]any, bool) // Options.SnapshotClaim
 	tap      func(venue.Stream, uint64, []byte)        // Options.Tap
 	onWanted func(venue.Stream, bool)                  // Options.OnWanted
+	keepAll  bool                                      // Options.KeepWindows
 	counters Counters
 	rec      *recoveryBudget // the hub's, nil: recovery off
 	rc       RecoveryCounters
@@ -156,7 +161,7 @@ func newFeed(o Options) *Feed {
 		o.Speed = 1
 	}
 	return &Feed{venue: o.Venue, maxLen: o.MaxQueueLen, maxBytes: o.MaxQueueBytes, now: o.Now, speed: o.Speed, claim: o.SnapshotClaim,
-		tap: o.Tap, onWanted: o.OnWanted,
+		tap: o.Tap, onWanted: o.OnWanted, keepAll: o.KeepWindows,
 		streams: map[venue.Stream]*stream{}, entries: map[*subscriber.Subscriber]*entry{}}
 }
 
@@ -236,6 +241,9 @@ func (f *Feed) Publish(ev *venue.Event) bool {
 	f.counters.Published.Add(1)
 	if len(st.subs) > 0 {
 		f.deliver(st, &subscriber.Message{Stream: string(ev.Stream), Seq: ev.Seq, Data: slices.Clone(f.scratch), Published: now})
+	} else if f.keepAll && f.rec != nil {
+		f.keep(st, &subscriber.Message{Stream: string(ev.Stream), Seq: ev.Seq, Data: slices.Clone(f.scratch), Published: now,
+			Snapshot: ev.Kind == venue.KindBook && ev.Snapshot})
 	}
 	f.applyBook(st, ev)
 	return true
@@ -560,8 +568,11 @@ func (f *Feed) Continue(seqs map[venue.Stream]uint64, before func(), each func(i
 		}
 		f.counters.Published.Add(1)
 		st.bookSeq, st.snap = st.seq, nil
+		m := &subscriber.Message{Stream: string(id), Seq: st.seq, Data: slices.Clone(f.scratch), Snapshot: true, Published: now}
 		if len(st.subs) > 0 {
-			f.deliver(st, &subscriber.Message{Stream: string(id), Seq: st.seq, Data: slices.Clone(f.scratch), Snapshot: true, Published: now})
+			f.deliver(st, m)
+		} else if f.keepAll && f.rec != nil {
+			f.keep(st, m)
 		}
 	}
 }
@@ -940,7 +951,7 @@ func (f *Feed) unsubscribe(s *subscriber.Subscriber, id venue.Stream) {
 	e.streams = slices.DeleteFunc(e.streams, func(x *stream) bool { return x == st })
 	e.gaps = slices.DeleteFunc(e.gaps, func(g gap) bool { return g.st == st })
 	e.unmark(st)
-	if len(st.subs) == 0 {
+	if len(st.subs) == 0 && !f.keepAll {
 		f.unhold(st) // a new subscriber starts from a snapshot, not a range
 	}
 	f.stopDerived(st)
@@ -962,7 +973,7 @@ func (f *Feed) remove(s *subscriber.Subscriber) {
 		was := st.wanted()
 		st.subs = slices.DeleteFunc(st.subs, func(x *entry) bool { return x == e })
 		f.noteWanted(st, was)
-		if len(st.subs) == 0 {
+		if len(st.subs) == 0 && !f.keepAll {
 			f.unhold(st)
 		}
 		f.stopDerived(st)

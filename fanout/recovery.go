@@ -104,15 +104,7 @@ func (f *Feed) keep(st *stream, m *subscriber.Message) {
 		f.evict(st)
 	}
 	if w.n == len(w.ring) {
-		size := max(16, 2*len(w.ring))
-		for size/2 >= b.o.MaxEventsPerStream && size > 16 {
-			size /= 2 // the smallest power of two that holds the bound
-		}
-		ring := make([]*subscriber.Message, size)
-		for i := range w.n {
-			ring[i] = w.at(i)
-		}
-		w.ring, w.head = ring, 0
+		f.grow(st)
 	}
 	w.ring[(w.head+w.n)&(len(w.ring)-1)] = m
 	w.n++

@@ -13,8 +13,6 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
-
-	"github.com/fanoutd/fanoutd/internal/config"
 )
 
 // Roles on the bus: each has its own secret and its own permissions
@@ -37,8 +35,8 @@ const (
 
 // Permissions returns what each role may publish and subscribe under
 // prefix. An ingest publishes the venues' events, notices and heartbeats,
-// answers book and want requests (replies on _INBOX.>) and keeps the lease
-// bucket; an edge reads those, asks (want, book), keeps the names bucket
+// answers book, want and recover requests (replies on _INBOX.>) and keeps
+// the lease bucket; an edge reads those, asks (want, book, recover), keeps the names bucket
 // and announces takeovers. Neither may touch another stream of JetStream:
 // the API subjects are allowed per bucket.
 func Permissions(prefix string) (ingest, edge *server.Permissions) {
@@ -61,7 +59,7 @@ func Permissions(prefix string) (ingest, edge *server.Permissions) {
 		Subscribe: &server.SubjectPermission{Allow: []string{prefix + ".>", "_INBOX.>"}},
 	}
 	edge = &server.Permissions{
-		Publish: &server.SubjectPermission{Allow: append(append([]string{prefix + ".want.*", prefix + ".book.*.*", prefix + ".names.takeover",
+		Publish: &server.SubjectPermission{Allow: append(append([]string{prefix + ".want.*", prefix + ".book.*.*", prefix + ".recover.*", prefix + ".names.takeover",
 			"$JS.API.INFO"}, kv(b+"_names")...), watch(b+"_leases")...)},
 		Subscribe: &server.SubjectPermission{Allow: []string{prefix + ".ev.>", prefix + ".notice.*", prefix + ".hb.*",
 			prefix + ".names.takeover", "_INBOX.>"}},
@@ -112,7 +110,7 @@ func (a *busAuth) Check(c server.ClientAuthentication) bool {
 // c.NATSDir/<role>.token (mode 0600; read again on the next start, so edges
 // given it keep working). It returns c with them and the files it wrote
 // or read; a configured secret is never written anywhere.
-func EmbeddedCredentials(c config.Cluster) (config.Cluster, []string, error) {
+func EmbeddedCredentials(c Options) (Options, []string, error) {
 	var files []string
 	fill := func(dst *string, role string) error {
 		if *dst != "" {
@@ -175,7 +173,7 @@ func tokenFile(path string) (string, error) {
 // embeddedAuth is the embedded server's authentication for c, whose
 // secrets EmbeddedCredentials completed: the ingests log in with c's own
 // credentials (user c.User, else "ingest"), the edges with c.EdgeToken.
-func embeddedAuth(c config.Cluster) (*busAuth, error) {
+func embeddedAuth(c Options) (*busAuth, error) {
 	ingestSecret, ingestUser := c.Token, RoleIngest
 	if c.User != "" {
 		ingestSecret, ingestUser = c.Password, c.User

@@ -22,6 +22,7 @@ const (
 	badKey      = "duplicate" // a second type, stream or seq key
 	badSnapshot = "snapshot"  // a book answer that is not snapshot:true
 	badVenue    = "venue"     // a notice of another venue than its subject's
+	badSize     = "size"      // a recover reply longer than MaxRecoverReply
 )
 
 // eventCheck validates the bytes of one stream's messages before an edge

@@ -14,6 +14,9 @@
 //	P.want.<venue>                   edge → ingest: {"node","streams"}; a request asks for one stream
 //	                                 (reply: Fanoutd-Error and a message if refused), a renewal (no
 //	                                 reply subject, every WantRenew) names every stream the edge holds
+//	P.recover.<venue>                edge → ingest, request/reply: {"stream","from","to"}; reply: the
+//	                                 events from "from" in the leader's recovery window, one a line, at
+//	                                 most MaxRecoverReply bytes (Fanoutd-Seq: the first's), or Fanoutd-Error
 //	P.names.takeover                 an edge claimed a name: {"name","conn","by"} (Names)
 //
 // and two JetStream key-value buckets, P_names (named subscribers: owner,
@@ -41,7 +44,9 @@
 // fetches the book from the responder, forwards it as snapshot:true and
 // then what it held past the snapshot's seq: an update is never applied to
 // a book known wrong. For trades and ticker the edge announces the range
-// lost (a stream_gap notice) and goes on. Heartbeats catch a loss at the
+// lost (a stream_gap notice) and goes on. With RecoverGaps, before either, the edge
+// asks the ingest for the range (recover.go), holding what arrives, and
+// forwards it in order if the ingest's window holds it whole. Heartbeats catch a loss at the
 // tail: a stream whose last seq a heartbeat named is still not reached by
 // the next heartbeat has lost its tail.
 //
@@ -65,4 +70,7 @@
 // the owner that created it, and the subscriptions and the last seq
 // written per stream are written on change (at most every NamesSyncEvery)
 // so that another edge can adopt the name with exact gaps.
+//
+// Locks: an edgeStream's lock is taken before its feed's; Edge.mu after a
+// feed's, never before; the whole daemon's order is docs/lock-order.md.
 package cluster

@@ -56,6 +56,13 @@ type Edge struct {
 	rejects burstCounter // messages from the bus not forwarded
 	fences  burstCounter // messages dropped by fencing (fence.go)
 
+	// RecoverGaps asks the ingest for a range lost on the bus before
+	// announcing it (recover.go): set it before Start when the recovery
+	// window is on.
+	RecoverGaps  bool
+	busRecovered outcomes // bus gaps recovered, or announced
+	backfills    outcomes // adopted names' ranges filled, or not
+
 	wake chan struct{}
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -431,17 +438,20 @@ type edgeStream struct {
 	level2 bool
 	check  eventCheck // what its messages must be
 
-	mu        sync.Mutex // protects the fields below; taken before the feed's lock
-	sub       *nats.Subscription
-	closed    bool
-	started   bool   // an event (or a book) was forwarded: epoch and last are known
-	epoch     string // of the last event forwarded
-	last      uint64 // seq of the last event forwarded
-	resyncing bool   // waiting for a book: what arrives is held
-	verify    bool   // the resync checks the book after a link loss (no gap known)
-	gen       int    // the resync in progress (a fetch of another gen gives up)
-	held      []heldMsg
-	hbSeq     uint64 // the last seq the previous heartbeat named (same epoch), 0 if none
+	mu         sync.Mutex // protects the fields below; taken before the feed's lock
+	sub        *nats.Subscription
+	closed     bool
+	started    bool   // an event (or a book) was forwarded: epoch and last are known
+	epoch      string // of the last event forwarded
+	last       uint64 // seq of the last event forwarded
+	resyncing  bool   // waiting for a book: what arrives is held
+	recovering bool   // waiting for the range a bus gap lost (recover.go): what arrives is held
+	recFirst   uint64 // the range being recovered
+	recLast    uint64
+	verify     bool // the resync checks the book after a link loss (no gap known)
+	gen        int  // the resync in progress (a fetch of another gen gives up)
+	held       []heldMsg
+	hbSeq      uint64 // the last seq the previous heartbeat named (same epoch), 0 if none
 }
 
 type heldMsg struct {
@@ -475,7 +485,11 @@ func (es *edgeStream) onMsg(m *nats.Msg) {
 
 // handle takes one event from the bus. es.mu must be held.
 func (es *edgeStream) handle(h heldMsg) {
-	if es.resyncing {
+	if es.recovering && len(es.held) >= maxHeldMessages {
+		es.gen++ // the fetch gives up: the range and what was held are a gap
+		es.endRecovery(es.recFirst, es.recLast, nil, false)
+	}
+	if es.resyncing || es.recovering {
 		if len(es.held) >= maxHeldMessages {
 			es.held = es.held[:0]
 			es.resync() // the book will be newer than anything dropped
@@ -507,6 +521,9 @@ func (es *edgeStream) handle(h heldMsg) {
 		return // already forwarded (or in the book)
 	}
 	if h.seq > es.last+1 {
+		if es.recover(es.last+1, h.seq-1, &h) {
+			return
+		}
 		es.gap("bus_gap", es.last+1, h.seq-1, "")
 		if es.level2 {
 			es.held = append(es.held, h)
@@ -653,12 +670,16 @@ func (es *edgeStream) heartbeat(epoch string, seq uint64) {
 		es.v.feed.Baseline(es.id, seq)
 		return
 	}
-	if es.closed || !es.started || es.resyncing || epoch != es.epoch {
+	if es.closed || !es.started || es.resyncing || es.recovering || epoch != es.epoch {
 		es.hbSeq = 0
 		return
 	}
 	if es.hbSeq > es.last {
 		first, last := es.last+1, es.hbSeq
+		es.hbSeq = seq
+		if es.recover(first, last, nil) {
+			return
+		}
 		es.gap("bus_gap", first, last, "")
 		if !es.level2 {
 			es.last = last // the stream goes on after the loss

@@ -55,7 +55,7 @@ type Ingest struct {
 	feeds map[string]*fanout.Feed // by venue, set by Start
 	pubs  map[string]*publisher   // by venue, set by Tap before Start
 	resp  *nats.Subscription      // the book responder
-	wants []*nats.Subscription    // P.want.<venue>, per venue
+	wants []*nats.Subscription    // P.want.<venue> and P.recover.<venue>, per venue
 	stop  chan struct{}           // closes to stop the heartbeat
 	hbNow chan struct{}           // capacity 1: heartbeat now (a venue was taken over)
 	done  sync.WaitGroup          // the heartbeat goroutine
@@ -184,6 +184,12 @@ func (in *Ingest) Start(nc *nats.Conn, feeds []*fanout.Feed) error {
 			return err
 		}
 		in.wants = append(in.wants, w)
+		r, err := nc.Subscribe(in.subj.Recover(name), in.answerRecover)
+		if err != nil {
+			sub.Unsubscribe()
+			return err
+		}
+		in.wants = append(in.wants, r)
 	}
 	in.nc = nc // after the feeds map: the taps may run from here on
 	for _, p := range in.pubs {

@@ -49,6 +49,10 @@ func (s Subjects) Heartbeat(venueName string) string { return s.Prefix + ".hb." 
 // (request/reply) and renew the streams their subscribers hold.
 func (s Subjects) Want(venueName string) string { return s.Prefix + ".want." + venueName }
 
+// Recover is the subject on which edges ask a venue's ingest for a range
+// of a stream's events from its recovery window (request/reply).
+func (s Subjects) Recover(venueName string) string { return s.Prefix + ".recover." + venueName }
+
 // Book is the subject of the book responder of a venue's symbol.
 func (s Subjects) Book(venueName, symbol string) string {
 	return s.Prefix + ".book." + venueName + "." + EscapeToken(symbol)

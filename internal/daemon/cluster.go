@@ -22,7 +22,7 @@ import (
 // the embedded NATS server, the connection, and the ingest or the edge. A
 // nil *busWire (role all) does nothing: one process never needs NATS.
 type busWire struct {
-	cfg    config.Cluster
+	cfg    cluster.Options
 	log    *slog.Logger
 	ingest *cluster.Ingest // role ingest
 	edge   *cluster.Edge   // role edge
@@ -36,7 +36,9 @@ func newBusWire(c config.Cluster, namedTTL time.Duration, log *slog.Logger) *bus
 	if !c.Clustered() {
 		return nil
 	}
-	b := &busWire{cfg: c, log: log.With("role", c.Role, "node", c.Node)}
+	// The configuration's cluster: section and the bus's options are the
+	// same fields: the conversion fails to compile when one gains a field.
+	b := &busWire{cfg: cluster.Options(c), log: log.With("role", c.Role, "node", c.Node)}
 	subj := cluster.Subjects{Prefix: c.SubjectPrefix}
 	if c.Role == config.RoleIngest {
 		b.ingest = cluster.NewIngest(subj, c.Node, b.log)
@@ -111,6 +113,7 @@ func (b *busWire) feedOptions(o *fanout.Options) {
 	case b == nil:
 	case b.ingest != nil:
 		o.Tap = b.ingest.Tap(o.Venue)
+		o.KeepWindows = true // the edges recover from it (P.recover.<venue>)
 	case b.edge != nil:
 		o.OnWanted = b.edge.Wanted
 	}
@@ -133,6 +136,15 @@ func (b *busWire) want(st venue.Stream) error {
 		return &api.Refusal{Code: api.Code(code), Message: msg}
 	}
 	return nil
+}
+
+// backfill is the websocket server's Backfill on an edge (nil elsewhere):
+// an adopted name's range is filled from the ingest's window.
+func (b *busWire) backfill() func(venue.Stream, uint64) {
+	if b == nil || b.edge == nil {
+		return nil
+	}
+	return b.edge.Backfill
 }
 
 // sink wraps a venue's sink on an ingest so that its notices are published.
@@ -193,7 +205,7 @@ func (b *busWire) start(feeds []*fanout.Feed, ws *wsapi.Server) error {
 		b.stopServer()
 		return fmt.Errorf("cluster: %w", err)
 	}
-	b.log.Info("cluster node on the bus", "cluster", b.cfg.String())
+	b.log.Info("cluster node on the bus", "cluster", config.Cluster(b.cfg).String())
 	return nil
 }
 
@@ -333,7 +345,17 @@ var publishDroppedDesc = prometheus.NewDesc("fanoutd_cluster_publish_dropped_tot
 	"Events this ingest led but did not publish because its NATS connection was down (nothing is buffered while reconnecting; the edges announce the gap).",
 	[]string{"venue"}, nil)
 
+var busRecoveredDesc = prometheus.NewDesc("fanoutd_cluster_bus_recovered_total",
+	"Ranges of a stream an edge lost on the bus, by result: recovered (the ingest's window sent them again, forwarded in order, nothing announced) or gap (announced as stream_gap or book_resync).",
+	[]string{"venue", "result"}, nil)
+
+var backfillsDesc = prometheus.NewDesc("fanoutd_cluster_backfills_total",
+	"Ranges a named subscriber reattaching on an edge lost before that edge followed its stream, by result: filled (from the ingest's window, then recovered) or refused (the ingest's window did not hold them).",
+	[]string{"venue", "result"}, nil)
+
 func (c busCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- busRecoveredDesc
+	ch <- backfillsDesc
 	ch <- busInvalidDesc
 	ch <- wantRefusedDesc
 	ch <- slowConsumerDesc
@@ -349,6 +371,14 @@ func (c busCollector) Collect(ch chan<- prometheus.Metric) {
 		})
 		c.b.edge.Fenced(func(v string, n uint64) {
 			ch <- prometheus.MustNewConstMetric(fencedDesc, prometheus.CounterValue, float64(n), v)
+		})
+		c.b.edge.BusRecovered(func(v string, ok, lost uint64) {
+			ch <- prometheus.MustNewConstMetric(busRecoveredDesc, prometheus.CounterValue, float64(ok), v, "recovered")
+			ch <- prometheus.MustNewConstMetric(busRecoveredDesc, prometheus.CounterValue, float64(lost), v, "gap")
+		})
+		c.b.edge.Backfilled(func(v string, ok, lost uint64) {
+			ch <- prometheus.MustNewConstMetric(backfillsDesc, prometheus.CounterValue, float64(ok), v, "filled")
+			ch <- prometheus.MustNewConstMetric(backfillsDesc, prometheus.CounterValue, float64(lost), v, "refused")
 		})
 	}
 	if c.b.ingest != nil {

@@ -332,14 +332,24 @@ const (
 )
 
 // startCluster runs NATS, an ingest fed by a testsource venue and two
-// edges, the second behind a proxy that can drop events.
+// edges, the second behind a proxy that can drop events. The ingest keeps
+// no recovery window: a loss on the bus, or an edge's, is a gap.
 func startCluster(t *testing.T) (ns *server.Server, src *source, ingest, edgeA, edgeB *daemontest.Running, proxy *natsProxy) {
+	return startClusterWith(t, noRecovery)
+}
+
+// noRecovery is the configuration of a node without a recovery window.
+const noRecovery = "recovery:\n  max_events_per_stream: 0\n"
+
+// startClusterWith is startCluster with ingestExtra added to the
+// ingest's configuration.
+func startClusterWith(t *testing.T, ingestExtra string) (ns *server.Server, src *source, ingest, edgeA, edgeB *daemontest.Running, proxy *natsProxy) {
 	t.Cleanup(http.DefaultClient.CloseIdleConnections) // runs last
 	ns = natstest.Start(t, 0, t.TempDir())
 	t.Cleanup(func() { ns.Shutdown() })
 	url := ns.ClientURL()
 	src = &source{}
-	ingest = daemontest.Start(t, "cluster:\n  role: ingest\n  node: in-1\n  nats_url: "+url+"\nvenues:\n  coinbase:\n    symbols: [BTC-USD]\n",
+	ingest = daemontest.Start(t, "cluster:\n  role: ingest\n  node: in-1\n  nats_url: "+url+"\nvenues:\n  coinbase:\n    symbols: [BTC-USD]\n"+ingestExtra,
 		daemon.Options{Venues: []venues.Venue{src.adapter()}})
 	edgeYAML := "cluster:\n  role: edge\n  nats_url: %s\nvenues:\n  coinbase:\n    symbols: []\n"
 	edgeA = daemontest.Start(t, fmt.Sprintf(edgeYAML, url), daemon.Options{})

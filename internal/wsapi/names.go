@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fanoutd/fanoutd/internal/api"
@@ -119,6 +120,23 @@ func (s *Server) adopt(name, tokName string, tok *api.Token, rec *NameRecord) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+}
+
+// backfill calls Options.Backfill for every stream of from, at once, and
+// waits for them all.
+func (s *Server) backfill(from map[venue.Stream]uint64) {
+	if s.o.Backfill == nil || len(from) == 0 {
+		return
+	}
+	var wg sync.WaitGroup
+	for st, seq := range from {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.o.Backfill(st, seq+1)
+		}()
+	}
+	wg.Wait()
 }
 
 // mergeLast is what a reattach states: the client's statement for the
