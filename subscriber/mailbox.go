@@ -196,11 +196,11 @@ func (c *Mailbox) push(m *Message) {
 	c.bytes += len(m.Data)
 }
 
-// grow doubles the ring. Rings start small and grow to what the bound lets
-// them hold, so an idle subscriber costs a few slots, not its bound.
-// c.mu must be held.
+// grow doubles the ring. Rings start at two slots (an idle subscriber's
+// queue rarely holds more) and grow to what the bound lets them hold, so
+// an idle subscriber costs a few slots, not its bound. c.mu must be held.
 func (c *Mailbox) grow() {
-	size := max(16, 2*len(c.ring))
+	size := max(2, 2*len(c.ring))
 	ring := make([]*Message, size)
 	for i := 0; i < c.n; i++ {
 		ring[i] = c.ring[(c.head+i)&(len(c.ring)-1)]

@@ -54,13 +54,13 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.warm, "warmup", 3*time.Second, "warm-up before measuring")
 	fs.StringVar(&o.delay, "write-delay", "", "websocket.write_delay of the daemon under test (default: the daemon's default)")
 	fs.BoolVar(&o.uring, "io-uring", true, "websocket.io_uring of the daemon under test")
-	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write the server's CPU profile of the measured window to this file (fanoutd only)")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write the server's CPU profile of the measured window to this file (fanoutd only; with --idle, of the last round's connect phase)")
 	fs.StringVar(&o.source, "source", sourceInproc, "what feeds fanoutd: inproc (a test source in this process) or venue (a Bybit venue in a child process, through the bybit adapter over a websocket)")
 	fs.StringVar(&o.peer, "peer", "", "measure this peer instead of fanoutd: centrifugo")
 	fs.StringVar(&o.peerBin, "peer-bin", "", "the peer's binary (default: its name, looked up in PATH)")
-	idle := fs.Bool("idle", false, "measure the server's memory per idle subscriber connection instead: --conns connections to one stream at --rate (default 10 here), RSS sampled every second for --duration after --warmup (default 10s here)")
-	conns := fs.Int("conns", 10000, "subscriber connections of --idle")
-	memprofile := fs.String("memprofile", "", "with --idle: write the server's heap profile at the end of the measured window to this file (fanoutd only)")
+	idle := fs.Bool("idle", false, "measure the server's memory per idle subscriber connection instead: for each count of --conns, connections to one stream at --rate (default 10 here) from child processes, RSS sampled every second for --duration after --warmup (default 10s here), the accept rate and the kernel's socket memory beside it; fanoutd and, with --peer, the peer, in turn")
+	connsList := fs.String("conns", "10000", "with --idle: subscriber connections, or a comma-separated list of counts, one round each (at most about 19,500: the server holds one descriptor per connection)")
+	memprofile := fs.String("memprofile", "", "with --idle: write the server's heap profile at the end of the last fanoutd round's measured window to this file")
 	edges := fs.Int("edges", 0, "also run a cluster: one ingest (this process, embedded NATS) and N edge processes, against --role all under the same load (both fed as --source says)")
 	rounds := fs.Int("rounds", 1, "with --edges: run both this many times, interleaved, and end with each round's CPU ratio and latency differences and their medians")
 	if rest, err := cli.ParseArgs(fs, args); err != nil {
@@ -72,6 +72,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	sourceSet := set["source"]
+	var steps []int
 	if *idle {
 		if !set["rate"] {
 			o.rate = 10
@@ -79,8 +80,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		if !set["warmup"] {
 			o.warm = 10 * time.Second
 		}
-		if *edges > 0 || sourceSet || *conns < 1 || o.rate < 1 {
-			fmt.Fprintln(stderr, "fanoutd bench: --idle needs --conns ≥ 1 and --rate ≥ 1, and measures one server fed in process (no --edges, no --source)")
+		var err error
+		if steps, err = parseCounts(*connsList); *edges > 0 || sourceSet || err != nil || o.rate < 1 {
+			fmt.Fprintln(stderr, "fanoutd bench: --idle needs --conns (counts ≥ 1, comma-separated) and --rate ≥ 1, and measures one server fed in process (no --edges, no --source)")
 			return 2
 		}
 	}
@@ -102,7 +104,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *idle {
-		return idleMain(o, *conns, *memprofile, stdout, stderr)
+		return idleMain(o, steps, *memprofile, stdout, stderr)
 	}
 	if *edges > 0 {
 		return clusterMain(*edges, *rounds, loadOpts{subs: o.subs, rate: o.rate, size: o.size, warm: o.warm, dur: o.dur, delay: o.delay, uring: o.uring}, o.source, stdout, stderr)

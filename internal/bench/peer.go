@@ -55,7 +55,7 @@ func startCentrifugo(bin string, stderr io.Writer) (*centrifugoServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := fmt.Sprintf(`{"http_server":{"address":"127.0.0.1","port":%d},"client":{"insecure":true},`+
+	cfg := fmt.Sprintf(`{"http_server":{"address":"127.0.0.1","port":%d},"client":{"insecure":true,"ping_interval":"60s","pong_timeout":"50s"},`+
 		`"channel":{"without_namespace":{"allow_publish_for_client":true}},"log":{"level":"error"},"usage_stats":{"disabled":true}}`, port)
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o600); err != nil {
 		os.RemoveAll(dir)
@@ -211,7 +211,7 @@ func (c *centrifugoServer) stop() {
 // and, unless channel is "", subscribes it (connect, then subscribe, each
 // answered by a reply with its id).
 func centrifugoConnect(ws *websocket.Conn, channel string) error {
-	ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	ws.SetReadDeadline(time.Now().Add(60 * time.Second))
 	defer ws.SetReadDeadline(time.Time{})
 	want := 1
 	if err := ws.WriteMessage(websocket.TextMessage, []byte(`{"id":1,"connect":{}}`)); err != nil {

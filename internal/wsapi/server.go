@@ -239,14 +239,18 @@ type Server struct {
 
 	readBufs sync.Pool // *[]byte of MaxMessageBytes+1: a client message being read
 
+	pollOnce sync.Once
+	poll     *readPoller // the parked connections' sockets; nil: a reader goroutine each
+
 	mu       sync.Mutex // protects the fields below
 	closed   bool
 	sessions map[*subscriber.Mailbox]*session
 	perToken map[string]int
 }
 
-// readBufferSize is gorilla's read buffer of each connection.
-const readBufferSize = 512
+// usePoller says whether connections park on the server's poller
+// (where there is one); tests turn it off to run the reader goroutines.
+var usePoller = true
 
 // ErrServerClosed is returned by Shutdown when called twice.
 var ErrServerClosed = errors.New("wsapi: server closed")
@@ -266,10 +270,9 @@ func NewServer(o Options) *Server {
 	o.Hub.Registry().LimitNamed(o.Limits.MaxNamed, perToken)
 	s.up = websocket.Upgrader{
 		HandshakeTimeout: 10 * time.Second,
-		// Client messages are small commands; a larger one is read past
-		// the buffer, straight into the reader's message buffer. Each
-		// connection holds this much while idle.
-		ReadBufferSize: readBufferSize,
+		// gorilla reads only the handshake (the session reads the frames,
+		// read.go): it keeps net/http's reader, which is then dropped.
+		ReadBufferSize: 0,
 		// Frames are written by this package (writer.writeFrame), not
 		// through gorilla's write buffer, which then only serves the
 		// rare write gorilla makes itself (a close frame on a protocol
@@ -429,7 +432,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			tc.SetWriteBuffer(s.o.SendBuffer)
 		}
 	}
-	sess := newSession(s, ws, tok)
+	sess := newSession(s, ws.NetConn(), tok)
 	if name != "" {
 		sess.connID, sess.written = connID, map[venue.Stream]uint64{}
 	}
@@ -481,15 +484,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// request, the handler goroutine's deep stack) is freed rather than
 	// held for the connection's life.
 	spawned = true
-	go func() {
+	sess.run(func(reason CloseReason) {
 		defer s.wg.Done()
-		s.serveSession(sess, name, connID, tokName, releaseSlot)
-	}()
+		s.sessionEnded(sess, reason, name, connID, tokName, releaseSlot)
+	})
 }
 
-// serveSession runs sess until it ends and then releases what it held.
-func (s *Server) serveSession(sess *session, name, connID, tokName string, releaseSlot func()) {
-	reason := sess.run()
+// sessionEnded releases what sess held once it is over.
+func (s *Server) sessionEnded(sess *session, reason CloseReason, name, connID, tokName string, releaseSlot func()) {
 	s.mu.Lock()
 	delete(s.sessions, sess.q)
 	s.mu.Unlock()
@@ -637,6 +639,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	defer s.stopPool()
 	select {
 	case <-done:
+		s.stopPoller()
 		return nil
 	case <-ctx.Done():
 	}
@@ -647,6 +650,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	<-done
+	s.stopPoller()
 	return ctx.Err()
 }
 
@@ -669,6 +673,7 @@ func (s *Server) Close() {
 	s.mu.Unlock()
 	s.wg.Wait()
 	s.stopPool()
+	s.stopPoller()
 }
 
 // appendTakenOver is the last message a taken-over connection receives.
