@@ -439,6 +439,14 @@ func TestCoef(t *testing.T) {
 		{"1e5", 0, 0, false, Bad},
 		{"", 0, 0, false, Bad},
 		{"1.", 0, 0, false, Bad},
+		{"0", 0, 0, false, OK},
+		{"100", 100, 0, false, OK},
+		{"0.001683", 1683, 6, false, OK},
+		{"-", 0, 0, false, Bad},
+		{".5", 0, 0, false, Bad},
+		{"1.2.3", 0, 0, false, Bad},
+		{"12a", 0, 0, false, Bad},
+		{"+1", 0, 0, false, Bad},
 	} {
 		coef, frac, neg, st := Coef([]byte(c.in))
 		if coef != c.coef || frac != c.frac || neg != c.neg || st != c.st {

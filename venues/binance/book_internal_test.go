@@ -7,6 +7,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/fanoutd/fanoutd/internal/scan"
 	"github.com/fanoutd/fanoutd/venue"
 	"github.com/fanoutd/fanoutd/venue/venuetest"
 )
@@ -69,9 +70,9 @@ func TestPriceKey(t *testing.T) {
 		{"0.35130000", 35130000, true}, {"100", 100e8, true}, {"1.5", 15e7, true},
 		{"0.000000001", 0, false}, {"92233720369", 0, false}, {"92233720368", 9223372036800000000, true}, {"92233720367.1", 9223372036710000000, true},
 	} {
-		m, frac, _, res := decimalParts([]byte(c.in))
-		k, ok := priceKey(m, frac)
-		if res != partsOK || ok != c.good || ok && k != c.key {
+		m, frac, _, st := scan.Coef([]byte(c.in))
+		k, ok := priceKey(uint64(m), frac)
+		if st != scan.OK || ok != c.good || ok && k != c.key {
 			t.Errorf("priceKey(%s) = %d, %v; want %d, %v", c.in, k, ok, c.key, c.good)
 		}
 	}

@@ -27,42 +27,21 @@ const maxFrac = 18
 // one exponent and the book's comparisons stay allocation-free (see
 // venue.Book). It accepts digits with at most one '.', and a leading '-'
 // (which the caller rejects where a negative is impossible); nothing else
-// (no exponent, no '+', no spaces). It costs one decimal.New (two small
+// (no exponent, no '+', no spaces): scan.Coef, with more than maxFrac
+// fraction digits refused. It costs one decimal.New (two small
 // allocations) for a non-zero value.
 func parseDecimal(b []byte) (decimal.Decimal, bool) {
-	m, frac, neg, res := decimalParts(b)
-	switch res {
-	case partsBad:
-		return decimal.Decimal{}, false
-	case partsBig:
-		return parseDecimalSlow(b)
-	}
-	return makeDecimal(m, frac, neg), true
-}
-
-// decimalParts results.
-const (
-	partsOK = iota
-	partsBad
-	partsBig // over 18 significant digits: use parseDecimalSlow
-)
-
-// decimalParts splits a decimal string into its coefficient, its number
-// of fraction digits and its sign, without allocating (scan.Coef), and
-// applies Binance's bound: more than maxFrac fraction digits is refused.
-// More than 18 significant digits goes to the slow path.
-func decimalParts(b []byte) (m uint64, frac int, neg bool, res int) {
 	c, frac, neg, st := scan.Coef(b)
 	switch {
 	case st == scan.Big:
-		return 0, 0, false, partsBig
+		return parseDecimalSlow(b)
 	case st == scan.Bad || frac > maxFrac:
-		return 0, 0, false, partsBad
+		return decimal.Decimal{}, false
 	}
 	if neg {
 		c = -c
 	}
-	return uint64(c), frac, neg, partsOK
+	return makeDecimal(uint64(c), frac, neg), true
 }
 
 func makeDecimal(m uint64, frac int, neg bool) decimal.Decimal {

@@ -643,10 +643,11 @@ func (d *Decoder) levels(s *scan.Scanner, t *topic, dst []lvl, snap bool, why er
 // a later price with more decimals keeps its own exponent (still correct,
 // only slower to compare).
 func (d *Decoder) price(t *topic, b []byte, snap bool) (decimal.Decimal, bool) {
-	m, exp, ok := parseFixed(b)
-	if !ok {
+	m, frac, _, st := scan.Coef(b)
+	if st != scan.OK {
 		return slowDecimal(b)
 	}
+	exp := -int32(frac)
 	if !t.expSet || (snap && exp < t.priceExp) {
 		t.priceExp, t.expSet = exp, true
 	}
@@ -659,14 +660,14 @@ func (d *Decoder) price(t *topic, b []byte, snap bool) (decimal.Decimal, bool) {
 }
 
 func (d *Decoder) size(b []byte) (decimal.Decimal, bool) {
-	m, exp, ok := parseFixed(b)
-	if !ok {
+	m, frac, _, st := scan.Coef(b)
+	if st != scan.OK {
 		return slowDecimal(b)
 	}
-	return d.cache.Get(m, exp), true
+	return d.cache.Get(m, -int32(frac)), true
 }
 
-// slowDecimal parses what parseFixed does not take (more than 18 digits,
+// slowDecimal parses what scan.Coef does not take (more than 18 digits,
 // an exponent).
 func slowDecimal(b []byte) (decimal.Decimal, bool) {
 	if len(b) == 0 || len(b) > 64 {

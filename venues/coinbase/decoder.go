@@ -66,8 +66,9 @@ type Decoder struct {
 	sink *venue.CoverageSink
 
 	products map[string]*product
-	seq      int64 // last sequence_num on this link, -1 before the first
-	dec      decimals
+	seq      int64               // last sequence_num on this link, -1 before the first
+	prices   *venue.DecimalCache // the decimals of trades, tickers and long levels;
+	sizes    *venue.DecimalCache // apart, so that sizes, which rarely repeat, do not evict prices
 	clk      scan.Clock
 
 	bad venue.BadFrames // counted, one data_quality notice per burst
@@ -99,7 +100,8 @@ func NewDecoder(cfg venue.Config) *Decoder {
 		sink:     venue.NewCoverageSink(Name, cfg.Sink),
 		products: make(map[string]*product),
 		seq:      -1,
-		dec:      newDecimals(),
+		prices:   new(venue.DecimalCache),
+		sizes:    new(venue.DecimalCache),
 	}
 }
 
@@ -431,8 +433,8 @@ func (d *Decoder) levels(s *scan.Scanner) ([]update, bool) {
 		u.fl.Size, ok2 = fixed(qty)
 		u.fixed = ok1 && ok2 && u.fl.Price.M > 0
 		if !u.fixed {
-			u.price, ok1 = d.dec.price(price)
-			u.size, ok2 = d.dec.size(qty)
+			u.price, ok1 = d.decPrice(price)
+			u.size, ok2 = d.decSize(qty)
 			if !ok1 || !ok2 {
 				return nil, false
 			}
@@ -657,8 +659,8 @@ func (d *Decoder) parseTrades(s *scan.Scanner, recv time.Time) ([]*venue.Event, 
 		ev := &venue.Event{Kind: venue.KindTrade, Stream: p.trades, RecvTime: recv, VenueTime: d.clk.Parse(tm)}
 		ev.TradeID = string(tid)
 		var ok1, ok2 bool
-		ev.Price, ok1 = d.dec.price(price)
-		ev.Size, ok2 = d.dec.size(size)
+		ev.Price, ok1 = d.decPrice(price)
+		ev.Size, ok2 = d.decSize(size)
 		if !ok1 || !ok2 {
 			return nil, false
 		}
@@ -747,15 +749,15 @@ func (d *Decoder) ticker(s *scan.Scanner, recv, vt time.Time) (*venue.Event, *pr
 	p := d.product(id)
 	ev := &venue.Event{Kind: venue.KindTicker, Stream: p.ticker, VenueTime: vt, RecvTime: recv}
 	var ok [4]bool
-	ev.Bid, ok[0] = d.dec.price(bid)
-	ev.BidSize, ok[1] = d.dec.size(bidQ)
-	ev.Ask, ok[2] = d.dec.price(ask)
-	ev.AskSize, ok[3] = d.dec.size(askQ)
+	ev.Bid, ok[0] = d.decPrice(bid)
+	ev.BidSize, ok[1] = d.decSize(bidQ)
+	ev.Ask, ok[2] = d.decPrice(ask)
+	ev.AskSize, ok[3] = d.decSize(askQ)
 	if ok != [4]bool{true, true, true, true} {
 		return nil, nil, false
 	}
 	if price != nil {
-		last, ok := d.dec.price(price)
+		last, ok := d.decPrice(price)
 		if !ok {
 			return nil, nil, false
 		}

@@ -4,10 +4,11 @@ import "github.com/fanoutd/fanoutd/internal/scan"
 
 // parseNum parses the text of a JSON number into coef·10^-decs without
 // going through float64: "0.12290" is (12290, 5), "9705.60000000" is
-// (970560000000, 8), "1e-05" is (1, 5). The part before the exponent is
-// read by scan.Coef; Kraken writes prices and sizes as JSON numbers, so
-// the exponent is this venue's own. It fails on anything that is not a
-// number, on more than 18 significant digits and on absurd exponents.
+// (970560000000, 8), "1e-05" is (1, 5). It is Kraken's own because Kraken
+// alone writes prices and sizes as JSON numbers, which may carry an
+// exponent; the part before the exponent is read by scan.Coef, as every
+// venue's plain decimals are. It fails on anything that is not a number,
+// on more than 18 significant digits and on absurd exponents.
 func parseNum(b []byte) (coef int64, decs int, ok bool) {
 	mant, exp := b, 0
 	for i, c := range b {

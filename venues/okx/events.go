@@ -16,14 +16,16 @@ func decimalOf(b []byte, emptyOK bool) (decimal.Decimal, bool) {
 	if len(b) == 0 {
 		return decimal.Decimal{}, emptyOK
 	}
-	m, f, st := parseNum(b)
-	switch st {
-	case scan.OK:
+	m, f, neg, st := scan.Coef(b)
+	switch {
+	case neg: // OKX writes no sign
+		return decimal.Decimal{}, false
+	case st == scan.OK:
 		if m == 0 {
 			return decimal.Decimal{}, true
 		}
-		return decimal.New(m, -f), true
-	case scan.Big:
+		return decimal.New(m, -int32(f)), true
+	case st == scan.Big:
 		v, err := decimal.NewFromString(string(b))
 		return v, err == nil
 	}
