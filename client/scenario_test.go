@@ -512,7 +512,23 @@ func (r *run) step(s *step) error {
 			if err != nil || n < 1 || n > len(r.edges) {
 				return fmt.Errorf("no node %q", s.Node)
 			}
+			before := map[*rec]int{}
+			for _, c := range r.clients {
+				c.mu.Lock()
+				before[c] = c.disconnects
+				c.mu.Unlock()
+			}
 			r.edges[n-1].kill()
+			for name, c := range r.clients {
+				err := waitFor(timeout, name+" to lose its connection", func() bool {
+					c.mu.Lock()
+					defer c.mu.Unlock()
+					return c.disconnects > before[c]
+				})
+				if err != nil {
+					return err
+				}
+			}
 			return nil
 		}
 		r.kill()

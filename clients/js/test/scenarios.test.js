@@ -298,8 +298,11 @@ class Run {
     switch (s.op) {
       case 'start': await this.start(); break;
       case 'kill':
-        if (s.node?.startsWith('edge')) await this.killEdge(s.node);
-        else await this.kill();
+        if (s.node?.startsWith('edge')) {
+          const before = new Map([...this.clients].map(([n, r]) => [n, r.disconnects]));
+          await this.killEdge(s.node);
+          for (const [n, r] of this.clients) await waitFor(() => r.disconnects > before.get(n), timeout, `${n} to lose its connection`);
+        } else await this.kill();
         break;
       case 'hold': {
         const ws = new WS(this.url, { headers: s.token ? { Authorization: `Bearer ${s.token}` } : {} });

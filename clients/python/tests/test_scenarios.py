@@ -280,7 +280,10 @@ class Run:
             await self.start()
         elif op == "kill":
             if s.get("node", "").startswith("edge"):
+                before = {n: r.disconnects for n, r in self.clients.items()}
                 self.kill_edge(s["node"])
+                for n, r in self.clients.items():
+                    await wait_for(lambda: r.disconnects > before[n], timeout, f"{n} to lose its connection")
             else:
                 self.kill()
         elif op == "hold":
@@ -355,7 +358,8 @@ class Run:
             seq, snap = info["first"]
             end = seq if snap else seq - 1  # a snapshot stands for the seqs up to its own
             want = [(last + 1, end)] if end > last else []
-            assert got == want, f"gaps {got} after the reattach, want {want} (last read {last}, first event {info['first']})"
+            assert got == want, f"gaps {got} after the reattach, want {want} (last read {last}, first event {info['first']}; " \
+                f"{c.connects} connections, {c.disconnects} disconnects, gaps {[(g.first, g.last, e) for g, e in c.gaps]})"
         elif op == "fatal":
             await asyncio.wait_for(c.c.wait_closed(), timeout)
             e = c.c.error
