@@ -1,6 +1,7 @@
 package fanoutd_test
 
 import (
+	"os"
 	"os/exec"
 	"path"
 	"slices"
@@ -19,9 +20,10 @@ var policy = map[string][]string{
 	// Leaves and the contract.
 	"internal/jsonw": {},
 	"internal/scan":  {},
+	"internal/rawio": {}, // the I/O below net.Conn: RawSyscall reads and writes, io_uring
 	"notice":         {"internal/jsonw"},
 	"venue":          {"notice", "internal/jsonw"},
-	"venue/wsconn":   {"venue"},
+	"venue/wsconn":   {"venue", "internal/rawio"},
 
 	// The adapters: the contract and the scanner, nothing of who receives.
 	"venues/*":        {"venue", "venue/wsconn", "notice", "internal/scan"},
@@ -43,33 +45,70 @@ var policy = map[string][]string{
 	"claimcheck/claimchecktest": {"claimcheck", "claimcheck/s3store"},
 
 	// The websocket API and the daemon around it.
-	"internal/wsapi":             {"fanout", "notice", "subscriber", "venue", "internal/api", "internal/jsonw"},
-	"internal/config":            {"claimcheck", "fanout", "internal/api", "internal/wsapi", "venue", "venues"},
+	"internal/wsapi": {"fanout", "notice", "subscriber", "venue", "internal/api", "internal/jsonw", "internal/rawio"},
+	// The configuration parses the document and checks its keys; it points
+	// down to no package it configures (configImporters, below).
+	"internal/config":            {"claimcheck", "internal/api", "venue", "venues"},
 	"internal/testsource":        {"notice", "venue"},
 	"internal/cluster/natstest":  {}, // tests only
-	"internal/cluster":           {"fanout", "internal/config", "internal/jsonw", "notice", "venue", "venue/wsconn"},
+	"internal/cluster":           {"fanout", "internal/jsonw", "internal/rawio", "notice", "venue"},
 	"internal/ui":                {},
 	"internal/ui/bidi":           {}, // tests only: drives Firefox
 	"internal/history":           {"claimcheck", "replay"},
 	"internal/daemon":            {"internal/ui", "internal/cluster", "claimcheck", "claimcheck/s3store", "derive", "fanout", "internal/api", "internal/config", "internal/history", "internal/wsapi", "notice", "replay", "subscriber", "venue", "venues"},
 	"internal/daemon/daemontest": {"internal/config", "internal/daemon"},
-	"internal/faults":            {}, // tests only
-	"internal/testutil":          {}, // tests only
-	"internal/bench/tardis":      {}, // tests only (the tardis-dev comparison)
+	"internal/faults":            {},         // tests only
+	"internal/testutil":          {},         // tests only
+	"replay/replaytest":          {"replay"}, // tests only
+	"internal/bench/tardis":      {},         // tests only (the tardis-dev comparison)
 	"internal/bench":             {"fanout", "internal/cli", "internal/config", "internal/daemon", "internal/testsource", "replay", "venue", "venues"},
 	"internal/tail":              {"client"},
 	"internal/cli":               {},
 	// The public Go client imports nothing of ours: users import it alone.
 	"client": {},
 	// deploy/ holds no Go but its tests (Prometheus rules, the Grafana dashboard).
-	"deploy":      {},
-	"cmd/fanoutd": {"claimcheck", "internal/bench", "internal/cli", "internal/tail", "internal/config", "internal/daemon", "notice", "replay", "venue", "venues"},
+	"deploy": {},
+	// The production binary holds what operators run; the load harness and
+	// the soak are a command of their own.
+	"cmd/fanoutd":       {"claimcheck", "internal/cli", "internal/tail", "internal/config", "internal/daemon", "notice", "replay", "venue", "venues"},
+	"cmd/fanoutd-bench": {"internal/bench"},
+}
+
+// configImporters are the only packages that import internal/config: the
+// daemon, which maps the configuration to the options of the packages it
+// configures, its test harness, the commands, and internal/bench (the body
+// of cmd/fanoutd-bench, which builds daemons from YAML as fanoutd does).
+// Every other package owns plain typed options and checks them itself.
+var configImporters = []string{"internal/daemon", "internal/daemon/daemontest", "internal/bench", "cmd/fanoutd", "cmd/fanoutd-bench"}
+
+// configTypes are what internal/config may import: the vocabulary a key's
+// value is checked against (venue, venues), and the option types it cannot
+// avoid, each checking itself: claimcheck.Config (claim_check's keys are
+// its fields) and internal/api's tokens and JWT options. It imports none of
+// the packages it configures otherwise (fanout, internal/wsapi,
+// internal/cluster, internal/history, …).
+var configTypes = []string{"claimcheck", "internal/api", "venue", "venues"}
+
+// TestConfigPointsDown: the policy lets only configImporters import
+// internal/config, and internal/config only configTypes.
+func TestConfigPointsDown(t *testing.T) {
+	for pkg, list := range policy {
+		if slices.Contains(list, "internal/config") && !slices.Contains(configImporters, pkg) {
+			t.Errorf("%s may import internal/config: only %v do; give the package typed options the daemon fills", pkg, configImporters)
+		}
+	}
+	for _, dep := range policy["internal/config"] {
+		if !slices.Contains(configTypes, dep) {
+			t.Errorf("internal/config may import %s: it imports only %v; the daemon maps the configuration to the options of what it configures", dep, configTypes)
+		}
+	}
 }
 
 // websockets names the packages that may import a websocket library: the
 // venue links' transport, the mock venues, the websocket API, the daemon's
-// history replay in tardis-machine's websocket form (/ws-replay-normalized,
-// which speaks tardis's protocol, not ours), and the tools that are clients.
+// history replays (tardis-machine's /ws-replay-normalized, and the
+// websocket form of /v1/history/stream: one paced answer per connection,
+// no fanout), and the tools that are clients.
 var websockets = []string{"venue/wsconn", "venue/venuetest", "venues/*/*test", "internal/wsapi", "internal/daemon", "internal/bench", "internal/tail", "internal/ui/bidi", "cmd/fanoutd", "client"}
 
 const module = "github.com/fanoutd/fanoutd"
@@ -151,6 +190,84 @@ func TestPolicyCatchesWrongImports(t *testing.T) {
 	} {
 		if got := allowed(tc.pkg, policy[rule(tc.pkg)], tc.dep); got != tc.ok {
 			t.Errorf("%s importing %s: allowed %v, want %v", tc.pkg, tc.dep, got, tc.ok)
+		}
+	}
+}
+
+// TestImportRulesInDocs checks that a package doc stating import rules (a
+// list of "  - pkg: dep, dep" lines after a line that names deps_test.go)
+// states exactly the policy's.
+func TestImportRulesInDocs(t *testing.T) {
+	for _, doc := range []string{"venue/doc.go"} {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for line := range strings.Lines(string(b)) {
+			item, ok := strings.CutPrefix(strings.TrimSpace(line), "//   - ")
+			if !ok {
+				continue
+			}
+			pkg, deps, ok := strings.Cut(item, ": ")
+			if !ok {
+				continue
+			}
+			n++
+			var stated []string
+			for d := range strings.SplitSeq(deps, ",") {
+				d, _, _ = strings.Cut(strings.TrimSpace(d), " (")
+				stated = append(stated, d)
+			}
+			want, ok := policy[pkg]
+			if !ok {
+				t.Errorf("%s states the imports of %s, which the policy does not name", doc, pkg)
+				continue
+			}
+			slices.Sort(stated)
+			want = slices.Sorted(slices.Values(want))
+			if !slices.Equal(stated, want) {
+				t.Errorf("%s says %s imports %v; the policy allows %v", doc, pkg, stated, want)
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s states no import rules", doc)
+		}
+	}
+}
+
+// TestLayoutTableNamesEveryPackage checks that the layout table of
+// docs/development.md names every package of the module, or a directory
+// above it.
+func TestLayoutTableNamesEveryPackage(t *testing.T) {
+	b, err := os.ReadFile("docs/development.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for line := range strings.Lines(string(b)) {
+		if p, ok := strings.CutPrefix(line, "| `"); ok {
+			p, _, _ = strings.Cut(p, "`")
+			rows = append(rows, strings.TrimSuffix(strings.ReplaceAll(p, "<name>", "*"), "/"))
+		}
+	}
+	out, err := exec.Command("go", "list", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		pkg = strings.TrimPrefix(pkg, module+"/")
+		if pkg == module {
+			continue
+		}
+		named := false
+		for _, r := range rows {
+			for p := pkg; p != "." && !named; p = path.Dir(p) {
+				named, _ = path.Match(r, p)
+			}
+		}
+		if !named {
+			t.Errorf("docs/development.md's layout table names no row for %s", pkg)
 		}
 	}
 }

@@ -83,4 +83,8 @@
 //
 // A FetchFunc must return when its context is done; the Reader does not
 // abandon a store request, it waits for it (and its slot stays taken).
+//
+// Locks: Writer.writeMu before Writer.mu and before whatever Announce
+// takes; the Reader's and the cache's locks are leaves. The whole
+// daemon's order is docs/lock-order.md.
 package claimcheck

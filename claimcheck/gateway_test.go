@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fanoutd/fanoutd/claimcheck"
+	"github.com/fanoutd/fanoutd/internal/testutil"
 )
 
 // faultStore wraps a store; fail, if set, answers GetRange instead.
@@ -292,12 +293,8 @@ func TestGatePanickingHandlerFreesSlot(t *testing.T) {
 			}
 			resp.Body.Close()
 		}
-		deadline := time.Now().Add(5 * time.Second)
-		for r.Stats().Gate.InFlight != 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("slot of panicking request %d not freed", i)
-			}
-			time.Sleep(time.Millisecond)
+		if !testutil.Poll(5*time.Second, func() bool { return r.Stats().Gate.InFlight == 0 }) {
+			t.Fatalf("slot of panicking request %d not freed", i)
 		}
 	}
 }

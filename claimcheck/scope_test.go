@@ -50,7 +50,7 @@ func TestGatewayStreamScopes(t *testing.T) {
 	if err := ds.Put(context.Background(), p.Key(), p.Data); err != nil {
 		t.Fatal(err)
 	}
-	// A version 1 pack (no stream in its index) written by the old code.
+	// A version 1 pack: its index names no stream.
 	v1, err := os.ReadFile("testdata/packs/v1-mixed.zip")
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/fanoutd/fanoutd/client"
+	"github.com/fanoutd/fanoutd/internal/testutil"
 )
 
 // The scenario suite (clients/scenarios/*.json, described in its
@@ -408,13 +409,11 @@ func (r *run) kill() {
 	r.cmd = nil
 }
 
+// waitFor is testutil.Poll for a scenario step, which reports its failure
+// as an error.
 func waitFor(d time.Duration, what string, cond func() bool) error {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testutil.Poll(d, cond) {
+		return fmt.Errorf("timed out after %v waiting for %s", d, what)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/fanoutd/fanoutd/notice"
@@ -78,12 +79,6 @@ func TestDefaultBound(t *testing.T) {
 	if DefaultMaxQueueLen != 10000 {
 		t.Fatalf("default %d, want 10000", DefaultMaxQueueLen)
 	}
-	for _, v := range []any{nil} {
-		got, err := MaxQueueLen(v)
-		if err != nil || got != 10000 {
-			t.Fatalf("MaxQueueLen(%#v) = %d, %v; want 10000", v, got, err)
-		}
-	}
 	h := NewHub(subscriber.NewRegistry())
 	f, _ := h.AddFeed(Options{Venue: "kraken"})
 	if n, _ := f.Bounds(); n != 10000 {
@@ -91,29 +86,26 @@ func TestDefaultBound(t *testing.T) {
 	}
 }
 
-func TestMaxQueueLenValidation(t *testing.T) {
-	for _, v := range []any{1, 5000, int64(7), 3.0} {
-		if _, err := MaxQueueLen(v); err != nil {
-			t.Errorf("MaxQueueLen(%#v) = %v, want ok", v, err)
+// TestOptionsCheck: AddFeed refuses bounds a queue cannot have, naming
+// the option and the value, and takes every one it can (1 included).
+func TestOptionsCheck(t *testing.T) {
+	h := NewHub(subscriber.NewRegistry())
+	for i, o := range []Options{{MaxQueueLen: 1}, {MaxQueueLen: math.MaxInt32}, {MaxQueueBytes: 0}, {MaxQueueBytes: 1 << 40}} {
+		o.Venue = fmt.Sprint("v", i)
+		if _, err := h.AddFeed(o); err != nil {
+			t.Errorf("%+v: %v", o, err)
 		}
-	}
-	if n, _ := MaxQueueLen(1); n != 1 {
-		t.Errorf("bound 1 became %d", n)
 	}
 	for _, tc := range []struct {
-		v    any
+		o    Options
 		want string
 	}{
-		{"10000", `"10000"`}, {0, "0"}, {-5, "-5"}, {1.5, "1.5"}, {"infinity", `"infinity"`},
-		{true, "true"}, {math.Inf(1), "+Inf"}, {[]int{1}, "[]int{1}"},
+		{Options{Venue: "a", MaxQueueLen: -5}, "MaxQueueLen -5"},
+		{Options{Venue: "a", MaxQueueBytes: -1}, "MaxQueueBytes -1"},
+		{Options{}, "venue"},
 	} {
-		_, err := MaxQueueLen(tc.v)
-		if err == nil {
-			t.Errorf("MaxQueueLen(%#v) accepted", tc.v)
-			continue
-		}
-		if err.Error() != tc.want+" is not a positive integer" {
-			t.Errorf("MaxQueueLen(%#v) error %q does not name the value %s", tc.v, err, tc.want)
+		if _, err := h.AddFeed(tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want an error naming %q", tc.o, err, tc.want)
 		}
 	}
 }

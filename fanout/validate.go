@@ -1,54 +1,27 @@
 package fanout
 
 import (
+	"errors"
 	"fmt"
-	"math"
 )
 
 // DefaultMaxQueueLen is the default bound on one subscriber's queue: 10000
 // messages, the seed's figure (docs/design.md).
 const DefaultMaxQueueLen = 10000
 
-// MaxQueueLen validates a venue's max_queue_len as given in configuration.
-// Absent or null (nil) gives DefaultMaxQueueLen. Any positive integer is
-// accepted, 1 included; JSON numbers arrive as float64 and are accepted
-// when integral. Anything else — the string "10000", 0, -5, 1.5,
-// "infinity", true — is an error naming the value as given (the caller
-// adds the key): a bound that silently fell back to the default would be
-// back-pressure an operator believes is configured and is not.
-func MaxQueueLen(v any) (int, error) {
-	bad := func() (int, error) {
-		return 0, fmt.Errorf("%#v is not a positive integer", v)
+// Check reports the first option the feed cannot run with: a negative
+// queue bound (0 means the default, or no byte bound) or no venue.
+// AddFeed checks it.
+func (o Options) Check() error {
+	switch {
+	case o.Venue == "":
+		return errors.New("fanout: a feed needs its venue's name")
+	case o.MaxQueueLen < 0:
+		return fmt.Errorf("fanout: MaxQueueLen %d is negative (0: the default)", o.MaxQueueLen)
+	case o.MaxQueueBytes < 0:
+		return fmt.Errorf("fanout: MaxQueueBytes %d is negative (0: no byte bound)", o.MaxQueueBytes)
 	}
-	switch x := v.(type) {
-	case nil:
-		return DefaultMaxQueueLen, nil
-	case int:
-		if x > 0 {
-			return x, nil
-		}
-	case int64:
-		if x > 0 && x <= math.MaxInt32 {
-			return int(x), nil
-		}
-	case int32:
-		if x > 0 {
-			return int(x), nil
-		}
-	case uint64:
-		if x > 0 && x <= math.MaxInt32 {
-			return int(x), nil
-		}
-	case uint:
-		if x > 0 && x <= math.MaxInt32 {
-			return int(x), nil
-		}
-	case float64:
-		if x >= 1 && x <= math.MaxInt32 && x == math.Trunc(x) {
-			return int(x), nil
-		}
-	}
-	return bad()
+	return nil
 }
 
 // ResumeBelow returns the queue length a dropping subscriber must drain

@@ -30,4 +30,7 @@
 // adds "connection": N and lists that connection's symbols. Play gives
 // each capture its own decoder, as each connection had live, so a
 // disconnect line resets only its own capture's books.
+//
+// Locks: the player calls the sinks without its trackingSink's lock; the
+// Recorder's and the ExportSink's locks are leaves (docs/lock-order.md).
 package replay

@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"errors"
+	"github.com/fanoutd/fanoutd/internal/testutil"
 	"io"
 	"os"
 	"path/filepath"
@@ -96,11 +97,8 @@ func TestRecorderReportsErrorsAndResumes(t *testing.T) {
 	r.Frame("bybit", t0, []byte(`{"a":1}`))
 	r.Frame("bybit", t0.Add(time.Millisecond), []byte(`{"a":2}`)) // inside the retry hold-off
 	// Wait for the writer to take both (the queue is ours to observe).
-	for deadline := time.Now().Add(5 * time.Second); r.Stats().Dropped < 2; {
-		if time.Now().After(deadline) {
-			t.Fatalf("frames not dropped: %+v", r.Stats())
-		}
-		time.Sleep(time.Millisecond)
+	if !testutil.Poll(5*time.Second, func() bool { return r.Stats().Dropped >= 2 }) {
+		t.Fatalf("frames not dropped: %+v", r.Stats())
 	}
 	os.Remove(blocker) // the disk is fixed
 	r.Frame("bybit", t0.Add(2*time.Second), []byte(`{"a":3}`))

@@ -11,13 +11,22 @@
 // the Conn interface, venue/wsconn for websockets; Pool, the link over
 // several connections where a venue caps one), coverage (CoverageSink,
 // which decoders emit through, so live and replay agree), the bad-frame
-// rule (BadFrames: one data_quality notice per burst) and config
+// rule (BadFrames: one data_quality notice per burst), the subscription
+// ledger and request planner (Subs: what is wanted, asked, acknowledged,
+// refused or expired, resyncs, retries with backoff, batched within each
+// venue's SubLimits; the adapter only encodes its plan) and config
 // validation (Config.Validate).
 //
-// Import rules (checked by deps_test.go at the module root): venue imports
-// only notice and internal/jsonw among fanoutd's packages; venues/* import
-// venue, venue/wsconn, notice and internal/scan (their mocks, venues/*/*test,
-// also venue/venuetest and their own adapter), never fanout or subscriber.
+// Import rules, among fanoutd's packages (deps_test.go at the module root
+// enforces them and checks that this list states them):
+//
+//   - venue: notice, internal/jsonw
+//   - venue/wsconn: venue, internal/rawio
+//   - venue/venuetest: venue, notice
+//   - venues/*: venue, venue/wsconn, notice, internal/scan
+//   - venues/*/*test: venue, venue/venuetest, venues/* (its own adapter only)
+//
+// None of them imports fanout or subscriber.
 //
 // A Link's decode lock (shared by a Pool's connections) is taken before the
 // Link's connection lock, the Pool's run lock, the coverage tracker's lock

@@ -18,21 +18,36 @@ const (
 	SubRefused                 // the venue refused it: not asked again until wanted anew
 )
 
-// Subs is the subscription ledger of one venue connection: which keys (one
-// venue subscription each, such as "book|BTC/USD", in the adapter's own
-// spelling) are wanted and, for each, whether it was asked, acknowledged or
-// refused. A key the venue rate-limited, or whose request went unanswered
-// for Deadline (expired), goes back to be asked again after its backoff
-// (Retry). Plan produces the request plan: what to ask for and what to
-// drop; the adapter encodes it in the venue's requests, within the
-// venue's limits, and reports each answer back.
+// Subs is the subscription ledger and request planner of one venue
+// connection: which keys (one venue subscription each, such as
+// "book|BTC/USD", in the adapter's own spelling) are wanted and, for each,
+// whether it was asked, acknowledged or refused. A key the venue
+// rate-limited, or whose request went unanswered for Deadline (expired),
+// goes back to be asked again after its backoff (Retry); a book that needs
+// a fresh snapshot is resubscribed (Resync) a few at a time. Flush produces
+// the request plan, batched within the venue's Limits; the adapter encodes
+// each request in the venue's form and reports each answer back (Ack,
+// Refuse, Limit, Whole).
 //
 // The zero value is ready to use. Not safe for concurrent use: the
 // adapter's lock guards it.
 type Subs struct {
-	// Deadline: a key asked this long ago and not answered has expired
-	// (Expire). 0 means never.
+	// Deadline: a key asked this long ago and not answered has expired:
+	// Flush asks it again after its backoff (unless KeepExpired), and a
+	// request recorded this long ago (Track) is forgotten, an unsubscribe
+	// sent again. 0 means never.
 	Deadline time.Duration
+	// KeepExpired leaves expired keys asked, for a venue whose adapter
+	// drops the connection instead (Overdue names them).
+	KeepExpired bool
+	// Limits bound each request Flush plans.
+	Limits SubLimits
+	// Track records each request Flush plans (Request), for a venue that
+	// answers by request id (SubRequest.ID).
+	Track bool
+	// Resyncs schedules the resubscriptions that give a book a fresh
+	// snapshot (Resync, Whole).
+	Resyncs Resyncs
 	// Retry is the backoff of keys limited or expired; its zero value
 	// starts at 1 s and doubles to 30 s.
 	Retry Retry
@@ -46,6 +61,14 @@ type Subs struct {
 	keys   map[string]*subKey
 	reqs   map[int64]SubRequest // by id, until answered
 	nextID int64
+	nextAt time.Time // when the pacer sends the next request (Limits.Interval)
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 type subKey struct {
@@ -91,6 +114,7 @@ func (s *Subs) Unwant(keys ...string) {
 		}
 		delete(s.want, k)
 		s.Retry.Done(k)
+		s.Resyncs.Whole(k)
 		if sk := s.keys[k]; sk != nil && (sk.state == SubNone || sk.state == SubRefused) {
 			delete(s.keys, k)
 		}
@@ -156,6 +180,31 @@ func (s *Subs) Plan(now time.Time, hold func(key string) bool) (ask, drop []stri
 	return ask, drop
 }
 
+// WantOnly makes keys the wanted set: those wanted and not among them are
+// unwanted (Plan drops them), and keys are wanted in their order.
+func (s *Subs) WantOnly(keys ...string) {
+	keep := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		keep[k] = true
+	}
+	for _, k := range s.WantedKeys() {
+		if !keep[k] {
+			s.Unwant(k)
+		}
+	}
+	s.Want(keys...)
+}
+
+// Again takes wanted keys back to be asked at the next Flush, with no
+// backoff (the venue's answer left them in doubt).
+func (s *Subs) Again(keys ...string) {
+	for _, k := range keys {
+		if sk := s.keys[k]; sk != nil && s.want[k] && sk.state == SubAsked {
+			sk.state = SubNone
+		}
+	}
+}
+
 // Asked marks keys asked at now, outside a Plan (a resync asks a key
 // again).
 func (s *Subs) Asked(now time.Time, keys ...string) {
@@ -167,11 +216,19 @@ func (s *Subs) Asked(now time.Time, keys ...string) {
 
 // SubRequest is one request an adapter sent for keys, as it recorded it.
 type SubRequest struct {
-	Op   string    // the venue's operation ("subscribe", "UNSUBSCRIBE", …)
-	Keys []string  // the keys it names
-	At   time.Time // when it was sent (or is due to be, behind a pacer)
-	Tag  uint8     // the adapter's own mark (a resync's request, a connection's first)
+	Op     string    // OpSubscribe or OpUnsubscribe (an adapter's own spelling outside Flush)
+	Keys   []string  // the keys it names
+	At     time.Time // when it was sent (or is due to be, behind a pacer)
+	ID     int64     // its id on the ledger (Track), 0 if not recorded
+	Resync bool      // half of a book's resync (an unsubscribe and a subscribe of one key)
 }
+
+// The operations of the requests Flush plans; an adapter spells them as
+// its venue does.
+const (
+	OpSubscribe   = "subscribe"
+	OpUnsubscribe = "unsubscribe"
+)
 
 // Request records r, sent (subscribe requests name keys asked) and returns
 // its id, 1, 2, 3… on this ledger, for a venue that answers by id
@@ -183,6 +240,7 @@ func (s *Subs) Request(r SubRequest) int64 {
 		s.reqs = map[int64]SubRequest{}
 	}
 	r.Keys = slices.Clone(r.Keys)
+	r.ID = s.nextID
 	s.reqs[s.nextID] = r
 	for _, k := range r.Keys {
 		if sk := s.keys[k]; sk != nil && sk.state == SubAsked {
@@ -348,8 +406,8 @@ func (s *Subs) Answered() bool {
 }
 
 // Reset starts a new connection: nothing is asked or acknowledged on it,
-// no request is out and no backoff runs. What is wanted, and what the
-// venue refused, stay.
+// no request is out, no resync runs and no backoff runs. What is wanted,
+// and what the venue refused, stay.
 func (s *Subs) Reset() {
 	for k, sk := range s.keys {
 		if sk.state == SubRefused && s.want[k] {
@@ -359,6 +417,131 @@ func (s *Subs) Reset() {
 	}
 	clear(s.reqs)
 	s.Retry.Reset()
+	s.Resyncs.Reset()
+}
+
+// Resync asks for key's book to be resubscribed, for a fresh snapshot: an
+// unsubscribe and a subscribe of key alone, planned by Flush once fewer
+// than Resyncs.Max run, and again after each backoff until Whole. A key
+// not subscribed on this connection is left alone (its subscribe brings a
+// snapshot anyway). It reports whether a resync is now pending.
+func (s *Subs) Resync(key string) bool {
+	if st := s.State(key); !s.want[key] || (st != SubAsked && st != SubAcked) {
+		return false
+	}
+	s.Resyncs.Queue(key)
+	return true
+}
+
+// Whole ends key's resync: its book is whole again.
+func (s *Subs) Whole(key string) { s.Resyncs.Whole(key) }
+
+// Flush returns the request plan due at now, in the order to send it:
+// unsubscribes of the keys no longer wanted, the resyncs due, then
+// subscribes of the keys to ask (Plan, with hold), each batched within
+// Limits and, with Track, recorded under its ID. Expired keys are taken
+// back first (see Deadline), so they are asked again once their backoff
+// is over.
+func (s *Subs) Flush(now time.Time, hold func(key string) bool) []SubRequest {
+	var out []SubRequest
+	add := func(op string, keys []string, resync bool) {
+		for _, b := range s.Limits.Batch(keys) {
+			at := now
+			if s.Limits.Interval > 0 {
+				at = maxTime(now, s.nextAt)
+				s.nextAt = at.Add(s.Limits.Interval)
+			}
+			r := SubRequest{Op: op, Keys: b, At: at, Resync: resync}
+			if s.Track {
+				r.ID = s.Request(r)
+			}
+			out = append(out, r)
+		}
+	}
+	var resend []string
+	if s.Deadline > 0 {
+		if !s.KeepExpired {
+			s.Expire(now)
+		}
+		for _, id := range s.Unanswered(now, s.Deadline) {
+			if r, _ := s.Answer(id); r.Op == OpUnsubscribe && !r.Resync {
+				resend = append(resend, r.Keys...)
+			}
+		}
+	}
+	resyncs := s.Resyncs.Due(now, func(k string) bool {
+		st := s.State(k)
+		return s.want[k] && (st == SubAsked || st == SubAcked)
+	})
+	s.Asked(now, resyncs...)
+	ask, drop := s.Plan(now, hold)
+	add(OpUnsubscribe, append(resend, drop...), false)
+	for _, k := range resyncs {
+		add(OpUnsubscribe, []string{k}, true)
+		add(OpSubscribe, []string{k}, true)
+	}
+	add(OpSubscribe, ask, false)
+	return out
+}
+
+// SubLimits are a venue's limits on one subscription request, within which
+// Flush batches its plan. The zero value puts all keys in one request.
+type SubLimits struct {
+	// MaxKeys caps the keys one request names; 0 means no cap.
+	MaxKeys int
+	// MaxBytes caps a request's size, counted as Overhead plus, for each
+	// key, its length and KeyOverhead; 0 means no cap. A key over it
+	// alone still goes, alone.
+	MaxBytes, Overhead, KeyOverhead int
+	// Group names the request a key may travel in, for a venue that takes
+	// one channel a request: keys of different groups never share one.
+	// Nil: all keys are one group.
+	Group func(key string) string
+	// Interval is the link's spacing of requests (LinkConfig's
+	// MaxSendsPerSecond): a request planned while others wait for the
+	// pacer is recorded At when the pacer sends it, so its answer is due
+	// from then.
+	Interval time.Duration
+}
+
+// Batch splits keys into requests within l: groups in the order they first
+// appear, keys in their order within each.
+func (l SubLimits) Batch(keys []string) [][]string {
+	if len(keys) == 0 {
+		return nil
+	}
+	groups := [][]string{keys}
+	if l.Group != nil {
+		groups = nil
+		at := map[string]int{}
+		for _, k := range keys {
+			g := l.Group(k)
+			i, ok := at[g]
+			if !ok {
+				i = len(groups)
+				at[g] = i
+				groups = append(groups, nil)
+			}
+			groups[i] = append(groups[i], k)
+		}
+	}
+	var out [][]string
+	for _, g := range groups {
+		for len(g) > 0 {
+			n, size := 0, l.Overhead
+			for n < len(g) && (l.MaxKeys <= 0 || n < l.MaxKeys) {
+				c := len(g[n]) + l.KeyOverhead
+				if l.MaxBytes > 0 && n > 0 && size+c > l.MaxBytes {
+					break
+				}
+				size += c
+				n++
+			}
+			out = append(out, slices.Clone(g[:n]))
+			g = g[n:]
+		}
+	}
+	return out
 }
 
 // Resyncs schedules the resubscriptions that give books a fresh snapshot:

@@ -2,6 +2,7 @@ package venue_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -147,6 +148,148 @@ func TestResyncs(t *testing.T) {
 		r.Reset()
 		if r.InFlight() != 0 || r.Pending("y") {
 			t.Fatal("Reset kept resyncs")
+		}
+	})
+}
+
+// planned renders a plan as "op key,key" lines, resync halves marked "~".
+func planned(rs []venue.SubRequest) []string {
+	var out []string
+	for _, r := range rs {
+		op := r.Op
+		if r.Resync {
+			op = "~" + op
+		}
+		out = append(out, op+" "+strings.Join(r.Keys, ","))
+	}
+	return out
+}
+
+// Batch keeps to each of a venue's limits: keys a request, bytes a
+// request (a key over the cap alone still goes), one group a request.
+func TestSubLimitsBatch(t *testing.T) {
+	keys := []string{"book|A", "trade|A", "book|B", "trade|B", "book|C"}
+	for _, tc := range []struct {
+		name string
+		l    venue.SubLimits
+		want [][]string
+	}{
+		{"none", venue.SubLimits{}, [][]string{keys}},
+		{"keys", venue.SubLimits{MaxKeys: 2}, [][]string{{"book|A", "trade|A"}, {"book|B", "trade|B"}, {"book|C"}}},
+		// 10 + (6+3) + (7+3) = 29 ≤ 30; a third key would be 38.
+		{"bytes", venue.SubLimits{MaxBytes: 30, Overhead: 10, KeyOverhead: 3},
+			[][]string{{"book|A", "trade|A"}, {"book|B", "trade|B"}, {"book|C"}}},
+		{"oversized key", venue.SubLimits{MaxBytes: 5}, [][]string{{"book|A"}, {"trade|A"}, {"book|B"}, {"trade|B"}, {"book|C"}}},
+		{"group", venue.SubLimits{MaxKeys: 2, Group: func(k string) string { ch, _, _ := strings.Cut(k, "|"); return ch }},
+			[][]string{{"book|A", "book|B"}, {"book|C"}, {"trade|A", "trade|B"}}},
+	} {
+		if got := tc.l.Batch(keys); !slices.EqualFunc(got, tc.want, slices.Equal) {
+			t.Errorf("%s: Batch = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if got := (venue.SubLimits{MaxKeys: 2}).Batch(nil); got != nil {
+		t.Errorf("Batch(nil) = %v", got)
+	}
+}
+
+// Flush is the whole plan of a connection, in order: drops, resyncs due,
+// asks; tracked requests carry ids and, behind a pacer, the time it sends
+// them.
+func TestSubsFlush(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := venue.Subs{Track: true, Limits: venue.SubLimits{MaxKeys: 2, Interval: 250 * time.Millisecond}}
+		s.Want("a", "b", "c")
+		t0 := time.Now()
+		rs := s.Flush(t0, nil)
+		if got := planned(rs); !slices.Equal(got, []string{"subscribe a,b", "subscribe c"}) {
+			t.Fatalf("first plan %v", got)
+		}
+		if rs[0].ID != 1 || rs[1].ID != 2 || !rs[0].At.Equal(t0) || !rs[1].At.Equal(t0.Add(250*time.Millisecond)) {
+			t.Fatalf("ids/times %d@%v %d@%v; want 1 at once and 2 a pacer's interval later", rs[0].ID, rs[0].At.Sub(t0), rs[1].ID, rs[1].At.Sub(t0))
+		}
+		if r, ok := s.Sent(2); !ok || !slices.Equal(r.Keys, []string{"c"}) {
+			t.Fatalf("request 2 not recorded: %+v", r)
+		}
+		if rs := s.Flush(time.Now(), nil); rs != nil {
+			t.Fatalf("nothing new, yet planned %v", planned(rs))
+		}
+		for _, k := range []string{"a", "b", "c"} {
+			s.Ack(k)
+		}
+		// A resync, an unwanted key and a new one, in one plan.
+		if !s.Resync("a") || s.Resync("nope") {
+			t.Fatal("Resync of a subscribed key refused, or of an unknown key accepted")
+		}
+		s.WantOnly("a", "b", "d")
+		if got := planned(s.Flush(time.Now(), nil)); !slices.Equal(got, []string{"unsubscribe c", "~unsubscribe a", "~subscribe a", "subscribe d"}) {
+			t.Fatalf("plan %v", got)
+		}
+		// Its book not whole: asked again after the backoff (1 s less jitter), not before.
+		time.Sleep(700 * time.Millisecond)
+		if rs := s.Flush(time.Now(), nil); rs != nil {
+			t.Fatalf("resync asked again before its backoff: %v", planned(rs))
+		}
+		time.Sleep(300 * time.Millisecond)
+		if got := planned(s.Flush(time.Now(), nil)); !slices.Equal(got, []string{"~unsubscribe a", "~subscribe a"}) {
+			t.Fatalf("after the backoff %v", got)
+		}
+		s.Whole("a")
+		time.Sleep(time.Minute)
+		if rs := s.Flush(time.Now(), nil); rs != nil {
+			t.Fatalf("a whole book resynced again: %v", planned(rs))
+		}
+	})
+}
+
+// Resyncs run at most Resyncs.Max at a time; the rest wait their turn.
+func TestSubsResyncsCapped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := venue.Subs{Resyncs: venue.Resyncs{Max: 1}}
+		s.Want("a", "b")
+		s.Flush(time.Now(), nil)
+		s.Resync("a")
+		s.Resync("b")
+		if got := planned(s.Flush(time.Now(), nil)); !slices.Equal(got, []string{"~unsubscribe a", "~subscribe a"}) {
+			t.Fatalf("plan %v, want a's resync alone", got)
+		}
+		s.Whole("a")
+		if got := planned(s.Flush(time.Now(), nil)); !slices.Equal(got, []string{"~unsubscribe b", "~subscribe b"}) {
+			t.Fatalf("plan %v, want b's resync once a is whole", got)
+		}
+	})
+}
+
+// Unanswered past the Deadline: a subscribe is asked again after its
+// backoff, an unsubscribe sent again at once; with KeepExpired the keys stay
+// asked for the adapter to drop the connection.
+func TestSubsFlushExpiry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := venue.Subs{Track: true, Deadline: 10 * time.Second}
+		s.Want("a", "b")
+		s.Flush(time.Now(), nil)
+		s.Ack("b")
+		s.Unwant("b")
+		if got := planned(s.Flush(time.Now(), nil)); !slices.Equal(got, []string{"unsubscribe b"}) {
+			t.Fatalf("plan %v", got)
+		}
+		time.Sleep(10*time.Second + time.Millisecond)
+		if got := planned(s.Flush(time.Now(), nil)); !slices.Equal(got, []string{"unsubscribe b"}) {
+			t.Fatalf("at the deadline %v, want the unsubscribe sent again and a waiting its backoff", got)
+		}
+		if s.State("a") != venue.SubNone {
+			t.Fatalf("expired a is %v", s.State("a"))
+		}
+		time.Sleep(time.Second)
+		if got := planned(s.Flush(time.Now(), nil)); !slices.Equal(got, []string{"subscribe a"}) {
+			t.Fatalf("after the backoff %v", got)
+		}
+
+		k := venue.Subs{Deadline: time.Second, KeepExpired: true}
+		k.Want("x")
+		k.Flush(time.Now(), nil)
+		time.Sleep(2 * time.Second)
+		if rs := k.Flush(time.Now(), nil); rs != nil || !slices.Equal(k.Overdue(time.Now()), []string{"x"}) {
+			t.Fatalf("KeepExpired: plan %v, overdue %v", planned(rs), k.Overdue(time.Now()))
 		}
 	})
 }

@@ -47,8 +47,9 @@ type FaultProxy struct {
 	burst   float64
 	tokens  float64
 	last    time.Time
-	delay   time.Duration // added before every passed request
-	release chan struct{} // closed to free hanging requests
+	delay   time.Duration   // added before every passed request
+	release chan struct{}   // closed to free hanging requests
+	hang    map[string]bool // paths that hang whatever the fault (HangPaths)
 	log     []Request
 }
 
@@ -91,6 +92,31 @@ func (p *FaultProxy) Set(f Fault) {
 		p.release = make(chan struct{})
 	}
 	p.fault = f
+}
+
+// HangPaths makes the requests of these paths wait until Release, then
+// pass them.
+func (p *FaultProxy) HangPaths(paths ...string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.hang == nil {
+		p.hang = map[string]bool{}
+	}
+	for _, path := range paths {
+		p.hang[path] = true
+	}
+}
+
+// Release frees the requests hanging on HangPaths and passes those paths
+// again.
+func (p *FaultProxy) Release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.hang = nil
+	if p.fault != FaultHang {
+		close(p.release)
+		p.release = make(chan struct{})
+	}
 }
 
 // Throttle passes at most rate requests/s (with a burst of burst) and
@@ -162,6 +188,7 @@ const (
 func (p *FaultProxy) serve(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	fault, release, delay := p.fault, p.release, p.delay
+	held := p.hang[r.URL.Path]
 	if fault == FaultThrottle {
 		now := time.Now()
 		p.tokens = min(p.burst, p.tokens+now.Sub(p.last).Seconds()*p.rate)
@@ -178,6 +205,14 @@ func (p *FaultProxy) serve(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
 		p.log[i].Status = status
 		p.mu.Unlock()
+	}
+	if held { // HangPaths: wait for Release, then pass the request
+		select {
+		case <-r.Context().Done():
+			return
+		case <-release:
+		}
+		fault = FaultNone
 	}
 	switch fault {
 	case FaultThrottle:

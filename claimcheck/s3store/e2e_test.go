@@ -18,6 +18,7 @@ import (
 
 	"github.com/fanoutd/fanoutd/claimcheck"
 	"github.com/fanoutd/fanoutd/claimcheck/claimchecktest"
+	"github.com/fanoutd/fanoutd/internal/testutil"
 )
 
 type e2e struct {
@@ -155,12 +156,7 @@ func TestE2EFaults(t *testing.T) {
 	e.proxy.Set(claimchecktest.FaultNone) // frees the hanging request
 	// Wait until the late request has finished (and filled the cache), so
 	// the throttling below starts from an idle store.
-	for deadline := time.Now().Add(10 * time.Second); e.reader.Stats().Stores[0].InFlight != 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("the freed request is still in flight")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.WaitFor(t, 10*time.Second, "the freed request out of flight", func() bool { return e.reader.Stats().Stores[0].InFlight == 0 })
 
 	// Throttle above 20 requests/s: concurrent uncached reads get 503
 	// SlowDown, the gateway answers store_unavailable, the limit drops.

@@ -159,12 +159,12 @@ func TestDefaultsAndEnvOverrides(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Listen != "127.0.0.1:9999" || len(cfg.Tokens) != 2 || len(cfg.Venues) != 5 || cfg.Venues[0].MaxQueueLen != 10000 ||
-		cfg.Venues[0].MaxQueueBytes != 8<<20 || cfg.ShutdownTimeout != 5*time.Second || !cfg.WS.Uring || cfg.WS.WriteDelay != 3*time.Millisecond {
+		cfg.Venues[0].MaxQueueBytes != 8<<20 || cfg.ShutdownTimeout != 5*time.Second || !cfg.Websocket.IOUring || cfg.Websocket.WriteDelay != 3*time.Millisecond {
 		t.Fatalf("%+v", cfg)
 	}
 	cfg, err = config.Parse([]byte("websocket:\n  io_uring: false\n"), nil)
-	if err != nil || cfg.WS.Uring {
-		t.Fatalf("io_uring: false: %v, Uring %v", err, cfg.WS.Uring)
+	if err != nil || cfg.Websocket.IOUring {
+		t.Fatalf("io_uring: false: %v, Uring %v", err, cfg.Websocket.IOUring)
 	}
 }
 

@@ -351,7 +351,11 @@ func TestNamedReattachAndTakeover(t *testing.T) {
 	}
 }
 
-func TestAuthAndScopes(t *testing.T) {
+// TestConfigTokens: the binary reads a config file's tokens, plain and
+// sha256, each with its scopes; what is refused without them, or outside
+// a scope, is the hostile suite's (internal/daemon TestHostileAuth,
+// TestHostileNameTakeover).
+func TestConfigTokens(t *testing.T) {
 	td := startDaemon(t, `
 tokens:
   - name: trades-only
@@ -363,28 +367,19 @@ venues:
   coinbase:
     symbols: [BTC-USD]
 `)
-	for _, h := range []http.Header{nil, {"Authorization": {"Bearer wrong"}}, {"Authorization": {"Basic s3cret"}}} {
-		_, resp, err := dialRaw(t, td.url(""), dialOpts{header: h})
-		if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
-			t.Fatalf("header %v: err %v resp %v, want 401", h, err, resp)
-		}
-	}
-	if code, _ := httpGet(t, "http://"+td.addr+"/v1/subscribers", nil); code != 401 {
-		t.Fatalf("/v1/subscribers without a token: %d", code)
-	}
 	c := dial(t, td.url("token=s3cret"), dialOpts{})
 	c.send(map[string]any{"op": "subscribe", "id": "1", "streams": []string{string(l2)}})
 	if w := c.reply("1"); w.Code != "unauthorized" {
-		t.Fatalf("out-of-scope subscribe: %+v", w)
+		t.Fatalf("level2 outside trades-only's streams: %+v", w)
 	}
 	c.send(map[string]any{"op": "subscribe", "id": "2", "streams": []string{string(tr)}})
 	if w := c.reply("2"); w.Type != "ack" {
-		t.Fatalf("in-scope subscribe: %+v", w)
+		t.Fatalf("trades-only's trades: %+v", w)
 	}
 	full := dial(t, td.url(""), dialOpts{header: http.Header{"Authorization": {"Bearer password"}}})
 	full.send(map[string]any{"op": "subscribe", "id": "1", "streams": []string{string(l2)}})
 	if w := full.reply("1"); w.Type != "ack" {
-		t.Fatalf("full token: %+v", w)
+		t.Fatalf("the sha256 token: %+v", w)
 	}
 	code, body := httpGet(t, "http://"+td.addr+"/v1/subscribers", http.Header{"Authorization": {"Bearer password"}})
 	if code != 200 || !strings.Contains(body, `"kind": "ephemeral"`) {

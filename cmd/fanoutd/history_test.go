@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -17,12 +18,14 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/shopspring/decimal"
 
 	"github.com/fanoutd/fanoutd/claimcheck"
 	"github.com/fanoutd/fanoutd/claimcheck/claimchecktest"
 	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/replay"
+	"github.com/fanoutd/fanoutd/replay/replaytest"
 	"github.com/fanoutd/fanoutd/venue"
 	"github.com/fanoutd/fanoutd/venues"
 	"github.com/fanoutd/fanoutd/venues/coinbase/coinbasetest"
@@ -268,6 +271,16 @@ func TestHistoryFromS3(t *testing.T) {
 	}
 	assertSameLines(t, "range", splitLines(b), want)
 
+	// The websocket form: the same lines in the live protocol's framing,
+	// as fast as it goes or at the recorded pace.
+	for _, speed := range []string{"max", "1", "4"} {
+		u := "ws" + strings.TrimPrefix(streamURL(ld.addr, "coinbase:*:*", from, to), "http") + "&speed=" + speed
+		assertSameLines(t, "websocket at speed "+speed, wsHistoryLines(t, u, "all-secret"), want)
+	}
+	if code, _, b := authGet(t, streamURL(ld.addr, "coinbase:*:*", from, to)+"&speed=fast", "all-secret"); code != 400 || !strings.Contains(string(b), `"code":"invalid_query"`) {
+		t.Errorf("speed=fast: %d %s", code, b)
+	}
+
 	// The whole capture, as one name.
 	sym := ""
 	for _, r := range ranges {
@@ -339,6 +352,10 @@ func TestHistoryFromS3(t *testing.T) {
 	if code != 200 || len(b) != 0 || h.Get(daemon.HistoryHeader) != "empty" {
 		t.Fatalf("empty range: %d %v %q", code, h, b)
 	}
+	u := "ws" + strings.TrimPrefix(streamURL(ld.addr, l2, cb.From.Add(-time.Hour), cb.From.Add(-time.Minute)), "http")
+	if lines := wsHistoryLines(t, u, "all-secret"); len(lines) != 0 {
+		t.Fatalf("websocket of an empty range: %q", lines)
+	}
 }
 
 // TestHistoryRecordedConnectionsFromS3: serve records Coinbase over two
@@ -383,8 +400,29 @@ venues:
 		return m.ProductBook(s)
 	}
 	feed := rec.d.Hub().Feed("coinbase")
+	// A live subscriber of every stream, holding each book as it goes.
+	live := newLiveBooks()
+	sub := dialLines(t, "ws://"+rec.addr+"/v1/stream")
+	var names []string
+	for _, s := range syms {
+		names = append(names, `"coinbase:level2:`+s+`"`)
+	}
+	sub.send(t, `{"op":"subscribe","id":"1","streams":[`+strings.Join(names, ",")+`]}`)
+	sub.until(t, 20*time.Second, func(l string) bool { live.line(t, l); return live.snapshots == len(syms) })
 	m.Step(20)
 	m.StepProducts(5, syms[1:]...)
+	sub.until(t, 20*time.Second, func(l string) bool {
+		live.line(t, l)
+		for _, s := range syms {
+			st := venue.NewStream("coinbase", venue.Level2, s)
+			want := trueBook(s).Snapshot(st)
+			b := live.books[st]
+			if b == nil || levelsOf(b.Top(nil, venue.Bid, 0)) != levelsOf(want.Bids) || levelsOf(b.Top(nil, venue.Ask, 0)) != levelsOf(want.Asks) {
+				return false
+			}
+		}
+		return true
+	})
 	checkFor(t, 20*time.Second, "every book of the daemon to match the venue's", func() bool {
 		for _, s := range syms {
 			st := venue.NewStream("coinbase", venue.Level2, s)
@@ -448,6 +486,32 @@ venues:
 		}
 	}
 
+	// Books at instants while the subscriber was live: the book it held
+	// after its last event received by then (a capture keeps receive times
+	// to 100 ns).
+	checked := 0
+	for st, states := range live.states {
+		for _, k := range []int{1, len(states) / 3, len(states) / 2, len(states) - 1} {
+			at := states[k].at.Truncate(100 * time.Nanosecond)
+			for k+1 < len(states) && !states[k+1].at.Truncate(100*time.Nanosecond).After(at) {
+				k++ // events received at the same instant: the book after the last
+			}
+			code, _, b := authGet(t, fmt.Sprintf("http://%s/v1/books/coinbase/%s?at=%s", ld.addr, st.Symbol(), url.QueryEscape(at.Format(time.RFC3339Nano))), "all-secret")
+			var v struct {
+				Bids, Asks [][2]string
+				RecvTime   time.Time `json:"recv_time"`
+			}
+			if code != 200 || json.Unmarshal(b, &v) != nil {
+				t.Fatalf("book of %s at %s: %d %s", st, at, code, b)
+			}
+			if fmt.Sprint(v.Bids) != states[k].bids || fmt.Sprint(v.Asks) != states[k].asks || !v.RecvTime.Equal(at) {
+				t.Fatalf("book of %s at %s (recv %s) differs from the live subscriber's:\nhistory %v %v\nlive    %s %s", st, at, v.RecvTime, v.Bids, v.Asks, states[k].bids, states[k].asks)
+			}
+			checked++
+		}
+	}
+	t.Logf("%d books at an instant equal the live subscriber's", checked)
+
 	// A fresh daemon (an empty cache), a throttling store, 200 queries.
 	ld.stop(t)
 	ld = startLiveDaemon(t, qPath, daemon.Options{})
@@ -456,6 +520,7 @@ venues:
 	proxy.Reset()
 	proxy.Throttle(20, 2)
 	const n = 200
+	start := time.Now()
 	var wg sync.WaitGroup
 	answers := make([][]byte, n)
 	codes := make([]int, n)
@@ -476,6 +541,7 @@ venues:
 		}()
 	}
 	wg.Wait()
+	elapsed := time.Since(start)
 	for i := range n {
 		if codes[i] != 200 || !bytes.Equal(answers[i], whole) {
 			t.Fatalf("query %d: %d, %d bytes (want %d): %.200s", i, codes[i], len(answers[i]), len(whole), answers[i])
@@ -496,7 +562,9 @@ venues:
 			t.Errorf("%s: %d GETs answered, want 2 (index and bytes) for %d queries", p, c, n)
 		}
 	}
-	t.Logf("store GETs answered per pack: %v; throttled: %d", passed, proxy.Count("GET", ".zip", "*")-4)
+	gets := proxy.Count("GET", ".zip", "*")
+	t.Logf("%d queries in %v; store GETs answered per pack: %v; GETs of the packs %d (throttled %d): goodput %.0f%%",
+		n, elapsed.Round(time.Millisecond), passed, gets, gets-4, 400/float64(gets))
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -529,7 +597,9 @@ func TestTardisMachineRoutes(t *testing.T) {
 	span := rg.To.Sub(rg.From)
 	from, to := rg.From.Add(span/4), rg.From.Add(3*span/4)
 	opts := func(o map[string]any) string {
-		o["from"], o["to"] = from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano)
+		if o["from"] == nil {
+			o["from"], o["to"] = from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano)
+		}
 		b, _ := json.Marshal(o)
 		return url.QueryEscape(string(b))
 	}
@@ -632,20 +702,211 @@ func TestTardisMachineRoutes(t *testing.T) {
 	}
 	assertSameLines(t, "/ws-replay-normalized", msgs, normalized)
 
+	trade := []string{"trade"}
 	for _, tc := range []struct {
 		opts   string
+		token  string
 		status int
 		code   string
 	}{
-		{opts(map[string]any{"exchange": "ftx"}), 404, "unknown_stream"},
-		{opts(map[string]any{"exchange": "okex", "dataTypes": []string{"trade"}}), 404, "unknown_stream"},
-		{opts(map[string]any{"exchange": "binance", "symbols": []string{"ETHBTC"}, "dataTypes": []string{"trade"}}), 404, "unknown_symbol"},
-		{opts(map[string]any{"exchange": "binance", "dataTypes": []string{"candles"}}), 400, "invalid_query"},
-		{opts(map[string]any{"exchange": "binance"}), 400, "invalid_query"}, // normalized without dataTypes
+		{opts(map[string]any{"exchange": "binance", "dataTypes": trade, "from": to, "to": from}), "all-secret", 400, "invalid_query"},
+		{opts(map[string]any{"exchange": "binance", "dataTypes": trade, "from": from, "to": from.Add(25 * time.Hour)}), "all-secret", 400, "range_too_long"},
+		{opts(map[string]any{"exchange": "binance", "dataTypes": trade}), "okx-secret", 403, "unauthorized"},
+		{opts(map[string]any{"exchange": "binance", "dataTypes": trade}), "", 401, "unauthenticated"},
+		{opts(map[string]any{"exchange": "ftx"}), "all-secret", 404, "unknown_stream"},
+		{opts(map[string]any{"exchange": "okex", "dataTypes": trade}), "all-secret", 404, "unknown_stream"},
+		{opts(map[string]any{"exchange": "binance", "symbols": []string{"ETHBTC"}, "dataTypes": trade}), "all-secret", 404, "unknown_symbol"},
+		{opts(map[string]any{"exchange": "binance", "dataTypes": []string{"candles"}}), "all-secret", 400, "invalid_query"},
+		{opts(map[string]any{"exchange": "binance"}), "all-secret", 400, "invalid_query"}, // normalized without dataTypes
 	} {
-		code, _, b := authGet(t, "http://"+ld.addr+"/replay-normalized?options="+tc.opts, "all-secret")
+		code, _, b := authGet(t, "http://"+ld.addr+"/replay-normalized?options="+tc.opts, tc.token)
 		if code != tc.status || !strings.Contains(string(b), `"code":"`+tc.code+`"`) {
 			t.Errorf("%s: %d %s, want %d %s", tc.opts, code, b, tc.status, tc.code)
 		}
+	}
+	// A range with nothing recorded: an empty answer that says so, on
+	// every route.
+	empty := opts(map[string]any{"exchange": "binance", "dataTypes": trade, "from": rg.From.Add(-time.Hour), "to": rg.From.Add(-time.Minute)})
+	for _, route := range []string{"/replay", "/replay-normalized"} {
+		code, h, b := authGet(t, "http://"+ld.addr+route+"?options="+empty, "all-secret")
+		if code != 200 || len(b) != 0 || h.Get(daemon.HistoryHeader) != "empty" {
+			t.Errorf("%s of an empty range: %d %v %q", route, code, h, b)
+		}
+	}
+}
+
+// shiftedCopies writes n copies of capture into dir, each shifted to
+// follow the one before: the consecutive segments of one venue connection.
+func shiftedCopies(t *testing.T, capture, dir string, n int) []string {
+	t.Helper()
+	c := replaytest.ReadCapture(t, capture)
+	var paths []string
+	for k := range n {
+		path := filepath.Join(dir, fmt.Sprintf("seg%d.jsonl.gz", k))
+		c.WriteShifted(t, path, k, 1)
+		paths = append(paths, path)
+	}
+	return paths
+}
+
+// TestHistoryStreamsBeforeTheRangeIsRead: a query over three segments of
+// one connection, each checked in to a real S3 server (versitygw) as a
+// pack of its own, answers its status, headers and the first segment's
+// lines while the store does not answer for the other two; once it does,
+// the answer is replay --export of the three segments.
+func TestHistoryStreamsBeforeTheRangeIsRead(t *testing.T) {
+	s3 := claimchecktest.VersityGW(t)
+	proxy := claimchecktest.NewFaultProxy(t, s3.Endpoint)
+	via := s3.At(proxy.URL)
+	cfgPath := historyConfig(t, via, "24h")
+	segs := shiftedCopies(t, filepath.Join("..", "..", "testdata", "replay", "coinbase.jsonl.gz"), t.TempDir(), 3)
+	packs := map[string]bool{}
+	var later []string // the packs of the second and third segments
+	for i, seg := range segs {
+		importCaptures(t, cfgPath, seg)
+		for _, r := range proxy.Requests() {
+			if r.Method == "PUT" && strings.HasSuffix(r.Path, ".zip") && !packs[r.Path] {
+				packs[r.Path] = true
+				if i > 0 {
+					later = append(later, r.Path)
+				}
+			}
+		}
+	}
+	if len(packs) != 3 || len(later) != 2 {
+		t.Fatalf("packs %v", packs)
+	}
+	ld := startLiveDaemon(t, cfgPath, daemon.Options{})
+	ranges := listHistory(t, ld.addr, "all-secret")
+	l2 := "coinbase:level2:" + ranges[0].Symbol
+	from, to := ranges[0].From, ranges[0].To.Add(time.Nanosecond)
+	// The segments of one connection play as one capture: their
+	// concatenation (gzip members one after the other).
+	whole := filepath.Join(t.TempDir(), "whole.jsonl.gz")
+	var all []byte
+	for _, seg := range segs {
+		b, err := os.ReadFile(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, b...)
+	}
+	if err := os.WriteFile(whole, all, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := asHistory(exportLines(t, cfgPath, l2, whole), whole, "history:coinbase:c0")
+
+	proxy.HangPaths(later...)
+	req, _ := http.NewRequest("GET", streamURL(ld.addr, l2, from, to), nil)
+	req.Header.Set("Authorization", "Bearer all-secret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get(daemon.HistoryHeader) != "segments=3" {
+		t.Fatalf("%d %v", resp.StatusCode, resp.Header)
+	}
+	// The second segment's read waits on the store; the first segment's
+	// lines are out.
+	checkFor(t, 20*time.Second, "a read of a later segment to wait on the store", func() bool {
+		for _, r := range proxy.Requests() {
+			if r.Method == "GET" && r.Status == 0 && slices.Contains(later, r.Path) {
+				return true
+			}
+		}
+		return false
+	})
+	br := bufio.NewReader(resp.Body)
+	var got []string
+	for len(got) < 100 {
+		l, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("after %d lines: %v", len(got), err)
+		}
+		got = append(got, strings.TrimSuffix(l, "\n"))
+	}
+	proxy.Release()
+	rest, err := io.ReadAll(br)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, splitLines(rest)...)
+	assertSameLines(t, "three segments", got, cut(t, want, from, to))
+}
+
+// liveBooks is a live subscriber's books, and each book's state after each
+// event, by receive time.
+type liveBooks struct {
+	books     map[venue.Stream]*venue.Book
+	states    map[venue.Stream][]liveState
+	snapshots int
+}
+
+type liveState struct {
+	at         time.Time
+	bids, asks string // fmt.Sprint of the [][2]string levels
+}
+
+func newLiveBooks() *liveBooks {
+	return &liveBooks{books: map[venue.Stream]*venue.Book{}, states: map[venue.Stream][]liveState{}}
+}
+
+// line applies one line of the websocket.
+func (lb *liveBooks) line(t *testing.T, l string) {
+	t.Helper()
+	if !strings.HasPrefix(l, `{"type":"book"`) {
+		return
+	}
+	var m struct {
+		Stream     venue.Stream
+		Snapshot   bool
+		Bids, Asks [][2]string
+		RecvTime   time.Time `json:"recv_time"`
+	}
+	if err := json.Unmarshal([]byte(l), &m); err != nil {
+		t.Fatalf("%v: %s", err, l)
+	}
+	levels := func(ls [][2]string) []venue.Level {
+		out := make([]venue.Level, len(ls))
+		for i, x := range ls {
+			out[i] = venue.Level{Price: decimal.RequireFromString(x[0]), Size: decimal.RequireFromString(x[1])}
+		}
+		return out
+	}
+	b := lb.books[m.Stream]
+	if b == nil {
+		b = &venue.Book{}
+		lb.books[m.Stream] = b
+	}
+	if m.Snapshot {
+		lb.snapshots++
+	}
+	b.Apply(&venue.Event{Stream: m.Stream, Kind: venue.KindBook, Snapshot: m.Snapshot, Bids: levels(m.Bids), Asks: levels(m.Asks)})
+	lb.states[m.Stream] = append(lb.states[m.Stream], liveState{at: m.RecvTime,
+		bids: fmt.Sprint(levelStrings(b.Top(nil, venue.Bid, 0))), asks: fmt.Sprint(levelStrings(b.Top(nil, venue.Ask, 0)))})
+}
+
+// wsHistoryLines reads the websocket form of a history query until its
+// normal close and returns its lines.
+func wsHistoryLines(t *testing.T, u, token string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadLimit(-1)
+	var lines []string
+	for {
+		_, m, err := c.Read(ctx)
+		if err != nil {
+			if websocket.CloseStatus(err) != websocket.StatusNormalClosure {
+				t.Fatalf("%s: %v after %d lines", u, err, len(lines))
+			}
+			return lines
+		}
+		lines = append(lines, strings.Split(string(m), "\n")...)
 	}
 }

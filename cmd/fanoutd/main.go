@@ -3,15 +3,16 @@
 //	fanoutd serve [--config FILE] [--listen ADDR] [--insecure]   (the default command)
 //	fanoutd check-config [--config] FILE
 //	fanoutd tail [--url URL] [--token T] [--name N] STREAM…
-//	fanoutd bench [--subs N] [--rate R] [--size B] [--duration D] [--io-uring=false] [--source inproc|venue] [--peer centrifugo]
-//	fanoutd soak [--duration D] [--subs N] [--drop-every D] [--speed N] [CAPTURE…]
 //	fanoutd record --venue V --streams S[,S…] --out DIR [--duration D] [--config FILE]
 //	fanoutd replay [--venue V] [--speed 1|N|max] [--loop] [--wait N] [--align=false] [--config FILE] [--listen ADDR] CAPTURE…
 //	fanoutd replay --export FILE|- [--streams S[,S…]] CAPTURE…
 //	fanoutd claims get REF [--config FILE] [-o FILE]
 //	fanoutd probe [--timeout D] [URL]   (exit 0 if URL, default the local /readyz, answers 200)
+//	fanoutd drain [--wait D] [--timeout D] [URL]   (POST the local /drainz, then wait D: a preStop hook)
 //	fanoutd help
 //	fanoutd version
+//
+// The load harness and the soak are another command, cmd/fanoutd-bench.
 //
 // Flags may come before or after a command's other arguments; a flag that
 // takes a list (--streams) may be repeated, each value comma-separated.
@@ -32,7 +33,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/fanoutd/fanoutd/internal/bench"
 	"github.com/fanoutd/fanoutd/internal/cli"
 	"github.com/fanoutd/fanoutd/internal/config"
 	"github.com/fanoutd/fanoutd/internal/daemon"
@@ -55,7 +55,7 @@ commands:
   claims get     fetch a stored snapshot or capture        fanoutd claims get claim:TENANT/ID
   history import check captures in to the history index    fanoutd history import --config fanoutd.yaml CAPTURE…
   probe          exit 0 if the daemon is ready (for images) fanoutd probe http://127.0.0.1:8080/readyz
-  bench, soak    load and soak harnesses
+  drain          stop taking clients, then wait (preStop)  fanoutd drain --wait 5s
   help           this list
   version        the version and the commit it was built from
 
@@ -84,20 +84,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		return tailCmd(ctx, args, stdout, stderr)
-	case "bench":
-		return bench.Main(args, stdout, stderr)
 	case "claims":
 		return claimsCmd(context.Background(), args, stdout, stderr)
 	case "history":
 		return historyCmd(context.Background(), args, stdout, stderr)
-	case "bench-clients":
-		return bench.Clients(args, stdout, stderr)
-	case "bench-venue":
-		return bench.VenueMain(args, os.Stdin, stdout, stderr)
-	case "soak":
-		return bench.Soak(args, stdout, stderr)
-	case "soak-clients":
-		return bench.SoakClients(args, stdout, stderr)
 	case "record":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
@@ -108,12 +98,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return replayCmd(ctx, args, stdout, stderr, nil)
 	case "probe":
 		return probeCmd(args, stdout, stderr)
+	case "drain":
+		return drainCmd(args, stdout, stderr)
 	case "version":
 		bi, _ := debug.ReadBuildInfo()
 		fmt.Fprintln(stdout, versionLine(daemon.Version, bi))
 		return 0
 	default:
-		fmt.Fprintf(stderr, "fanoutd: unknown command %q (want serve, check-config, tail, bench, soak, record, replay, claims, history, probe, help or version)\n", cmd)
+		fmt.Fprintf(stderr, "fanoutd: unknown command %q (want serve, check-config, tail, record, replay, claims, history, probe, drain, help or version)\n", cmd)
 		return 2
 	}
 }

@@ -37,6 +37,22 @@ func TestUnknownCommand(t *testing.T) {
 	}
 }
 
+// TestNoBenchInTheProductionBinary: the load harness and the soak are
+// fanoutd-bench's, and fanoutd's help does not list them.
+func TestNoBenchInTheProductionBinary(t *testing.T) {
+	for _, cmd := range []string{"bench", "soak", "bench-clients", "bench-venue", "soak-clients"} {
+		var out, errb bytes.Buffer
+		if code := run([]string{cmd}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "unknown command") {
+			t.Errorf("%s: exit %d, stderr %q", cmd, code, errb.String())
+		}
+	}
+	var out, errb bytes.Buffer
+	run([]string{"help"}, &out, &errb)
+	if strings.Contains(out.String(), "bench") || strings.Contains(out.String(), "soak") {
+		t.Errorf("help lists the harness:\n%s", out.String())
+	}
+}
+
 func TestVersion(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := run([]string{"version"}, &out, &errb); code != 0 || !strings.HasPrefix(out.String(), "fanoutd ") {

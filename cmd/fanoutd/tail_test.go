@@ -9,8 +9,8 @@ import (
 	"github.com/fanoutd/fanoutd/venue"
 )
 
-// A refused subscribe ends tail with the refusal (it used to print the
-// error and wait forever).
+// A refused subscribe ends tail with the refusal, not an error printed
+// and a wait for ever.
 func TestTailRefusedSubscribeExits(t *testing.T) {
 	td := startDaemon(t, baseConfig)
 	var out, errb syncBuffer

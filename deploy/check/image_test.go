@@ -29,7 +29,8 @@ const caBundle = "/etc/ssl/certs/ca-certificates.crt"
 // OCI layout and reads it back: the layout is valid, the configuration is
 // non-root with the probe as health check, the binary is static and runs —
 // taken out of the image, it serves /healthz to the image's own health
-// check command and stops on SIGTERM, and with the image's listen address
+// check command, drains as the Kubernetes preStop hook asks, and stops
+// on SIGTERM, and with the image's listen address
 // and no tokens it refuses to start.
 func TestImage(t *testing.T) {
 	if _, err := os.Stat(caBundle); err != nil {
@@ -190,6 +191,15 @@ func TestImage(t *testing.T) {
 			srv.Process.Kill()
 			t.Fatalf("the health check never passed\n%s", logs.String())
 		}
+	}
+	// The edge's preStop hook (deploy/kubernetes/edge.yaml) with this
+	// binary: drain, then /readyz answers 503 draining.
+	drainURL := strings.Replace("http://127.0.0.1:8080/drainz", "127.0.0.1:8080", addr, 1)
+	if out, err := exec.Command(ib, "drain", "--wait", "0s", drainURL).CombinedOutput(); err != nil || !strings.Contains(string(out), `"draining": true`) {
+		t.Errorf("fanoutd drain: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(ib, "probe", strings.Replace(url, "/healthz", "/readyz", 1)).CombinedOutput(); err == nil || !strings.Contains(string(out), `"draining": true`) {
+		t.Errorf("probe /readyz after drain: %v\n%s", err, out)
 	}
 	srv.Process.Signal(syscall.SIGTERM)
 	if err := <-done; err != nil {

@@ -1,4 +1,4 @@
-// Package bench is `fanoutd bench`: a load harness that runs a server under
+// Package bench is `fanoutd-bench`: a load harness that runs a server under
 // test (this daemon, or a Centrifugo binary as a peer) and subscribers in a
 // child process, and reports server CPU per delivered message and latency.
 package bench
@@ -35,7 +35,7 @@ import (
 	"github.com/fanoutd/fanoutd/venues"
 )
 
-// Main is `fanoutd bench`, the load tool: it runs a server under test, fed at a fixed
+// Main is `fanoutd-bench bench`, the load tool: it runs a server under test, fed at a fixed
 // rate, and N websocket subscribers in a child process (so their CPU is
 // not the server's), and reports delivered/s, server CPU per delivered
 // message and latency. The server is a daemon in this process fed by an

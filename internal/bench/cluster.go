@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -277,6 +278,26 @@ func (b *clusterBench) single() (loadResult, error) {
 	return drive(b.feed, []func() time.Duration{processCPU}, []func() procDiag{diag}, []string{single.url}, []int{b.o.subs}, b.o, b.stderr)
 }
 
+// FanoutdBinary is the fanoutd binary the edges run as `fanoutd serve`:
+// FANOUTD_BIN if set, else fanoutd beside this executable, else fanoutd on
+// PATH.
+func FanoutdBinary() (string, error) {
+	if p := os.Getenv("FANOUTD_BIN"); p != "" {
+		return p, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "fanoutd")
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath("fanoutd")
+	if err != nil {
+		return "", errors.New("the edges run fanoutd serve: build it (go build ./cmd/fanoutd) beside fanoutd-bench, or name it in FANOUTD_BIN")
+	}
+	return p, nil
+}
+
 // cluster runs the load on one ingest (this process) and the edges.
 func (b *clusterBench) cluster() (loadResult, error) {
 	o := b.o
@@ -298,7 +319,10 @@ func (b *clusterBench) cluster() (loadResult, error) {
 	if err := b.subscribed(); err != nil {
 		return loadResult{}, err
 	}
-	exe, _ := os.Executable()
+	exe, err := FanoutdBinary()
+	if err != nil {
+		return loadResult{}, err
+	}
 	edgeCfg := filepath.Join(dir, "edge.yaml")
 	yml := fmt.Sprintf("limits:\n  max_connections_per_token: 100000\nlog_level: warn\nwebsocket:\n  io_uring: %t\n", o.uring)
 	if o.delay != "" {

@@ -31,7 +31,7 @@ import (
 	"github.com/fanoutd/fanoutd/replay"
 )
 
-// Soak is `fanoutd soak`: the daemon serving a looped replay of captures
+// Soak is `fanoutd-bench soak`: the daemon serving a looped replay of captures
 // to many subscribers for a given time, with venue links dropped at an
 // interval and some subscribers stalling, flapping and reattaching under
 // names, while the daemon's process is sampled every second. At the end it

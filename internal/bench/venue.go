@@ -23,7 +23,7 @@ import (
 )
 
 // The bench venue: a Bybit v5 public spot websocket in a child process
-// (`fanoutd bench-venue`), so that `fanoutd bench --source venue` feeds
+// (`fanoutd-bench bench-venue`), so that `fanoutd-bench --source venue` feeds
 // the daemon through its bybit adapter over a real websocket while the
 // CPU of making the frames stays out of the server's.
 
@@ -33,7 +33,7 @@ const (
 	venueStream = "bybit:trades:" + venueSymbol // the stream the adapter makes of venueTopic
 )
 
-// VenueMain is `fanoutd bench-venue`, the child of `bench --source venue`.
+// VenueMain is `fanoutd-bench bench-venue`, the child of `bench --source venue`.
 // It listens on loopback and prints "listening <ws url>", then
 // "subscribed" once a client has subscribed to the trade topic; at a line
 // on stdin it sends --rate publicTrade frames a second (one trade each,
@@ -212,7 +212,7 @@ type venueChild struct {
 	url string
 }
 
-// startVenue starts `fanoutd bench-venue` and reads the URL it serves.
+// startVenue starts `fanoutd-bench bench-venue` and reads the URL it serves.
 func startVenue(rate, pad int, dur time.Duration, stderr io.Writer) (*venueChild, error) {
 	exe, err := os.Executable()
 	if err != nil {

@@ -13,8 +13,6 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
-
-	"github.com/fanoutd/fanoutd/internal/config"
 )
 
 // Roles on the bus: each has its own secret and its own permissions
@@ -112,7 +110,7 @@ func (a *busAuth) Check(c server.ClientAuthentication) bool {
 // c.NATSDir/<role>.token (mode 0600; read again on the next start, so edges
 // given it keep working). It returns c with them and the files it wrote
 // or read; a configured secret is never written anywhere.
-func EmbeddedCredentials(c config.Cluster) (config.Cluster, []string, error) {
+func EmbeddedCredentials(c Options) (Options, []string, error) {
 	var files []string
 	fill := func(dst *string, role string) error {
 		if *dst != "" {
@@ -175,7 +173,7 @@ func tokenFile(path string) (string, error) {
 // embeddedAuth is the embedded server's authentication for c, whose
 // secrets EmbeddedCredentials completed: the ingests log in with c's own
 // credentials (user c.User, else "ingest"), the edges with c.EdgeToken.
-func embeddedAuth(c config.Cluster) (*busAuth, error) {
+func embeddedAuth(c Options) (*busAuth, error) {
 	ingestSecret, ingestUser := c.Token, RoleIngest
 	if c.User != "" {
 		ingestSecret, ingestUser = c.Password, c.User

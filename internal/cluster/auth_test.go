@@ -15,12 +15,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fanoutd/fanoutd/internal/cluster/natstest"
-	"github.com/fanoutd/fanoutd/internal/config"
 )
 
 // embedded runs the embedded server on a free loopback port with the
 // credentials EmbeddedCredentials generated, and returns its settings.
-func embedded(t *testing.T) config.Cluster {
+func embedded(t *testing.T) Options {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -28,7 +27,7 @@ func embedded(t *testing.T) config.Cluster {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	c := config.Cluster{Role: config.RoleIngest, NATSURL: fmt.Sprintf("nats://127.0.0.1:%d", port), SubjectPrefix: "t", Node: "n",
+	c := Options{Role: RoleIngest, NATSURL: fmt.Sprintf("nats://127.0.0.1:%d", port), SubjectPrefix: "t", Node: "n",
 		EmbeddedNATS: true, NATSDir: t.TempDir()}
 	c, files, err := EmbeddedCredentials(c)
 	if err != nil {
@@ -42,7 +41,7 @@ func embedded(t *testing.T) config.Cluster {
 			t.Fatalf("%s: %v %v, want mode 0600", f, fi.Mode(), err)
 		}
 	}
-	again, _, err := EmbeddedCredentials(config.Cluster{NATSDir: c.NATSDir})
+	again, _, err := EmbeddedCredentials(Options{NATSDir: c.NATSDir})
 	if err != nil || again.Token != c.Token || again.EdgeToken != c.EdgeToken {
 		t.Fatalf("a restart does not read the same secrets: %v", err)
 	}
@@ -154,21 +153,21 @@ func TestEmbeddedRoles(t *testing.T) {
 // secret for both roles is refused.
 func TestEmbeddedConfiguredSecrets(t *testing.T) {
 	dir := t.TempDir()
-	c, files, err := EmbeddedCredentials(config.Cluster{NATSDir: dir, User: "in", Password: "pw-ingest", EdgeToken: "tok-edge"})
+	c, files, err := EmbeddedCredentials(Options{NATSDir: dir, User: "in", Password: "pw-ingest", EdgeToken: "tok-edge"})
 	if err != nil || len(files) != 0 || c.Token != "" {
 		t.Fatalf("configured: %v %v token %q", files, err, c.Token)
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Fatalf("wrote %v", ents)
 	}
-	if _, err := embeddedAuth(config.Cluster{Token: "same", EdgeToken: "same"}); err == nil || !strings.Contains(err.Error(), "different") {
+	if _, err := embeddedAuth(Options{Token: "same", EdgeToken: "same"}); err == nil || !strings.Contains(err.Error(), "different") {
 		t.Fatalf("one secret for both roles: %v", err)
 	}
-	a, err := embeddedAuth(config.Cluster{User: "in", Password: "pw-ingest", EdgeToken: "tok-edge", SubjectPrefix: "t"})
+	a, err := embeddedAuth(Options{User: "in", Password: "pw-ingest", EdgeToken: "tok-edge", SubjectPrefix: "t"})
 	if err != nil || a.roles[0].user != "in" || a.roles[1].user != RoleEdge {
 		t.Fatalf("%+v %v", a, err)
 	}
-	if _, err := embeddedAuth(config.Cluster{User: RoleEdge, Password: "x", EdgeToken: "y"}); err == nil {
+	if _, err := embeddedAuth(Options{User: RoleEdge, Password: "x", EdgeToken: "y"}); err == nil {
 		t.Fatal("the ingests' user named edge")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fanoutd/fanoutd/internal/cluster/natstest"
+	"github.com/fanoutd/fanoutd/internal/testutil"
 )
 
 // jsReady connects to url and waits until JetStream answers (a new
@@ -24,7 +25,7 @@ func jsReady(t *testing.T, url string) (*nats.Conn, jetstream.JetStream) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "JetStream", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "JetStream", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_, err := js.AccountInfo(ctx)
@@ -59,7 +60,7 @@ func TestBucketReplicasAuto(t *testing.T) {
 		servers := natstest.Cluster(t, 3, "")
 		_, js := jsReady(t, natstest.URLs(servers))
 		var err error
-		waitFor(t, "a one-copy bucket", func() bool {
+		testutil.WaitFor(t, 30*time.Second, "a one-copy bucket", func() bool {
 			_, _, err = ensureBucket(ctx, js, jetstream.KeyValueConfig{Bucket: "b", History: 1}, 1)
 			return err == nil
 		})

@@ -16,8 +16,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
-	"github.com/fanoutd/fanoutd/internal/config"
-	"github.com/fanoutd/fanoutd/venue/wsconn"
+	"github.com/fanoutd/fanoutd/internal/rawio"
 )
 
 // Reconnection backoff, once every listed and discovered server was
@@ -60,13 +59,13 @@ func (s *ConnStats) SlowConsumers(f func(venueName, kind string, n uint64)) { s.
 // seq check announces the gap: stale events are not delivered late), and
 // when its server enters lame-duck mode it moves to another at once, before
 // it is evicted. Credentials are never logged.
-func Connect(c config.Cluster, log *slog.Logger, h Handlers) (*nats.Conn, error) {
+func Connect(c Options, log *slog.Logger, h Handlers) (*nats.Conn, error) {
 	stats := h.Stats
 	if stats == nil {
 		stats = &ConnStats{}
 	}
 	stats.slow.log, stats.slow.msg = log, "nats: slow consumer, messages dropped (counted in fanoutd_cluster_slow_consumer_total; the rest of this burst is not logged)"
-	urls := strings.Join(config.SplitNATSURLs(c.NATSURL), ",")
+	urls := strings.Join(c.URLs(), ",")
 	opts := []nats.Option{
 		nats.Name("fanoutd-" + c.Role + "-" + c.Node),
 		nats.MaxReconnects(-1),
@@ -151,7 +150,7 @@ func subjectKind(prefix, subj string) (venueName, kind string) {
 }
 
 // rawDialer dials as nats.go's default dialer does, but the connection
-// reads with RawSyscall (wsconn.RawRead, as a venue link does): an edge
+// reads with RawSyscall (rawio.ReadConn, as a venue link does): an edge
 // reads NATS about once per event, and each plain read woke the runtime's
 // sysmon thread into its 20 µs polling loop (docs/design.md, where
 // an edge's CPU goes). TLS, if configured, runs over it.
@@ -163,7 +162,7 @@ func (rawDialer) Dial(network, address string) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return wsconn.RawRead(c), nil
+	return rawio.ReadConn(c), nil
 }
 
 func reconnectDelay(attempts int) time.Duration {
@@ -188,7 +187,7 @@ func NewEpoch() string {
 // client logs in as a role (Permissions): the ingests with c's own
 // credentials, the edges with c.EdgeToken; c comes from
 // EmbeddedCredentials. It returns once the server accepts connections.
-func StartServer(c config.Cluster) (*server.Server, error) {
+func StartServer(c Options) (*server.Server, error) {
 	u, err := url.Parse(strings.TrimSpace(c.NATSURL))
 	if err != nil {
 		return nil, fmt.Errorf("cluster: embedded nats: %w", err)

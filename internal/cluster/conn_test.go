@@ -21,8 +21,6 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-
-	"github.com/fanoutd/fanoutd/internal/config"
 )
 
 // TestConnectCarriesEveryMessage: a connection made by Connect (whose
@@ -33,7 +31,7 @@ func TestConnectCarriesEveryMessage(t *testing.T) {
 	for _, useTLS := range []bool{false, true} {
 		t.Run(map[bool]string{false: "nats", true: "tls"}[useTLS], func(t *testing.T) {
 			o := &server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true}
-			c := config.Cluster{Role: "edge", Node: "conn-test"}
+			c := Options{Role: "edge", Node: "conn-test"}
 			if useTLS {
 				ca, cert, key := writeCerts(t)
 				tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: cert, KeyFile: key})

@@ -70,4 +70,7 @@
 // the owner that created it, and the subscriptions and the last seq
 // written per stream are written on change (at most every NamesSyncEvery)
 // so that another edge can adopt the name with exact gaps.
+//
+// Locks: an edgeStream's lock is taken before its feed's; Edge.mu after a
+// feed's, never before; the whole daemon's order is docs/lock-order.md.
 package cluster

@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
-	"github.com/fanoutd/fanoutd/internal/config"
+	"github.com/fanoutd/fanoutd/internal/testutil"
 )
 
 func runServer(t *testing.T, o *server.Options) *server.Server {
@@ -43,19 +43,6 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// waitFor polls cond until it holds, failing the test after 30 s (a
-// bound on a hang, not a timing promise).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestConnectListFailsOver: with cluster.nats_url a list whose first
 // server is down, Connect reaches the second; and a publish while the
 // connection is down fails at once (nothing is buffered to be flushed
@@ -66,7 +53,7 @@ func TestConnectListFailsOver(t *testing.T) {
 	live := "nats://" + s.Addr().String()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	down := make(chan struct{}, 1)
-	nc, err := Connect(config.Cluster{Role: "edge", Node: "n", NATSURL: dead + ", " + live}, log,
+	nc, err := Connect(Options{Role: "edge", Node: "n", NATSURL: dead + ", " + live}, log,
 		Handlers{Down: func(error) {
 			select {
 			case down <- struct{}{}:
@@ -77,7 +64,7 @@ func TestConnectListFailsOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	waitFor(t, "a connection to the live server", nc.IsConnected)
+	testutil.WaitFor(t, 30*time.Second, "a connection to the live server", nc.IsConnected)
 	if got := nc.ConnectedUrl(); got != live {
 		t.Fatalf("connected to %s, want %s", got, live)
 	}
@@ -99,17 +86,17 @@ func TestConnectLeavesLameDuckServer(t *testing.T) {
 	a := runServer(t, &server.Options{ServerName: "a", Cluster: server.ClusterOpts{Name: "c", Host: "127.0.0.1", Port: pa}, Routes: routes,
 		LameDuckGracePeriod: time.Minute, LameDuckDuration: 2 * time.Minute})
 	b := runServer(t, &server.Options{ServerName: "b", Cluster: server.ClusterOpts{Name: "c", Host: "127.0.0.1", Port: pb}, Routes: routes})
-	waitFor(t, "the route", func() bool { return a.NumRoutes() > 0 && b.NumRoutes() > 0 })
+	testutil.WaitFor(t, 30*time.Second, "the route", func() bool { return a.NumRoutes() > 0 && b.NumRoutes() > 0 })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var stats ConnStats
-	nc, err := Connect(config.Cluster{Role: "edge", Node: "n", NATSURL: "nats://" + a.Addr().String()}, log, Handlers{Stats: &stats})
+	nc, err := Connect(Options{Role: "edge", Node: "n", NATSURL: "nats://" + a.Addr().String()}, log, Handlers{Stats: &stats})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	waitFor(t, "connected to a and b discovered", func() bool { return nc.IsConnected() && len(nc.DiscoveredServers()) > 0 })
+	testutil.WaitFor(t, 30*time.Second, "connected to a and b discovered", func() bool { return nc.IsConnected() && len(nc.DiscoveredServers()) > 0 })
 	go a.LameDuckShutdown()
-	waitFor(t, "a move to b", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "a move to b", func() bool {
 		return stats.LameDuck.Load() == 1 && nc.IsConnected() && nc.ConnectedUrl() == "nats://"+b.Addr().String()
 	})
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/fanoutd/fanoutd/internal/testutil"
 	"github.com/fanoutd/fanoutd/venue"
 )
 
@@ -88,10 +89,7 @@ func TestWantAnsweredByTheLeader(t *testing.T) {
 	}
 	want := []venue.Stream{"coinbase:level2:ETH-USD", "coinbase:trades:NOPE-USD", "coinbase:level2:ETH-USD", "coinbase:trades:SOL-USD"}
 	for i, rec := range recs {
-		deadline := time.Now().Add(5 * time.Second)
-		for len(rec.streams()) < len(want) && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
+		testutil.Poll(5*time.Second, func() bool { return len(rec.streams()) >= len(want) })
 		if got := rec.streams(); !slices.Equal(got, want) {
 			t.Fatalf("ingest %d's OnWant got %v, want %v", i, got, want)
 		}

@@ -49,7 +49,7 @@ shutdown_timeout: forever
 	}
 	good := filepath.Join(t.TempDir(), "g.yaml")
 	os.WriteFile(good, []byte("websocket:\n  write_timeout: 5s\n"), 0o644)
-	if cfg, errs := LoadAll(good, nil); len(errs) != 0 || cfg.WS.WriteTimeout.String() != "5s" {
+	if cfg, errs := LoadAll(good, nil); len(errs) != 0 || cfg.Websocket.WriteTimeout.String() != "5s" {
 		t.Fatalf("good file: %v %v", cfg, errs)
 	}
 }

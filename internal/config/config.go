@@ -21,16 +21,14 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/fanoutd/fanoutd/claimcheck"
-	"github.com/fanoutd/fanoutd/fanout"
 	"github.com/fanoutd/fanoutd/internal/api"
-	"github.com/fanoutd/fanoutd/internal/wsapi"
 	"github.com/fanoutd/fanoutd/venue"
 	"github.com/fanoutd/fanoutd/venues"
 )
 
 // fileConfig is the YAML document as written. Durations are strings so a
-// bad one is reported with its key; max_queue_len is kept raw so that
-// fanout.MaxQueueLen sees exactly what the operator wrote.
+// bad one is reported with its key; numbers are kept raw so that a bad one
+// is reported as the operator wrote it.
 type fileConfig struct {
 	Listen          string                 `yaml:"listen"`
 	LogLevel        string                 `yaml:"log_level"`
@@ -113,23 +111,65 @@ type venueConfig struct {
 }
 
 // Config is the resolved configuration: every default applied, every
-// value validated.
+// value validated. It is the document's, in plain values; the daemon maps
+// it to the options of the packages it configures.
 type Config struct {
 	Listen          string
 	LogLevel        string
 	ShutdownTimeout time.Duration
 	HTTP            HTTP
-	WS              wsapi.Options        // Hub, Check, Auth, Metrics, Logger are the daemon's to set
-	Derived         fanout.DerivedLimits // limits.max_derived_*: the hub's caps on derived streams
+	Origins         []string  // origins
+	Websocket       Websocket // websocket.*
+	Limits          Limits    // limits.*
 	Tokens          []api.Token
 	JWT             *api.JWTOptions // auth.jwt; nil: no JWTs (jwt.go)
-	Venues          []Venue         // enabled venues only, in venueNames order
-	ClaimCheck      ClaimCheck
-	Record          Record  // record.go
-	Cluster         Cluster // cluster.go
-	// Recovery bounds the recovery window (recovery.*); not On: off.
-	Recovery fanout.RecoveryOptions
+	// ExpiringNotice is auth.jwt.expiring_notice: how long before a JWT's
+	// exp its connection is told. Defaults to 1m.
+	ExpiringNotice time.Duration
+	Venues         []Venue // enabled venues only, in venueNames order
+	ClaimCheck     ClaimCheck
+	Record         Record  // record.go
+	Cluster        Cluster // cluster.go
+	// Recovery bounds the recovery window (recovery.*); any bound 0: off.
+	Recovery Recovery
 	History  History // history.go
+}
+
+// Websocket is the resolved websocket: section.
+type Websocket struct {
+	WriteTimeout time.Duration
+	PingInterval time.Duration
+	// WriteDelay 0 has each connection's writer write at once.
+	WriteDelay time.Duration
+	IOUring    bool
+	// NamedTTL is negative for never.
+	NamedTTL time.Duration
+	// SendBufferBytes 0 leaves the kernel's default.
+	SendBufferBytes  int
+	MaxBatchBytes    int
+	MaxBatchMessages int
+}
+
+// Limits is the resolved limits: section.
+type Limits struct {
+	MaxStreamsPerConnection int
+	MaxMessageBytes         int
+	MaxConnectionsPerToken  int
+	CommandsPerSecond       float64
+	CommandBurst            int
+	MaxReplyBytes           int
+	MaxNamedPerToken        int
+	MaxNamed                int
+	MaxDerivedPerToken      int
+	MaxDerivedPerSource     int
+	MaxDerivedWeight        int
+}
+
+// Recovery is the resolved recovery: section.
+type Recovery struct {
+	MaxEventsPerStream int
+	MaxBytes           int64
+	MaxAge             time.Duration
 }
 
 // AuthEnabled reports whether requests need a token: static tokens or
@@ -192,8 +232,34 @@ type HTTP struct {
 	MaxAnonymousConnections int
 }
 
-// Defaults.
+// Defaults: the daemon's, one constant a key (docs/configuration.md's
+// default column is generated from them: TestConfigReferenceInDocs).
+// Where a package has a default of its own for the option a key sets,
+// internal/daemon's TestConfigDefaultsArePackageDefaults holds them equal.
 const (
+	defaultWriteTimeout        = 10 * time.Second
+	defaultPingInterval        = 30 * time.Second
+	defaultWriteDelay          = 3 * time.Millisecond
+	defaultNamedTTL            = 24 * time.Hour
+	defaultSendBufferBytes     = 65536
+	defaultMaxBatchBytes       = 65536
+	defaultMaxBatchMessages    = 1024
+	defaultMaxStreams          = 256
+	defaultMaxMessageBytes     = 16384
+	defaultMaxConnsPerToken    = 64
+	defaultCommandsPerSecond   = 20
+	defaultCommandBurst        = 40
+	defaultMaxReplyBytes       = 1 << 20
+	defaultMaxNamedPerToken    = 1000
+	defaultMaxNamed            = 10000
+	defaultMaxDerivedPerToken  = 64
+	defaultMaxDerivedPerSource = 32
+	defaultMaxDerivedWeight    = 8192
+	defaultMaxQueueLen         = 10000
+	defaultRecoveryEvents      = 10000
+	defaultRecoveryBytes       = 256 << 20
+	defaultRecoveryAge         = 2 * time.Minute
+
 	defaultReadHeaderTimeout       = 10 * time.Second
 	defaultIdleTimeout             = 2 * time.Minute
 	defaultMaxAnonymousConnections = 1024
@@ -448,7 +514,6 @@ func resolve(fc *fileConfig, getenv func(string) string) (*Config, error) {
 	if c.ShutdownTimeout, err = duration("shutdown_timeout", fc.ShutdownTimeout, defaultShutdownTimeout); err != nil {
 		return nil, err
 	}
-	w := &c.WS
 	h := &c.HTTP
 	if h.ReadHeaderTimeout, err = duration("http.read_header_timeout", fc.HTTP.ReadHeaderTimeout, defaultReadHeaderTimeout); err != nil {
 		return nil, err
@@ -461,23 +526,23 @@ func resolve(fc *fileConfig, getenv func(string) string) (*Config, error) {
 		return nil, err
 	}
 	h.MaxAnonymousConnections = int(n)
-	// Absent websocket and limits keys stay 0: wsapi's defaults apply.
-	if w.WriteTimeout, err = duration("websocket.write_timeout", fc.Websocket.WriteTimeout, 0); err != nil {
+	w := &c.Websocket
+	if w.WriteTimeout, err = duration("websocket.write_timeout", fc.Websocket.WriteTimeout, defaultWriteTimeout); err != nil {
 		return nil, err
 	}
-	if w.PingInterval, err = duration("websocket.ping_interval", fc.Websocket.PingInterval, 0); err != nil {
+	if w.PingInterval, err = duration("websocket.ping_interval", fc.Websocket.PingInterval, defaultPingInterval); err != nil {
 		return nil, err
 	}
+	w.WriteDelay = defaultWriteDelay
 	if fc.Websocket.WriteDelay != "" {
 		if w.WriteDelay, err = time.ParseDuration(fc.Websocket.WriteDelay); err != nil || w.WriteDelay < 0 || w.WriteDelay > time.Second {
 			return nil, cfgErr("websocket.write_delay", "%q is not a duration between 0 and 1s", fc.Websocket.WriteDelay)
 		}
-	} else {
-		w.WriteDelay = wsapi.DefaultWriteDelay
 	}
-	w.Uring = fc.Websocket.IOUring == nil || *fc.Websocket.IOUring
+	w.IOUring = fc.Websocket.IOUring == nil || *fc.Websocket.IOUring
 	switch v := fc.Websocket.NamedTTL; v {
 	case "":
+		w.NamedTTL = defaultNamedTTL
 	case "never":
 		w.NamedTTL = -1
 	default:
@@ -485,44 +550,36 @@ func resolve(fc *fileConfig, getenv func(string) string) (*Config, error) {
 			return nil, cfgErr("websocket.named_ttl", "%q is not a duration from 1s to 8760h, or never", v)
 		}
 	}
-	if v := fc.Websocket.SendBufferBytes; v != nil {
-		n, err := intIn("websocket.send_buffer_bytes", v, 0, 0, 64<<20)
-		if err != nil {
-			return nil, err
-		}
-		w.SendBuffer = int(n)
-		if n == 0 {
-			w.SendBuffer = -1 // the kernel's default
-		}
-	}
+	l := &c.Limits
 	// Ranges: each bound keeps a value the daemon can run (memory per
 	// connection, counts that fit an int on every platform).
 	for _, p := range []struct {
-		key    string
-		v      any
-		lo, hi int64
-		dst    *int
+		key         string
+		v           any
+		def, lo, hi int64
+		dst         *int
 	}{
-		{"websocket.max_batch_bytes", fc.Websocket.MaxBatchBytes, 512, 16 << 20, &w.MaxBatchBytes},
-		{"websocket.max_batch_messages", fc.Websocket.MaxBatchMessages, 1, 1 << 20, &w.MaxBatchMessages},
-		{"limits.max_streams_per_connection", fc.Limits.MaxStreamsPerConnection, 1, 1 << 20, &w.Limits.MaxStreams},
-		{"limits.max_message_bytes", fc.Limits.MaxMessageBytes, 64, 1 << 20, &w.Limits.MaxMessageBytes},
-		{"limits.max_connections_per_token", fc.Limits.MaxConnectionsPerToken, 1, 1 << 24, &w.Limits.MaxConnsPerToken},
-		{"limits.command_burst", fc.Limits.CommandBurst, 1, 1 << 20, &w.Limits.CommandBurst},
-		{"limits.max_reply_bytes", fc.Limits.MaxReplyBytes, 1 << 10, 1 << 30, &w.Limits.MaxReplyBytes},
-		{"limits.max_named_per_token", fc.Limits.MaxNamedPerToken, 1, 1 << 24, &w.Limits.MaxNamedPerToken},
-		{"limits.max_named", fc.Limits.MaxNamed, 1, 1 << 24, &w.Limits.MaxNamed},
-		{"limits.max_derived_per_token", fc.Limits.MaxDerivedPerToken, 1, 1 << 20, &c.Derived.PerToken},
-		{"limits.max_derived_per_source", fc.Limits.MaxDerivedPerSource, 1, 1 << 20, &c.Derived.PerSource},
-		{"limits.max_derived_weight", fc.Limits.MaxDerivedWeight, 1, 1 << 30, &c.Derived.Weight},
+		{"websocket.send_buffer_bytes", fc.Websocket.SendBufferBytes, defaultSendBufferBytes, 0, 64 << 20, &w.SendBufferBytes},
+		{"websocket.max_batch_bytes", fc.Websocket.MaxBatchBytes, defaultMaxBatchBytes, 512, 16 << 20, &w.MaxBatchBytes},
+		{"websocket.max_batch_messages", fc.Websocket.MaxBatchMessages, defaultMaxBatchMessages, 1, 1 << 20, &w.MaxBatchMessages},
+		{"limits.max_streams_per_connection", fc.Limits.MaxStreamsPerConnection, defaultMaxStreams, 1, 1 << 20, &l.MaxStreamsPerConnection},
+		{"limits.max_message_bytes", fc.Limits.MaxMessageBytes, defaultMaxMessageBytes, 64, 1 << 20, &l.MaxMessageBytes},
+		{"limits.max_connections_per_token", fc.Limits.MaxConnectionsPerToken, defaultMaxConnsPerToken, 1, 1 << 24, &l.MaxConnectionsPerToken},
+		{"limits.command_burst", fc.Limits.CommandBurst, defaultCommandBurst, 1, 1 << 20, &l.CommandBurst},
+		{"limits.max_reply_bytes", fc.Limits.MaxReplyBytes, defaultMaxReplyBytes, 1 << 10, 1 << 30, &l.MaxReplyBytes},
+		{"limits.max_named_per_token", fc.Limits.MaxNamedPerToken, defaultMaxNamedPerToken, 1, 1 << 24, &l.MaxNamedPerToken},
+		{"limits.max_named", fc.Limits.MaxNamed, defaultMaxNamed, 1, 1 << 24, &l.MaxNamed},
+		{"limits.max_derived_per_token", fc.Limits.MaxDerivedPerToken, defaultMaxDerivedPerToken, 1, 1 << 20, &l.MaxDerivedPerToken},
+		{"limits.max_derived_per_source", fc.Limits.MaxDerivedPerSource, defaultMaxDerivedPerSource, 1, 1 << 20, &l.MaxDerivedPerSource},
+		{"limits.max_derived_weight", fc.Limits.MaxDerivedWeight, defaultMaxDerivedWeight, 1, 1 << 30, &l.MaxDerivedWeight},
 	} {
-		n, err := intIn(p.key, p.v, 0, p.lo, p.hi)
+		n, err := intIn(p.key, p.v, p.def, p.lo, p.hi)
 		if err != nil {
 			return nil, err
 		}
-		*p.dst = int(n) // 0 when absent: wsapi's default
+		*p.dst = int(n)
 	}
-	if w.Limits.CommandsPerSecond, err = numberIn("limits.commands_per_second", fc.Limits.CommandsPerSecond, 0, 0, 1e6); err != nil {
+	if l.CommandsPerSecond, err = numberIn("limits.commands_per_second", fc.Limits.CommandsPerSecond, defaultCommandsPerSecond, 0, 1e6); err != nil {
 		return nil, err
 	}
 	for i, o := range fc.Origins {
@@ -530,11 +587,11 @@ func resolve(fc *fileConfig, getenv func(string) string) (*Config, error) {
 			return nil, cfgErr(fmt.Sprintf("origins[%d]", i), "empty origin")
 		}
 	}
-	w.Origins = fc.Origins
+	c.Origins = fc.Origins
 	if c.Tokens, err = resolveTokens(fc.Tokens, getenv("FANOUTD_TOKENS")); err != nil {
 		return nil, err
 	}
-	if c.JWT, w.ExpiringNotice, err = resolveJWT(fc.Auth.JWT); err != nil {
+	if c.JWT, c.ExpiringNotice, err = resolveJWT(fc.Auth.JWT); err != nil {
 		return nil, err
 	}
 	if c.Venues, err = resolveVenues(fc.Venues); err != nil {
@@ -657,9 +714,9 @@ func resolveVenues(in map[string]venueConfig) ([]Venue, error) {
 			continue
 		}
 		key := "venues." + name
-		n, err := fanout.MaxQueueLen(vc.MaxQueueLen)
+		n, err := maxQueueLen(key+".max_queue_len", vc.MaxQueueLen)
 		if err != nil {
-			return nil, &Error{Key: key + ".max_queue_len", Msg: err.Error()}
+			return nil, err
 		}
 		mb, err := maxQueueBytes(key+".max_queue_bytes", vc.MaxQueueBytes)
 		if err != nil {
@@ -749,6 +806,33 @@ func (c *Config) ForCaptures(found map[string][]string) error {
 	}
 	c.Venues = out
 	return nil
+}
+
+// maxQueueLen validates a venue's max_queue_len as written. Absent or
+// null gives the default (10000). Any positive integer is accepted, 1
+// included; a number arrives as float64 from 1e4 and is
+// accepted when integral. Anything else — the string "10000", 0, -5, 1.5,
+// "infinity", true — is an error naming the value as written: a bound that
+// silently fell back to the default would be back-pressure an operator
+// believes is configured and is not.
+func maxQueueLen(key string, v any) (int, error) {
+	switch x := v.(type) {
+	case nil:
+		return defaultMaxQueueLen, nil
+	case int:
+		if x > 0 {
+			return x, nil
+		}
+	case uint64:
+		if x > 0 && x <= math.MaxInt32 {
+			return int(x), nil
+		}
+	case float64:
+		if x >= 1 && x <= math.MaxInt32 && x == math.Trunc(x) {
+			return int(x), nil
+		}
+	}
+	return 0, cfgErr(key, "%#v is not a positive integer", v)
 }
 
 // maxQueueBytes validates a byte bound: absent or null gives the default
@@ -984,19 +1068,19 @@ func Loopback(addr string) bool {
 
 // resolveRecovery validates the recovery section: each bound absent or
 // null takes its default, 0 turns recovery off.
-func resolveRecovery(rc *recoveryConfig) (fanout.RecoveryOptions, error) {
-	var o fanout.RecoveryOptions
-	n, err := intIn("recovery.max_events_per_stream", rc.MaxEventsPerStream, fanout.DefaultRecoveryEvents, 0, 1<<24)
+func resolveRecovery(rc *recoveryConfig) (Recovery, error) {
+	var o Recovery
+	n, err := intIn("recovery.max_events_per_stream", rc.MaxEventsPerStream, defaultRecoveryEvents, 0, 1<<24)
 	if err != nil {
 		return o, err
 	}
 	o.MaxEventsPerStream = int(n)
-	if o.MaxBytes, err = intIn("recovery.max_bytes", rc.MaxBytes, fanout.DefaultRecoveryBytes, 0, 1<<40); err != nil {
+	if o.MaxBytes, err = intIn("recovery.max_bytes", rc.MaxBytes, defaultRecoveryBytes, 0, 1<<40); err != nil {
 		return o, err
 	}
 	switch v := rc.MaxAge.(type) {
 	case nil:
-		o.MaxAge = fanout.DefaultRecoveryAge
+		o.MaxAge = defaultRecoveryAge
 	case int:
 		if v != 0 {
 			return o, cfgErr("recovery.max_age", "%d is not a duration (e.g. \"2m\"; 0 turns recovery off)", v)

@@ -4,23 +4,22 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fanoutd/fanoutd/fanout"
 	"github.com/fanoutd/fanoutd/internal/config"
 )
 
-// TestDerivedLimits: limits.max_derived_* reach the hub's caps; absent,
-// they stay zero (fanout's defaults); a bad value stops the load naming
+// TestDerivedLimits: limits.max_derived_* are resolved; absent, they are
+// the defaults; a bad value stops the load naming
 // the key and the value.
 func TestDerivedLimits(t *testing.T) {
 	cfg, err := config.Parse([]byte("limits:\n  max_derived_per_token: 5\n  max_derived_per_source: 7\n  max_derived_weight: 900\n"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (fanout.DerivedLimits{PerToken: 5, PerSource: 7, Weight: 900}); cfg.Derived != want {
-		t.Fatalf("Derived %+v, want %+v", cfg.Derived, want)
+	if l := cfg.Limits; l.MaxDerivedPerToken != 5 || l.MaxDerivedPerSource != 7 || l.MaxDerivedWeight != 900 {
+		t.Fatalf("Limits %+v", l)
 	}
-	if cfg, err = config.Parse(nil, nil); err != nil || cfg.Derived != (fanout.DerivedLimits{}) {
-		t.Fatalf("absent: %+v, %v", cfg.Derived, err)
+	if cfg, err = config.Parse(nil, nil); err != nil || cfg.Limits.MaxDerivedPerToken != 64 || cfg.Limits.MaxDerivedPerSource != 32 || cfg.Limits.MaxDerivedWeight != 8192 {
+		t.Fatalf("absent: %+v, %v", cfg.Limits, err)
 	}
 	for _, tc := range []struct{ yaml, want string }{
 		{"limits:\n  max_derived_per_token: 0\n", "limits.max_derived_per_token: 0 is not an integer from 1"},

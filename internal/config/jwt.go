@@ -61,7 +61,7 @@ func (e Errors) Error() string {
 // JWTs. Every bad key is named, not only the first (an Errors).
 func resolveJWT(jc *jwtConfig) (*api.JWTOptions, time.Duration, error) {
 	if jc == nil {
-		return nil, 0, nil
+		return nil, defaultExpiringNotice, nil
 	}
 	var errs Errors
 	bad := func(key, format string, args ...any) {

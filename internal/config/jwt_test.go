@@ -67,8 +67,8 @@ auth:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.AuthEnabled() || c.JWT == nil || len(c.JWT.Keys) != 4 || c.JWT.Leeway != 30*time.Second || c.WS.ExpiringNotice != 2*time.Minute {
-		t.Fatalf("resolved %+v, notice %v", c.JWT, c.WS.ExpiringNotice)
+	if !c.AuthEnabled() || c.JWT == nil || len(c.JWT.Keys) != 4 || c.JWT.Leeway != 30*time.Second || c.ExpiringNotice != 2*time.Minute {
+		t.Fatalf("resolved %+v, notice %v", c.JWT, c.ExpiringNotice)
 	}
 	for i, want := range []string{"h1", "r1", "e1", "j1"} {
 		if c.JWT.Keys[i].ID != want {

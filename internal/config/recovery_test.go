@@ -4,8 +4,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/fanoutd/fanoutd/fanout"
 )
 
 func TestRecoveryDefaultsAndOff(t *testing.T) {
@@ -13,8 +11,8 @@ func TestRecoveryDefaultsAndOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := fanout.RecoveryOptions{MaxEventsPerStream: fanout.DefaultRecoveryEvents, MaxBytes: fanout.DefaultRecoveryBytes, MaxAge: fanout.DefaultRecoveryAge}
-	if c.Recovery != want || !c.Recovery.On() {
+	want := Recovery{MaxEventsPerStream: 10000, MaxBytes: 256 << 20, MaxAge: 2 * time.Minute}
+	if c.Recovery != want {
 		t.Fatalf("defaults %+v, want %+v", c.Recovery, want)
 	}
 	for _, y := range []string{
@@ -27,7 +25,7 @@ func TestRecoveryDefaultsAndOff(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", y, err)
 		}
-		if c.Recovery.On() {
+		if r := c.Recovery; r.MaxEventsPerStream != 0 && r.MaxBytes != 0 && r.MaxAge != 0 {
 			t.Errorf("%q: recovery on (%+v)", y, c.Recovery)
 		}
 	}
@@ -35,7 +33,7 @@ func TestRecoveryDefaultsAndOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Recovery != (fanout.RecoveryOptions{MaxEventsPerStream: 500, MaxBytes: 1 << 20, MaxAge: 30 * time.Second}) {
+	if c.Recovery != (Recovery{MaxEventsPerStream: 500, MaxBytes: 1 << 20, MaxAge: 30 * time.Second}) {
 		t.Fatalf("set: %+v", c.Recovery)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-var update = flag.Bool("update", false, "add the keys the code has and docs/configuration.md lacks to its table, and remove those the code no longer has")
+var update = flag.Bool("update", false, "write the defaults of the code into the reference's default column, add the keys the code has and docs/configuration.md lacks to its table, and remove those the code no longer has")
 
 // The key reference is docs/configuration.md's table, with the cluster's
 // keys in docs/cluster.md's; a row `x.*` covers every key under x (the
@@ -111,11 +111,103 @@ func TestConfigReferenceInDocs(t *testing.T) {
 		}
 		if i == last {
 			for _, k := range missing {
-				out = append(out, "| `"+k+"` | (see the code) | (to be written) |")
+				def, ok := defaultCells()[k]
+				if !ok {
+					def = "(to be written)"
+				}
+				out = append(out, "| `"+k+"` | "+def+" | (to be written) |")
 			}
 		}
 	}
 	if err := os.WriteFile(refConfig, []byte(strings.Join(out, "\n")), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// proseDefaults are the keys whose default is not one value, written in
+// words in the reference: every other key's default column is generated
+// (defaultCells).
+var proseDefaults = []string{
+	"tokens", "tokens[].name", "tokens[].sha256", "tokens[].token", "tokens[].venues", "tokens[].streams", "tokens[].tenants",
+	"auth.jwt.issuer", "auth.jwt.audience", "auth.jwt.leeway", "auth.jwt.jwks_file", "auth.jwt.keys",
+	"auth.jwt.keys[].kid", "auth.jwt.keys[].alg", "auth.jwt.keys[].secret", "auth.jwt.keys[].public_key", "auth.jwt.keys[].public_key_file",
+	"venues", "venues.<name>.ws_url", "venues.<name>.rest_url", "venues.<name>.symbols", "venues.<name>.depth",
+	"cluster.node", "cluster.kv_replicas", "cluster.user", "cluster.password", "cluster.token", "cluster.edge_token", "cluster.creds",
+	"cluster.tls.ca", "cluster.tls.cert", "cluster.tls.key",
+}
+
+// TestConfigDefaultsInDocs: the default column of every key's row in the
+// reference is the default the code resolves an empty document to; -update
+// writes it there. A key of the code either has its default generated or is
+// one of proseDefaults.
+func TestConfigDefaultsInDocs(t *testing.T) {
+	cells := defaultCells()
+	for _, k := range Keys() {
+		_, gen := cells[k]
+		if !gen && !slices.Contains(proseDefaults, k) && !strings.HasPrefix(k, "claim_check.") {
+			t.Errorf("%s: no generated default (defaultCells) and not one of proseDefaults", k)
+		}
+	}
+	for k := range cells {
+		if !slices.Contains(Keys(), k) {
+			t.Errorf("defaultCells has %s, which is not a key", k)
+		}
+	}
+	seen := map[string]bool{}
+	for _, ref := range []string{refConfig, refCluster} {
+		b, err := os.ReadFile(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(b), "\n")
+		changed := false
+		col := -1 // the default column of the table the line is in
+		for i, line := range lines {
+			if !strings.HasPrefix(line, "|") {
+				col = -1
+				continue
+			}
+			cells := strings.Split(line, "|")
+			if col < 0 {
+				col = slices.IndexFunc(cells, func(c string) bool { return strings.TrimSpace(c) == "default" })
+				if col < 0 {
+					col = 0 // a table without a default column
+				}
+				continue
+			}
+			if col == 0 || len(cells) <= col {
+				continue
+			}
+			m := backticked.FindStringSubmatch(cells[1])
+			if m == nil || strings.Count(cells[1], "`") != 2 {
+				continue // not a row of one key
+			}
+			want, ok := defaultCellOf(m[1])
+			seen[m[1]] = seen[m[1]] || ok
+			if !ok || strings.TrimSpace(cells[col]) == want {
+				continue
+			}
+			if !*update {
+				t.Errorf("%s: %s's default is %s in the code, %s here (go test ./internal/config -run TestConfigDefaultsInDocs -update)", ref, m[1], want, strings.TrimSpace(cells[col]))
+				continue
+			}
+			cells[col] = " " + want + " "
+			lines[i], changed = strings.Join(cells, "|"), true
+		}
+		if changed {
+			if err := os.WriteFile(ref, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for k := range cells {
+		if !seen[k] {
+			t.Errorf("%s has a default in the code and no row of its own in %s or %s", k, refConfig, refCluster)
+		}
+	}
+}
+
+func defaultCellOf(key string) (string, bool) {
+	c, ok := defaultCells()[key]
+	return c, ok
 }

@@ -22,7 +22,7 @@ import (
 // the embedded NATS server, the connection, and the ingest or the edge. A
 // nil *busWire (role all) does nothing: one process never needs NATS.
 type busWire struct {
-	cfg    config.Cluster
+	cfg    cluster.Options
 	log    *slog.Logger
 	ingest *cluster.Ingest // role ingest
 	edge   *cluster.Edge   // role edge
@@ -36,7 +36,9 @@ func newBusWire(c config.Cluster, namedTTL time.Duration, log *slog.Logger) *bus
 	if !c.Clustered() {
 		return nil
 	}
-	b := &busWire{cfg: c, log: log.With("role", c.Role, "node", c.Node)}
+	// The configuration's cluster: section and the bus's options are the
+	// same fields: the conversion fails to compile when one gains a field.
+	b := &busWire{cfg: cluster.Options(c), log: log.With("role", c.Role, "node", c.Node)}
 	subj := cluster.Subjects{Prefix: c.SubjectPrefix}
 	if c.Role == config.RoleIngest {
 		b.ingest = cluster.NewIngest(subj, c.Node, b.log)
@@ -203,7 +205,7 @@ func (b *busWire) start(feeds []*fanout.Feed, ws *wsapi.Server) error {
 		b.stopServer()
 		return fmt.Errorf("cluster: %w", err)
 	}
-	b.log.Info("cluster node on the bus", "cluster", b.cfg.String())
+	b.log.Info("cluster node on the bus", "cluster", config.Cluster(b.cfg).String())
 	return nil
 }
 

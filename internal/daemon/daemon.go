@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -83,6 +84,7 @@ type Daemon struct {
 	reloads  *prometheus.CounterVec // configuration reloads, by result (reload.go)
 	reloadMu sync.Mutex             // one Reload at a time
 	stopped  chan struct{}
+	draining atomic.Bool // POST /drainz: unready, new websockets refused (drain.go)
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -124,7 +126,7 @@ func New(o Options) (*Daemon, error) {
 	cfg, log := o.Config, o.Logger
 	d := &Daemon{o: o, cfg: cfg, log: log, hub: fanout.NewHub(subscriber.NewRegistry()), reg: prometheus.NewRegistry(),
 		byName: map[string]*venueRun{}, stopped: make(chan struct{})}
-	d.hub.SetDerivedLimits(cfg.Derived)
+	d.hub.SetDerivedLimits(derivedLimits(cfg))
 	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var err error
 	if d.claims, err = openClaims(context.Background(), cfg.ClaimCheck, claimcheck.Options{Registerer: d.reg, Authorize: d.authorizeTenant, AuthorizeStream: d.authorizeStream}, log); err != nil {
@@ -138,19 +140,16 @@ func New(o Options) (*Daemon, error) {
 			d.claims.close(context.Background())
 		}
 	}()
-	namedTTL := cfg.WS.NamedTTL
-	if namedTTL == 0 {
-		namedTTL = wsapi.DefaultNamedTTL
-	}
-	d.bus = newBusWire(cfg.Cluster, namedTTL, log)
+	d.bus = newBusWire(cfg.Cluster, cfg.Websocket.NamedTTL, log)
 	if d.bus != nil && d.bus.ingest != nil {
 		d.bus.ingest.OnWant = d.edgeWants // edges ask for their subscribers' symbols
 		d.bus.ingest.Holds = d.holds
 		d.bus.ingest.Link = d.venueLink // the edges' coverage and readiness follow the venue links
 	}
-	d.hub.SetRecovery(cfg.Recovery)
+	recovery := recoveryOptions(cfg)
+	d.hub.SetRecovery(recovery)
 	if d.bus != nil && d.bus.edge != nil {
-		d.bus.edge.RecoverGaps = cfg.Recovery.On() // a bus gap is recovered from the ingest's window
+		d.bus.edge.RecoverGaps = recovery.On() // a bus gap is recovered from the ingest's window
 	}
 	for _, vc := range cfg.Venues {
 		i := slices.IndexFunc(o.Venues, func(v venues.Venue) bool { return v.Name == vc.Name })
@@ -183,7 +182,7 @@ func New(o Options) (*Daemon, error) {
 	if !d.auth.Enabled() {
 		d.hosts = api.NewHosts(cfg.Listen)
 	}
-	wo := cfg.WS
+	wo := wsOptions(cfg)
 	wo.Hub, wo.Auth, wo.Hosts, wo.Logger = d.hub, d.auth, d.hosts, log
 	wo.Metrics = wsapi.NewMetrics(d.reg)
 	d.reg.MustRegister(fanout.NewCollector(d.hub), fanout.NewRecoveryCollector(d.hub), newVenueCollector(d.venues))
@@ -479,13 +478,14 @@ func (d *Daemon) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", d.readyz)
+	mux.HandleFunc("POST /drainz", d.drainz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{Registry: d.reg}))
 	if d.cfg.Cluster.Role == config.RoleIngest {
 		mux.HandleFunc("GET /v1/stream", func(w http.ResponseWriter, _ *http.Request) {
 			api.WriteError(w, http.StatusNotFound, api.CodeUnknownStream, "this node is an ingest (cluster.role): subscribe on an edge")
 		})
 	} else {
-		mux.Handle("GET /v1/stream", d.ws)
+		mux.Handle("GET /v1/stream", d.refuseWhileDraining(d.ws))
 	}
 	mux.HandleFunc("GET /v1/coverage", d.authed(d.coverage))
 	mux.HandleFunc("GET /v1/subscribers", d.authed(d.subscribers))
@@ -535,6 +535,10 @@ func (d *Daemon) readyz(w http.ResponseWriter, _ *http.Request) {
 	case <-d.stopped:
 		down = append(down, "(shutting down)")
 	default:
+	}
+	if d.draining.Load() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "draining": true})
+		return
 	}
 	if len(down) > 0 {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "not_linked": down})

@@ -2,7 +2,6 @@ package daemon_test
 
 import (
 	"encoding/json"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -107,45 +106,5 @@ func TestTooManySymbolsIsAnErrorReply(t *testing.T) {
 	}
 	if r := reply("3", map[string]any{"op": "ping"}); r["type"] != "pong" {
 		t.Fatalf("after the refusal: %v", r)
-	}
-}
-
-// TestSubscribersListsOnlyTheTokensOwn: GET /v1/subscribers lists only the
-// subscribers the requesting token created (it listed every name and its
-// streams to any token: issue 11, item 1).
-func TestSubscribersListsOnlyTheTokensOwn(t *testing.T) {
-	src := venues.Venue{Name: "coinbase", New: func(c venue.Config) (venue.Adapter, error) { return testsource.New("coinbase", c), nil }}
-	d := daemontest.Start(t, "venues:\n  coinbase:\n    symbols: [BTC-USD]\ntokens:\n  - {name: a, token: secret-a}\n  - {name: b, token: secret-b}\n",
-		daemon.Options{Venues: []venues.Venue{src}})
-	h := http.Header{"Authorization": {"Bearer secret-b"}}
-	ws, _, err := websocket.DefaultDialer.Dial(d.URL("ws")+"/v1/stream?name=deskB", h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.Close()
-	ws.WriteJSON(map[string]any{"op": "subscribe", "id": "1", "streams": []string{"coinbase:trades:BTC-USD"}})
-	ws.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, _, err := ws.ReadMessage(); err != nil { // the ack
-		t.Fatal(err)
-	}
-	list := func(secret string) []daemon.SubscriberView {
-		req, _ := http.NewRequest("GET", d.URL("http")+"/v1/subscribers", nil)
-		req.Header.Set("Authorization", "Bearer "+secret)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var out []daemon.SubscriberView
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	if got := list("secret-b"); len(got) != 1 || got[0].ID != "deskB" || len(got[0].Streams) != 1 {
-		t.Fatalf("token b lists %+v, want its deskB", got)
-	}
-	if got := list("secret-a"); len(got) != 0 {
-		t.Fatalf("token a lists %+v, want none of b's", got)
 	}
 }

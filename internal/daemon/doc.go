@@ -20,4 +20,9 @@
 // captures through the same daemon and the venues' own decoders.
 //
 // Package daemontest starts one from a test in a line.
+//
+// Locks: Daemon.reloadMu is taken first; venueRun.mu before a feed's lock
+// (the symbol sweep), exportTap.mu before the export sink's, claimWire.mu
+// after a feed's and the claim writer's; the whole daemon's order is
+// docs/lock-order.md.
 package daemon

@@ -13,6 +13,7 @@ import (
 	"github.com/fanoutd/fanoutd/internal/cluster/natstest"
 	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/internal/daemon/daemontest"
+	"github.com/fanoutd/fanoutd/internal/testutil"
 )
 
 // TestEdgeKeepsUpWithBusyStream: an edge fed one stream at about 25,000
@@ -69,10 +70,7 @@ func TestEdgeKeepsUpWithBusyStream(t *testing.T) {
 	tk.Stop()
 	pub.Flush()
 	took := time.Since(start)
-	deadline := time.Now().Add(30 * time.Second)
-	for lastOf(c.all(), trBTC) != seq && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Poll(30*time.Second, func() bool { return lastOf(c.all(), trBTC) == seq })
 	if l := lastOf(c.all(), trBTC); l != seq {
 		var kinds []string
 		for _, m := range c.all() {

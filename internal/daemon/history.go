@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fanoutd/fanoutd/claimcheck"
@@ -227,6 +228,24 @@ func (d *Daemon) admitHistory() (release func(), ok bool) {
 	return func() { d.histm.active.Add(-1) }, true
 }
 
+// admitQuery admits a query that reads segments: under history.max_queries
+// and holding one of the claim check's max_concurrent_reads. ok false: the
+// 503 is written; otherwise call done when the query ends.
+func (d *Daemon) admitQuery(w http.ResponseWriter, r *http.Request) (done func(), ok bool) {
+	release, ok := d.admitHistory()
+	if !ok {
+		claimcheck.WriteError(w, http.StatusServiceUnavailable, api.CodeOverloaded, "history: history.max_queries queries are running; retry", 1)
+		return nil, false
+	}
+	gate, ok := d.claims.node.Reader.Admit(r.Context())
+	if !ok {
+		release()
+		claimcheck.WriteError(w, http.StatusServiceUnavailable, api.CodeOverloaded, "history: the claim check's max_concurrent_reads are running; retry", 1)
+		return nil, false
+	}
+	return func() { gate(); release() }, true
+}
+
 // historyRoutes mounts the history routes on mux.
 func (d *Daemon) historyRoutes(mux *http.ServeMux) {
 	d.tardisRoutes(mux)
@@ -324,6 +343,8 @@ type historyQuery struct {
 	from, to time.Time
 	want     map[string]map[string]bool // venue → symbols (nil: all)
 	entries  []history.Entry
+	ws       bool    // the websocket form
+	speed    float64 // its pace: 1, N times faster, 0 as fast as it goes
 }
 
 // queryError is a refused history request.
@@ -479,9 +500,13 @@ func (d *Daemon) historyStream(w http.ResponseWriter, r *http.Request, tok *api.
 		if to, err = parseRFC3339("to", qv.Get("to")); err == nil {
 			if err = d.checkRange(from, to); err == nil {
 				var q *historyQuery
-				if q, err = d.resolve(r.Context(), tok, streamItems(qv["streams"]), from, to); err == nil {
-					d.playRange(w, r, q)
-					return
+				var speed float64
+				if speed, err = parseSpeed(qv.Get("speed")); err == nil {
+					if q, err = d.resolve(r.Context(), tok, streamItems(qv["streams"]), from, to); err == nil {
+						q.speed, q.ws = speed, isWebsocket(r)
+						d.playRange(w, r, q)
+						return
+					}
 				}
 			}
 		}
@@ -491,32 +516,34 @@ func (d *Daemon) historyStream(w http.ResponseWriter, r *http.Request, tok *api.
 	}
 }
 
-// playRange plays q's segments into w. The first segment of every
-// connection is read before the answer starts, so a store that fails
-// gets a status of its own; later segments are read as the answer
-// streams, and a failure then ends the answer with an error line.
+// playRange plays q's segments into w, or into a websocket (q.ws). The
+// first segment of every connection is read before the answer starts, so
+// a store that fails gets a status of its own; later segments are read as
+// the answer streams, and a failure then ends the answer with an error
+// line (the websocket: a close 1011 naming the error's code).
 func (d *Daemon) playRange(w http.ResponseWriter, r *http.Request, q *historyQuery) {
 	chains := history.Chains(q.entries, q.want, q.from, q.to)
 	h := w.Header()
-	h.Set("Content-Type", "application/x-ndjson")
+	if !q.ws {
+		h.Set("Content-Type", "application/x-ndjson")
+	}
 	h.Set("Cache-Control", "no-store")
 	if len(chains) == 0 || !q.from.Before(q.to) {
 		h.Set(HistoryHeader, "empty")
+		if q.ws {
+			if c, err := websocket.Accept(w, r, nil); err == nil {
+				c.Close(websocket.StatusNormalClosure, "")
+			}
+			return
+		}
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	release, ok := d.admitHistory()
+	done, ok := d.admitQuery(w, r)
 	if !ok {
-		claimcheck.WriteError(w, http.StatusServiceUnavailable, api.CodeOverloaded, "history: history.max_queries queries are running; retry", 1)
 		return
 	}
-	defer release()
-	gate, ok := d.claims.node.Reader.Admit(r.Context())
-	if !ok {
-		claimcheck.WriteError(w, http.StatusServiceUnavailable, api.CodeOverloaded, "history: the claim check's max_concurrent_reads are running; retry", 1)
-		return
-	}
-	defer gate()
+	defer done()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	fetch, err := d.prefetch(ctx, chains)
@@ -524,10 +551,8 @@ func (d *Daemon) playRange(w http.ResponseWriter, r *http.Request, q *historyQue
 		d.historyFail(w, err)
 		return
 	}
-	srcs := make([]replay.Source, len(chains))
 	found := map[string][]string{}
-	for i, c := range chains {
-		srcs[i] = history.Source(ctx, c, fetch)
+	for _, c := range chains {
 		found[c[0].Venue] = nil
 	}
 	cfg := *d.cfg
@@ -536,16 +561,53 @@ func (d *Daemon) playRange(w http.ResponseWriter, r *http.Request, q *historyQue
 		return
 	}
 	h.Set(HistoryHeader, "segments="+strconv.Itoa(countSegments(chains)))
-	w.WriteHeader(http.StatusOK)
-	fw := &flushWriter{w: w, rc: http.NewResponseController(w), cancel: cancel}
-	_, _, err = exportRange(ctx, &cfg, srcs, fw, d.log, q.from, q.to, q.patterns)
-	if err != nil && fw.err == nil && ctx.Err() == nil {
-		status, code, _ := claimcheck.ErrorStatus(err)
-		msg := err.Error()
+	var out errWriter
+	var wc *websocket.Conn
+	if q.ws {
+		if wc, err = websocket.Accept(w, r, nil); err != nil {
+			return // Accept answered the request
+		}
+		defer wc.CloseNow()
+		out = &wsMessages{ctx: ctx, c: wc, cancel: cancel}
+	} else {
+		fw := &flushWriter{w: w, rc: http.NewResponseController(w), cancel: cancel}
+		w.WriteHeader(http.StatusOK)
+		fw.rc.Flush() // the status and headers leave now, before the range plays
+		out = fw
+	}
+	sink := replay.NewExportSink(out)
+	sink.Window(q.from, q.to)
+	srcs := make([]replay.Source, len(chains))
+	for i, c := range chains {
+		srcs[i] = history.Source(ctx, c, flushBefore(fetch, sink))
+	}
+	var wrap func(venue.Sink) venue.Sink
+	if q.ws && q.speed > 0 {
+		wrap = func(next venue.Sink) venue.Sink {
+			return &pacer{ctx: ctx, next: next, flush: func() { sink.Flush() }, from: q.from, speed: q.speed, start: time.Now()}
+		}
+	}
+	// One connection decodes on the answer's goroutine: a query's CPU per
+	// event is what bounds a node serving many.
+	_, _, err = exportTo(ctx, &cfg, srcs, sink, d.log, q.patterns, len(srcs) > 1 && wrap == nil, wrap)
+	failed := err != nil && out.failed() == nil && ctx.Err() == nil
+	var code api.Code
+	msg := ""
+	if failed {
+		var status int
+		status, code, _ = claimcheck.ErrorStatus(err)
+		msg = err.Error()
 		if status != http.StatusNotFound && code != api.CodeStoreError {
 			msg = historyMessage(code)
 		}
 		d.log.Warn("history: stream ended early", "err", err)
+	}
+	switch {
+	case wc != nil && failed:
+		wc.Close(websocket.StatusInternalError, string(code))
+	case wc != nil:
+		wc.Close(websocket.StatusNormalClosure, "")
+	case failed:
 		w.Write(api.AppendError(nil, code, "history: "+msg))
 	}
 }
@@ -558,18 +620,34 @@ func countSegments(chains [][]history.Entry) int {
 	return n
 }
 
-// prefetch reads the first segment of every chain and returns the fetch
-// that hands each out once, reading every other segment through the
-// claim check's reader.
+// prefetch reads the first segment of every chain, concurrently (so an
+// answer starts within one segment read), and returns the fetch that
+// hands each out once, reading every other segment through the claim
+// check's reader.
 func (d *Daemon) prefetch(ctx context.Context, chains [][]history.Entry) (history.Fetch, error) {
 	var mu sync.Mutex
 	first := map[string][]byte{}
-	for _, c := range chains {
-		b, err := d.fetchSegment(ctx, c[0].Claim)
+	errs := make([]error, len(chains))
+	var wg sync.WaitGroup
+	for i, c := range chains {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, err := d.fetchSegment(ctx, c[0].Claim)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			mu.Lock()
+			first[c[0].Claim] = b
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
 			return nil, err
 		}
-		first[c[0].Claim] = b
 	}
 	return func(ctx context.Context, claim string) ([]byte, error) {
 		mu.Lock()
@@ -583,6 +661,16 @@ func (d *Daemon) prefetch(ctx context.Context, chains [][]history.Entry) (histor
 	}, nil
 }
 
+// flushBefore returns fetch that first writes out what sink holds, so
+// what the segments before played leaves before a store read that may
+// take long.
+func flushBefore(fetch history.Fetch, sink *replay.ExportSink) history.Fetch {
+	return func(ctx context.Context, claim string) ([]byte, error) {
+		sink.Flush()
+		return fetch(ctx, claim)
+	}
+}
+
 // flushWriter writes an answer through to the client as it is written;
 // a write error (the client left) cancels the query.
 type flushWriter struct {
@@ -591,6 +679,8 @@ type flushWriter struct {
 	cancel context.CancelFunc
 	err    error
 }
+
+func (f *flushWriter) failed() error { return f.err }
 
 func (f *flushWriter) Write(p []byte) (int, error) {
 	if f.err != nil {
@@ -665,18 +755,11 @@ func (d *Daemon) bookAt(rw http.ResponseWriter, r *http.Request, st venue.Stream
 			chain = append(chain, e)
 		}
 	}
-	release, ok := d.admitHistory()
+	done, ok := d.admitQuery(w, r)
 	if !ok {
-		claimcheck.WriteError(w, http.StatusServiceUnavailable, api.CodeOverloaded, "history: history.max_queries queries are running; retry", 1)
 		return
 	}
-	defer release()
-	gate, ok := d.claims.node.Reader.Admit(r.Context())
-	if !ok {
-		claimcheck.WriteError(w, http.StatusServiceUnavailable, api.CodeOverloaded, "history: the claim check's max_concurrent_reads are running; retry", 1)
-		return
-	}
-	defer gate()
+	defer done()
 	for n := 1; n <= min(len(chain), maxBookSegments); n++ {
 		bs, err := d.playBook(r.Context(), st, at, chain[len(chain)-n:])
 		if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/fanoutd/fanoutd/internal/cluster/natstest"
 	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/internal/daemon/daemontest"
+	"github.com/fanoutd/fanoutd/internal/testutil"
 	"github.com/fanoutd/fanoutd/venues"
 )
 
@@ -81,7 +82,7 @@ func TestHostileRebinding(t *testing.T) {
 	h.src.Publish(book("coinbase:level2:BTC-USD"))
 	_, port, _ := net.SplitHostPort(h.Addr)
 	evil := "attacker.example:" + port
-	if !eventually(10*time.Second, func() bool {
+	if !testutil.Poll(10*time.Second, func() bool {
 		resp, _ := request(t, "GET", h.URL("http")+"/v1/books/coinbase/BTC-USD", "")
 		return resp.StatusCode == http.StatusOK
 	}) {
@@ -251,7 +252,7 @@ func TestHostileCoverageScopes(t *testing.T) {
 		}
 		return out
 	}
-	if !eventually(10*time.Second, func() bool {
+	if !testutil.Poll(10*time.Second, func() bool {
 		all := coverage("secret-all")
 		return len(all["coinbase"]) == 2 && len(all["kraken"]) == 1
 	}) {
@@ -360,7 +361,7 @@ func TestHostileNamedCaps(t *testing.T) {
 	if got := metric(t, h, "fanoutd_subscribers", "kind", "named"); got != 8 {
 		t.Errorf("fanoutd_subscribers{kind=named} = %v, want 8", got)
 	}
-	if !eventually(10*time.Second, func() bool {
+	if !testutil.Poll(10*time.Second, func() bool {
 		return h.Hub().Registry().Named("b0") != nil && h.Hub().Registry().Named("b0").Resolve() == nil
 	}) {
 		t.Fatal("b0 still attached")

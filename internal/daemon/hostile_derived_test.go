@@ -10,6 +10,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/shopspring/decimal"
 
+	"github.com/fanoutd/fanoutd/internal/testutil"
 	"github.com/fanoutd/fanoutd/venue"
 )
 
@@ -150,13 +151,13 @@ func TestHostileDerivedBudget(t *testing.T) {
 	for _, ws := range []*websocket.Conn{a1, a2, b, c} {
 		ws.Close()
 	}
-	if !eventually(10*time.Second, func() bool {
+	if !testutil.Poll(10*time.Second, func() bool {
 		return metric(t, h, "fanoutd_derived_streams") == 4 && metric(t, h, "fanoutd_subscribers", "kind", "ephemeral") == 0
 	}) {
 		t.Fatalf("fanoutd_derived_streams %v after every connection closed, want 4 (the detached name's)", metric(t, h, "fanoutd_derived_streams"))
 	}
 	size := int64(events + 2)
-	if !eventually(10*time.Second, func() bool {
+	if !testutil.Poll(10*time.Second, func() bool {
 		r := reads()
 		update(size)
 		size++

@@ -36,6 +36,7 @@ import (
 	"github.com/fanoutd/fanoutd/internal/daemon"
 	"github.com/fanoutd/fanoutd/internal/daemon/daemontest"
 	"github.com/fanoutd/fanoutd/internal/testsource"
+	"github.com/fanoutd/fanoutd/internal/testutil"
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/venue"
 	"github.com/fanoutd/fanoutd/venues"
@@ -207,18 +208,6 @@ func metric(t *testing.T, h *hostile, name string, labels ...string) float64 {
 	return sum
 }
 
-// eventually polls cond every 10ms for up to d.
-func eventually(d time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(d); ; time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-	}
-}
-
 // TestHostileNameTakeover: token A, allowed only kraken,
 // asks for token B's named subscriber. Promise: HTTP 409 name_taken before
 // the upgrade, B stays attached and keeps its Coinbase events, A cannot
@@ -287,7 +276,7 @@ func claimOf(t *testing.T, h *hostile, st venue.Stream) string {
 	t.Helper()
 	h.src.Publish(book(st))
 	var url string
-	if !eventually(10*time.Second, func() bool {
+	if !testutil.Poll(10*time.Second, func() bool {
 		c, ok := h.LatestClaim(st)
 		url = c.URL
 		return ok
@@ -311,7 +300,7 @@ func TestHostileClaimScopes(t *testing.T) {
 	h.kraken.Publish(book("kraken:level2:BTC/USD")) // in the same pack as the Coinbase book, most likely
 	cbURL := claimOf(t, h, "coinbase:level2:BTC-USD")
 	krURL := ""
-	if !eventually(10*time.Second, func() bool {
+	if !testutil.Poll(10*time.Second, func() bool {
 		c, ok := h.LatestClaim("kraken:level2:BTC/USD")
 		krURL = c.URL
 		return ok
@@ -404,7 +393,7 @@ func TestHostileJunkNeverRead(t *testing.T) {
 				}
 			}
 			unread := func() float64 { return metric(t, h, "fanoutd_closes_total", "reason", "unread_replies") }
-			if !eventually(5*time.Second, func() bool { return unread() == 1 }) {
+			if !testutil.Poll(5*time.Second, func() bool { return unread() == 1 }) {
 				t.Fatalf("after %d bytes never read: closes{unread_replies} = %v, want 1", sent, unread())
 			}
 			grew := int64(heapInUse()) - int64(before)
@@ -617,7 +606,7 @@ func TestHostileNamedExpire(t *testing.T) {
 		replyTo(t, ws, "1", `{"op":"subscribe","id":"1","streams":["coinbase:trades:BTC-USD"]}`)
 		ws.Close()
 	}
-	if !eventually(15*time.Second, func() bool { return metric(t, h, "fanoutd_named_expired_total") == n }) {
+	if !testutil.Poll(15*time.Second, func() bool { return metric(t, h, "fanoutd_named_expired_total") == n }) {
 		t.Fatalf("fanoutd_named_expired_total = %v 15s after %d names left with a 1s time to live", metric(t, h, "fanoutd_named_expired_total"), n)
 	}
 	for i := range n {

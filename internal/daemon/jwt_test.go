@@ -24,6 +24,7 @@ import (
 
 	"github.com/fanoutd/fanoutd/internal/config"
 	"github.com/fanoutd/fanoutd/internal/daemon"
+	"github.com/fanoutd/fanoutd/internal/testutil"
 	"github.com/fanoutd/fanoutd/venue"
 )
 
@@ -343,7 +344,7 @@ func TestJWTExpiryCloses(t *testing.T) {
 			t.Errorf("token_expiring twice: %v", n)
 		}
 	}
-	if !eventually(5*time.Second, func() bool { return metric(t, h, "fanoutd_closes_total", "reason", "token_expired") == 1 }) {
+	if !testutil.Poll(5*time.Second, func() bool { return metric(t, h, "fanoutd_closes_total", "reason", "token_expired") == 1 }) {
 		t.Error("fanoutd_closes_total{reason=token_expired} is not 1")
 	}
 
@@ -443,7 +444,7 @@ func TestReloadRemovesStaticToken(t *testing.T) {
 	if _, resp, err := wsDial(t, websocket.DefaultDialer, h, "", "secret-a"); err == nil || resp.StatusCode != 401 {
 		t.Fatalf("a's secret after the reload: %v, %v", err, resp)
 	}
-	if !eventually(5*time.Second, func() bool { return metric(t, h, "fanoutd_closes_total", "reason", "token_revoked") == 1 }) {
+	if !testutil.Poll(5*time.Second, func() bool { return metric(t, h, "fanoutd_closes_total", "reason", "token_revoked") == 1 }) {
 		t.Error("fanoutd_closes_total{reason=token_revoked} is not 1")
 	}
 
@@ -479,7 +480,7 @@ func TestReloadSymbols(t *testing.T) {
 	if err := reload(t, h, strings.Replace(yml, "symbols: [BTC-USD]", "symbols: [BTC-USD, ETH-USD]", 1)); err != nil {
 		t.Fatal(err)
 	}
-	if !eventually(5*time.Second, func() bool {
+	if !testutil.Poll(5*time.Second, func() bool {
 		for _, s := range h.src.Symbols() {
 			if s == "ETH-USD" {
 				return true
@@ -494,7 +495,7 @@ func TestReloadSymbols(t *testing.T) {
 	if err := reload(t, h, strings.Replace(yml, "symbols: [BTC-USD]", "symbols: [SOL-USD]", 1)); err != nil {
 		t.Fatal(err)
 	}
-	if !eventually(20*time.Second, func() bool { return !slices.Contains(h.src.Symbols(), "ETH-USD") }) {
+	if !testutil.Poll(20*time.Second, func() bool { return !slices.Contains(h.src.Symbols(), "ETH-USD") }) {
 		t.Fatalf("ETH-USD, removed and not held, still subscribed at the venue: %v", h.src.Symbols())
 	}
 	if syms := h.src.Symbols(); !slices.Contains(syms, "BTC-USD") || !slices.Contains(syms, "SOL-USD") {

@@ -217,26 +217,19 @@ func (d *Daemon) tardisStart(w http.ResponseWriter, r *http.Request, chains [][]
 		w.WriteHeader(http.StatusOK)
 		return nil, nil, false
 	}
-	release, ok := d.admitHistory()
+	done, ok := d.admitQuery(w, r)
 	if !ok {
-		claimcheck.WriteError(w, http.StatusServiceUnavailable, api.CodeOverloaded, "history: history.max_queries queries are running; retry", 1)
-		return nil, nil, false
-	}
-	gate, ok := d.claims.node.Reader.Admit(r.Context())
-	if !ok {
-		release()
-		claimcheck.WriteError(w, http.StatusServiceUnavailable, api.CodeOverloaded, "history: the claim check's max_concurrent_reads are running; retry", 1)
 		return nil, nil, false
 	}
 	fetch, err := d.prefetch(r.Context(), chains)
 	if err != nil {
-		gate()
-		release()
+		done()
 		d.historyFail(w, err)
 		return nil, nil, false
 	}
 	w.WriteHeader(http.StatusOK)
-	return fetch, func() { gate(); release() }, true
+	http.NewResponseController(w).Flush() // the status and headers leave now
+	return fetch, done, true
 }
 
 // tardisRaw answers GET /replay: every recorded frame of the exchange's
@@ -244,7 +237,22 @@ func (d *Daemon) tardisStart(w http.ResponseWriter, r *http.Request, chains [][]
 // {"localTimestamp":…,"message":…} lines in receive-time order; a
 // disconnect is an empty line.
 func (d *Daemon) tardisRaw(w http.ResponseWriter, r *http.Request, tok *api.Token) {
-	q, err := d.parseTardis(r, tok, false)
+	d.tardisAnswer(w, r, tok, "/replay", false, func(ctx context.Context, w io.Writer, q *tardisQuery, chains [][]history.Entry, fetch history.Fetch) error {
+		return writeRaw(ctx, w, chains, fetch, q.from, q.to, q.o.WithDisconnects == nil || *q.o.WithDisconnects)
+	})
+}
+
+// tardisNormalized answers GET /replay-normalized.
+func (d *Daemon) tardisNormalized(w http.ResponseWriter, r *http.Request, tok *api.Token) {
+	d.tardisAnswer(w, r, tok, "/replay-normalized", true, d.playNormalized)
+}
+
+// tardisAnswer parses and admits a tardis HTTP request, reads its first
+// segments and streams what play writes; a failure after the answer
+// started ends it with one error line.
+func (d *Daemon) tardisAnswer(w http.ResponseWriter, r *http.Request, tok *api.Token, route string, normalized bool,
+	play func(context.Context, io.Writer, *tardisQuery, [][]history.Entry, history.Fetch) error) {
+	q, err := d.parseTardis(r, tok, normalized)
 	if err != nil {
 		if !writeQueryError(w, err) {
 			d.historyFail(w, err)
@@ -260,9 +268,9 @@ func (d *Daemon) tardisRaw(w http.ResponseWriter, r *http.Request, tok *api.Toke
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	fw := &flushWriter{w: w, rc: http.NewResponseController(w), cancel: cancel}
-	if err := writeRaw(ctx, fw, chains, fetch, q.from, q.to, q.o.WithDisconnects == nil || *q.o.WithDisconnects); err != nil && fw.err == nil && ctx.Err() == nil {
+	if err := play(ctx, fw, q, chains, fetch); err != nil && fw.err == nil && ctx.Err() == nil {
 		_, code, _ := claimcheck.ErrorStatus(err)
-		d.log.Warn("history: /replay ended early", "err", err)
+		d.log.Warn("history: "+route+" ended early", "err", err)
 		w.Write(api.AppendError(nil, code, "history: "+historyMessage(code)))
 	}
 }
@@ -345,32 +353,6 @@ func writeRaw(ctx context.Context, w io.Writer, chains [][]history.Entry, fetch 
 	return nil
 }
 
-// tardisNormalized answers GET /replay-normalized.
-func (d *Daemon) tardisNormalized(w http.ResponseWriter, r *http.Request, tok *api.Token) {
-	q, err := d.parseTardis(r, tok, true)
-	if err != nil {
-		if !writeQueryError(w, err) {
-			d.historyFail(w, err)
-		}
-		return
-	}
-	chains := q.chains()
-	fetch, done, ok := d.tardisStart(w, r, chains)
-	if !ok {
-		return
-	}
-	defer done()
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	fw := &flushWriter{w: w, rc: http.NewResponseController(w), cancel: cancel}
-	err = d.playNormalized(ctx, fw, q, chains, fetch)
-	if err != nil && fw.err == nil && ctx.Err() == nil {
-		_, code, _ := claimcheck.ErrorStatus(err)
-		d.log.Warn("history: /replay-normalized ended early", "err", err)
-		w.Write(api.AppendError(nil, code, "history: "+historyMessage(code)))
-	}
-}
-
 // playNormalized plays q's chains into w as tardis normalized messages,
 // one a line.
 func (d *Daemon) playNormalized(ctx context.Context, w io.Writer, q *tardisQuery, chains [][]history.Entry, fetch history.Fetch) error {
@@ -386,7 +368,7 @@ func (d *Daemon) playNormalized(ctx context.Context, w io.Writer, q *tardisQuery
 	_, err := replay.Play(ctx, replay.PlayerOptions{
 		NewDecoder: decoderFor(&cfg, d.log),
 		Sink:       func(string) (venue.Sink, error) { return ts, nil },
-		Parallel:   true,
+		Parallel:   len(srcs) > 1, // one connection decodes on the answer's goroutine
 	}, srcs)
 	if ferr := ts.flush(); err == nil {
 		err = ferr
@@ -409,18 +391,11 @@ func (d *Daemon) tardisWS(w http.ResponseWriter, r *http.Request, tok *api.Token
 	chains := q.chains()
 	var fetch history.Fetch
 	if len(chains) > 0 {
-		release, ok := d.admitHistory()
+		done, ok := d.admitQuery(w, r)
 		if !ok {
-			claimcheck.WriteError(w, http.StatusServiceUnavailable, api.CodeOverloaded, "history: history.max_queries queries are running; retry", 1)
 			return
 		}
-		defer release()
-		gate, ok := d.claims.node.Reader.Admit(r.Context())
-		if !ok {
-			claimcheck.WriteError(w, http.StatusServiceUnavailable, api.CodeOverloaded, "history: the claim check's max_concurrent_reads are running; retry", 1)
-			return
-		}
-		defer gate()
+		defer done()
 		if fetch, err = d.prefetch(r.Context(), chains); err != nil {
 			d.historyFail(w, err)
 			return
@@ -692,36 +667,37 @@ func (t *tardisSink) emit(o derive.Out) {
 		t.buf = append(t.buf, '"')
 		t.tail(b.End, b.End)
 	case o.Event.Kind == venue.KindQuote:
+		// tardis-machine's quote is a book snapshot named quote, depth 1,
+		// interval 0; an empty side is an empty list.
 		ev := o.Event
-		t.head("quote", sym)
-		t.buf = append(t.buf, `,"name":"quote","interval":0`...)
-		t.optNum("bidPrice", ev.Bid.String(), !ev.BidSize.IsZero())
-		t.optNum("bidAmount", ev.BidSize.String(), !ev.BidSize.IsZero())
-		t.optNum("askPrice", ev.Ask.String(), !ev.AskSize.IsZero())
-		t.optNum("askAmount", ev.AskSize.String(), !ev.AskSize.IsZero())
+		var bid, ask []venue.Level
+		if !ev.BidSize.IsZero() {
+			bid = []venue.Level{{Price: ev.Bid, Size: ev.BidSize}}
+		}
+		if !ev.AskSize.IsZero() {
+			ask = []venue.Level{{Price: ev.Ask, Size: ev.AskSize}}
+		}
+		t.snapshot(sym, "quote", 1, 0, bid, ask)
 		t.tail(ev.VenueTime, ev.RecvTime)
 	default:
 		ev := o.Event
 		bids, asks := ev.Levels()
-		t.head("book_snapshot", sym)
-		t.buf = append(t.buf, `,"name":"`...)
-		t.buf = append(t.buf, name...)
-		t.buf = append(t.buf, `","depth":`...)
-		t.buf = strconv.AppendInt(t.buf, int64(d.Depth), 10)
-		t.buf = append(t.buf, `,"interval":`...)
-		t.buf = strconv.AppendInt(t.buf, d.Interval.Milliseconds(), 10)
-		t.levels("bids", bids)
-		t.levels("asks", asks)
+		t.snapshot(sym, name, d.Depth, d.Interval, bids, asks)
 		t.tail(ev.VenueTime, ev.RecvTime)
 	}
 }
 
-// optNum writes key only when ok: tardis leaves an empty side's fields
-// out.
-func (t *tardisSink) optNum(key, v string, ok bool) {
-	if ok {
-		t.num(key, v)
-	}
+// snapshot writes a book_snapshot message up to its times.
+func (t *tardisSink) snapshot(sym, name string, depth int, interval time.Duration, bids, asks []venue.Level) {
+	t.head("book_snapshot", sym)
+	t.buf = append(t.buf, `,"name":"`...)
+	t.buf = append(t.buf, name...)
+	t.buf = append(t.buf, `","depth":`...)
+	t.buf = strconv.AppendInt(t.buf, int64(depth), 10)
+	t.buf = append(t.buf, `,"interval":`...)
+	t.buf = strconv.AppendInt(t.buf, interval.Milliseconds(), 10)
+	t.levels("bids", bids)
+	t.levels("asks", asks)
 }
 
 func (t *tardisSink) written() {

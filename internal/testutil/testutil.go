@@ -8,22 +8,32 @@ import (
 )
 
 // WaitFor polls cond until it holds and returns how long that took, or
-// fails tb after d naming what it waited for (nats-server's checkFor). The
-// poll starts at 2 ms and backs off to 200 ms, so a cheap condition is seen
-// at once and an expensive one (an HTTP query) is not hammered. It waits on
-// a condition, never asserts a duration: d only bounds a test that would
-// otherwise hang.
+// fails tb after d naming what it waited for (nats-server's checkFor). It
+// waits on a condition, never asserts a duration: d only bounds a test
+// that would otherwise hang.
 func WaitFor(tb testing.TB, d time.Duration, what string, cond func() bool) time.Duration {
 	tb.Helper()
 	start := time.Now()
-	deadline := start.Add(d)
+	if !Poll(d, cond) {
+		tb.Fatalf("after %v: still waiting for %s", d, what)
+	}
+	return time.Since(start)
+}
+
+// Poll polls cond until it holds or d has passed, and reports whether it
+// held: WaitFor for a caller that reports the failure itself (with what it
+// then sees). The poll starts at 2 ms and backs off to 200 ms, so a cheap
+// condition is seen at once and an expensive one (an HTTP query) is not
+// hammered.
+func Poll(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
 	pause := 2 * time.Millisecond
 	for !cond() {
 		if time.Now().After(deadline) {
-			tb.Fatalf("after %v: still waiting for %s", d, what)
+			return false
 		}
 		time.Sleep(pause)
 		pause = min(2*pause, 200*time.Millisecond)
 	}
-	return time.Since(start)
+	return true
 }

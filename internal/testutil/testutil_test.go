@@ -3,6 +3,7 @@ package testutil
 import (
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -33,4 +34,22 @@ func TestWaitFor(t *testing.T) {
 	if !strings.Contains(r.failed, "still waiting for") {
 		t.Fatalf("never-true condition: %q", r.failed)
 	}
+}
+
+// TestPoll: true once the condition holds, false when d passes first, with
+// the condition asked again until then.
+func TestPoll(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		if !Poll(time.Minute, func() bool { return time.Since(start) >= time.Second }) {
+			t.Fatal("Poll gave up on a condition that holds after 1 s")
+		}
+		n := 0
+		if Poll(time.Second, func() bool { n++; return false }) || n < 2 {
+			t.Fatalf("Poll on a never-true condition: asked %d times", n)
+		}
+		if waited := time.Since(start); waited < 2*time.Second {
+			t.Fatalf("gave up after %v, before its 1 s had passed", waited-time.Second)
+		}
+	})
 }

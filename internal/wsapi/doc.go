@@ -87,8 +87,8 @@
 // then it closes what is left at once. The caller sends the shutdown
 // notice (fanout.Hub.Broadcast) before calling it.
 //
-// A session's write lock (wmu) is held while its queue is drained and
-// written, so it is taken before the queue's (subscriber.Mailbox) lock; a
-// write-pool worker only tries it. The daemon's lock order is
-// docs/lock-order.md.
+// A connection's write side is its writer (writer.go), whose lock is held
+// while its queue is drained and written, so it is taken before the
+// queue's (subscriber.Mailbox) lock; a write-pool worker only tries it.
+// The daemon's lock order is docs/lock-order.md.
 package wsapi

@@ -8,12 +8,10 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/fanoutd/fanoutd/internal/api"
@@ -26,8 +24,8 @@ import (
 	"github.com/fanoutd/fanoutd/venue"
 )
 
-// Defaults of Options and Limits, which a zero field takes (WithDefaults),
-// for the configuration to read rather than repeat.
+// Defaults of Options and Limits, which a zero field takes (WithDefaults);
+// the daemon's configuration has the same (internal/daemon tests it).
 const (
 	DefaultWriteTimeout      = 10 * time.Second
 	DefaultPingInterval      = 30 * time.Second
@@ -272,7 +270,7 @@ func NewServer(o Options) *Server {
 		// the buffer, straight into the reader's message buffer. Each
 		// connection holds this much while idle.
 		ReadBufferSize: readBufferSize,
-		// Frames are written by this package (session.writeFrame), not
+		// Frames are written by this package (writer.writeFrame), not
 		// through gorilla's write buffer, which then only serves the
 		// rare write gorilla makes itself (a close frame on a protocol
 		// error); pooled, so no connection holds one.
@@ -284,208 +282,6 @@ func NewServer(o Options) *Server {
 		},
 	}
 	return s
-}
-
-// writeShard is one write-pool worker and the connections it serves.
-//
-// Every WriteDelay, a worker drains and writes each of its connections
-// whose queue signalled Ready, with non-blocking writes
-// (session.poolWrite), so no goroutine is woken per connection. A
-// connection leaves the pool for its own writer goroutine only while its
-// socket is backed up, so one slow socket never holds up a worker and the
-// write deadline still applies to it. With io_uring, a worker hands all of
-// a tick's sends to the kernel in one io_uring_enter (MSG_DONTWAIT: a full
-// socket is met as by a non-blocking write). docs/design.md says
-// what each saves.
-type writeShard struct {
-	mu       sync.Mutex // protects sessions
-	sessions []*session
-
-	ring    *ring // nil: one write(2) per connection
-	log     *slog.Logger
-	metrics *Metrics
-	slots   []ringSlot
-	more    []*session                       // connections for the next round
-	round   []*session                       // the round being written
-	doneFn  func(userData uint64, res int32) // w.complete, bound once
-}
-
-// openRing is newRing; tests replace it to see the pool without io_uring.
-var openRing = newRing
-
-// startPool starts n write-pool workers.
-func (s *Server) startPool(n int) {
-	s.poolStop = make(chan struct{})
-	s.shards = make([]*writeShard, max(n, 1))
-	for i := range s.shards {
-		w := &writeShard{log: s.log, metrics: s.o.Metrics}
-		if s.o.Uring {
-			if r, err := openRing(256); err != nil {
-				if i == 0 {
-					s.log.Info("wsapi: io_uring unavailable, the write pool makes one write(2) per connection", "err", err)
-				}
-			} else {
-				w.ring, w.slots = r, make([]ringSlot, r.free())
-				w.doneFn = w.complete
-			}
-		}
-		s.shards[i] = w
-		s.poolWG.Add(1)
-		w.metrics.writeWorker(w.ring != nil, 1)
-		go pprof.Do(context.Background(), pprof.Labels("wsapi", "write-pool"), func(context.Context) {
-			defer s.poolWG.Done()
-			w.run(s.o.WriteDelay, s.poolStop)
-			w.metrics.writeWorker(w.ring != nil, -1)
-		})
-	}
-}
-
-// addToShard puts sess in a shard, before its writer goroutine starts.
-func (s *Server) addToShard(sess *session) {
-	w := s.shards[int(s.nextShard.Add(1))%len(s.shards)]
-	w.mu.Lock()
-	sess.pool, sess.shardIdx = w, len(w.sessions)
-	w.sessions = append(w.sessions, sess)
-	w.mu.Unlock()
-}
-
-// remove takes sess out of the shard.
-func (w *writeShard) remove(sess *session) {
-	w.mu.Lock()
-	last := len(w.sessions) - 1
-	w.sessions[sess.shardIdx] = w.sessions[last]
-	w.sessions[sess.shardIdx].shardIdx = sess.shardIdx
-	w.sessions[last] = nil
-	w.sessions = w.sessions[:last]
-	w.mu.Unlock()
-}
-
-// run is the worker: every delay, write the connections whose queue went
-// from empty to not empty since they were last drained (the queue's
-// Ready token). A tick that finds the worker still busy is dropped by the
-// ticker, so a worker behind on its work writes larger batches rather than
-// falling further behind.
-func (w *writeShard) run(delay time.Duration, stop chan struct{}) {
-	t := time.NewTicker(delay)
-	defer t.Stop()
-	var list []*session
-	var batch []*subscriber.Message
-	var buf []byte
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
-		w.mu.Lock()
-		list = append(list[:0], w.sessions...)
-		w.mu.Unlock()
-		if w.ring != nil {
-			w.writeRing(list)
-			clear(list)
-			continue
-		}
-		for _, sess := range list {
-			select {
-			case <-sess.q.Ready():
-				batch, buf = sess.poolWrite(batch, buf)
-			default:
-			}
-		}
-		clear(list)
-	}
-}
-
-// writeRing is a tick with io_uring: one send per ready connection,
-// submitted together (in rounds of the ring's size), and further rounds
-// for connections whose batch stopped at a bound while more was queued.
-// If the ring fails, the connections not yet written go to their writer
-// goroutines: their Ready tokens are spent, and a writer goroutine drains
-// until empty before the pool takes a connection back.
-func (w *writeShard) writeRing(list []*session) {
-	w.more = w.more[:0]
-	for _, sess := range list {
-		select {
-		case <-sess.q.Ready():
-			w.more = append(w.more, sess)
-		default:
-		}
-	}
-	for len(w.more) > 0 {
-		w.round, w.more = w.more, w.round[:0]
-		for j, sess := range w.round {
-			if w.ring.free() == 0 {
-				if w.submit(); w.ring == nil {
-					handOffAll(w.round[j:], w.more)
-					clear(w.round)
-					clear(w.more)
-					return
-				}
-			}
-			i := len(w.slots) - w.ring.free()
-			sess.ringPrep(w.ring, &w.slots[i], uint64(i))
-		}
-		w.submit()
-		clear(w.round)
-		if w.ring == nil {
-			handOffAll(w.more)
-			clear(w.more)
-			return
-		}
-	}
-}
-
-// handOffAll gives each connection to its writer goroutine.
-func handOffAll(lists ...[]*session) {
-	for _, l := range lists {
-		for _, sess := range l {
-			sess.handOff()
-		}
-	}
-}
-
-// submit sends what is queued on the ring and completes each connection.
-func (w *writeShard) submit() {
-	if err := w.ring.submit(w.doneFn); err != nil {
-		// The ring failed as a whole (not one socket): the connections it
-		// held end with write_failed, and the worker goes on without it.
-		w.log.Warn("wsapi: io_uring failed, this write worker goes on with write(2); the connections in the failed submission are closed", "err", err)
-		w.metrics.writeWorker(true, -1)
-		w.metrics.writeWorker(false, 1)
-		for i := range w.slots {
-			if sess := w.slots[i].sess; sess != nil {
-				sess.ringDone(&w.slots[i], -int32(syscall.EIO))
-				w.slots[i].sess = nil
-			}
-		}
-		w.ring.close()
-		w.ring = nil
-	}
-}
-
-// complete is the ring's completion callback: slot i's send took res.
-// A slot whose frame buffer grew past twice the batch bound (a large
-// snapshot is always written whole) lets it go, so that the ring's slots
-// do not each keep the largest frame they ever held.
-func (w *writeShard) complete(i uint64, res int32) {
-	slot := &w.slots[i]
-	if slot.sess.ringDone(slot, res) {
-		w.more = append(w.more, slot.sess)
-	}
-	if cap(slot.buf) > 2*slot.sess.srv.o.MaxBatchBytes {
-		slot.buf = nil
-	}
-	slot.sess = nil
-}
-
-// stopPool stops the write-pool workers, if any, and waits for them.
-func (s *Server) stopPool() {
-	s.stopOnce.Do(func() {
-		if s.poolStop != nil {
-			close(s.poolStop)
-			s.poolWG.Wait()
-		}
-	})
 }
 
 // Sessions returns the number of open connections.
@@ -612,7 +408,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.wg.Done()
 		}
 	}()
-	release := func() {
+	releaseSlot := func() { // the token's connection slot
 		s.mu.Lock()
 		if s.perToken[tokName]--; s.perToken[tokName] <= 0 {
 			delete(s.perToken, tokName)
@@ -625,7 +421,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.URL.RawQuery = ""
 	ws, err := s.up.Upgrade(w, r, nil)
 	if err != nil {
-		release()
+		releaseSlot()
 		return // the upgrader answered the client
 	}
 	if s.o.SendBuffer > 0 {
@@ -640,7 +436,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		release()
+		releaseSlot()
 		ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "shutting down"), time.Now().Add(time.Second))
 		ws.Close()
 		return
@@ -667,7 +463,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.mu.Lock()
 			delete(s.sessions, sess.q)
 			s.mu.Unlock()
-			release()
+			releaseSlot()
 			s.o.Metrics.closed(Removed)
 			ws.Close()
 			return
@@ -687,12 +483,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	spawned = true
 	go func() {
 		defer s.wg.Done()
-		s.serveSession(sess, name, connID, tokName, release)
+		s.serveSession(sess, name, connID, tokName, releaseSlot)
 	}()
 }
 
 // serveSession runs sess until it ends and then releases what it held.
-func (s *Server) serveSession(sess *session, name, connID, tokName string, release func()) {
+func (s *Server) serveSession(sess *session, name, connID, tokName string, releaseSlot func()) {
 	reason := sess.run()
 	s.mu.Lock()
 	delete(s.sessions, sess.q)
@@ -700,7 +496,7 @@ func (s *Server) serveSession(sess *session, name, connID, tokName string, relea
 	if name != "" && s.o.Names != nil && reason != TakenOver && !s.aborted.Load() {
 		s.o.Names.Release(name, connID, sess.namedState())
 	}
-	release()
+	releaseSlot()
 	s.o.Metrics.closed(reason)
 	level := slog.LevelInfo
 	if reason == ClientClosed || reason == Shutdown {

@@ -1,21 +1,15 @@
 package wsapi
 
 import (
-	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"runtime/debug"
-	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/fanoutd/fanoutd/internal/api"
 
@@ -70,10 +64,11 @@ const (
 	CloseCodeTokenRevoked  = 4004 // a configuration reload removed the token (or its key), or narrowed its scopes
 )
 
-// session is one websocket connection. Its reader runs on a goroutine of
-// its own. Its writer goroutine runs for the connection's life without a
-// write pool; with one, it runs only while it has work (a backed-up socket
-// to finish, a ping, a close), so an idle connection has one goroutine.
+// session is one websocket connection: its protocol (commands, replies,
+// the token's clock) and its life. Its reader runs on a goroutine of its
+// own; its write side is w (writer.go), whose goroutine runs only while it
+// has work when there is a write pool, so an idle connection has one
+// goroutine.
 type session struct {
 	srv *Server
 	ws  *websocket.Conn
@@ -88,38 +83,7 @@ type session struct {
 	flushOnce  sync.Once
 	flush      chan struct{} // closed: the writer flushes, closes with 1001 and ends
 	readerDone chan struct{} // closed when the reader returned
-	kick       chan struct{} // capacity 1: a write-pool worker hands the connection to its writer goroutine
-	ctl        chan struct{} // capacity 1: stop, flush or a ping is due
-	pingDue    atomic.Bool
-	ping       *time.Timer   // sets pingDue and pokes; stopped until run
-	writerDone chan struct{} // closed when the writer's work is over for good
-
-	// With a write pool, a writer goroutine is started by a token on kick
-	// or ctl when none runs (startWriter), and ends when it finds neither
-	// (park). writing says whether one runs, and stays true once the
-	// writer's work is over; none starts before run (started).
-	wstateMu sync.Mutex
-	writing  bool
-	started  bool
-	raw      syscall.RawConn // the socket for non-blocking writes; nil if it has none (then every write blocks)
-	fd       int             // raw's descriptor for the write pool's io_uring sends, valid while fdMu is read-locked and the socket open; -1 without raw
-	fdMu     sync.RWMutex    // read-locked by a write-pool worker while an io_uring send names fd; closeSocket write-locks it
-	pool     *writeShard     // the write-pool shard serving this connection; nil without a write delay
-
-	// wmu is held for every write to the socket and for Drain+write
-	// together, so batches go out in queue order whoever writes them (the
-	// connection's writer goroutine, a write-pool worker, or the reader
-	// answering a ping or a close).
-	wmu       sync.Mutex
-	pending   []byte // unsent tail of a frame a non-blocking write left; guarded by wmu
-	owned     bool   // the writer goroutine is writing (pending bytes, or ending); the pool leaves the connection alone; guarded by wmu
-	closeSent bool   // a close frame was written: nothing more may be; guarded by wmu
-	rawBuf    []byte // rawWrite's argument and results; guarded by wmu
-	rawN      int
-	rawErr    error
-	rawFn     func(fd uintptr)      // s.rawWriteFD, bound once so a write allocates nothing
-	rawWaitFn func(fd uintptr) bool // s.rawWaitFD, likewise
-	shardIdx  int                   // index in pool.sessions; guarded by pool.mu
+	w          writer        // the write side
 
 	// A named subscriber's connection records the last seq written per
 	// stream (nil for an ephemeral one), for the cluster's record.
@@ -133,34 +97,25 @@ type session struct {
 }
 
 func newSession(srv *Server, ws *websocket.Conn, tok *api.Token) *session {
-	s := &session{srv: srv, ws: ws, q: subscriber.NewMailbox(), fd: -1,
-		stop: make(chan struct{}), flush: make(chan struct{}), readerDone: make(chan struct{}), kick: make(chan struct{}, 1), ctl: make(chan struct{}, 1),
-		writerDone: make(chan struct{}), allowance: float64(srv.o.Limits.CommandBurst), last: time.Now()}
+	s := &session{srv: srv, ws: ws, q: subscriber.NewMailbox(),
+		stop: make(chan struct{}), flush: make(chan struct{}), readerDone: make(chan struct{}), allowance: float64(srv.o.Limits.CommandBurst), last: time.Now()}
 	s.tok.Store(tok)
 	s.exp = expiry{lead: srv.o.ExpiringNotice, expire: func() { s.end(TokenExpired) },
 		// A daemon notice, on the notice path (not a reply: never dropped);
 		// at most one per refresh, which the command rate bounds.
 		warn: func(exp time.Time) { s.q.Notify(&subscriber.Message{Data: appendTokenExpiring(nil, exp, time.Now())}) }}
-	s.ping = time.AfterFunc(time.Hour, func() { s.pingDue.Store(true); s.poke() })
-	s.ping.Stop()
-	if sc, ok := ws.NetConn().(syscall.Conn); ok {
-		if rc, err := sc.SyscallConn(); err == nil {
-			s.raw = rc
-			s.rawFn, s.rawWaitFn = s.rawWriteFD, s.rawWaitFD
-			rc.Control(func(fd uintptr) { s.fd = int(fd) })
-		}
-	}
-	// Every frame is written by this package under wmu (see writeFrame),
-	// so gorilla's default handlers, which write through gorilla's own
-	// lock, are replaced by ones that write under wmu. A pong or a close
+	s.w.init(s, ws.NetConn())
+	// Every frame is written by this package under the writer's lock (see
+	// writeFrame), so gorilla's default handlers, which write through
+	// gorilla's own lock, are replaced by ones that write under it. A pong or a close
 	// echo is skipped while a frame's tail is pending (the socket is
 	// backed up): the client's ping is answered by the next one.
 	ws.SetPingHandler(func(data string) error {
-		s.control(websocket.PongMessage, []byte(data), time.Second, false)
+		s.w.control(websocket.PongMessage, []byte(data), time.Second, false)
 		return nil
 	})
 	ws.SetCloseHandler(func(code int, _ string) error {
-		s.control(websocket.CloseMessage, websocket.FormatCloseMessage(code, ""), time.Second, false)
+		s.w.control(websocket.CloseMessage, websocket.FormatCloseMessage(code, ""), time.Second, false)
 		return nil
 	})
 	return s
@@ -170,37 +125,24 @@ func newSession(srv *Server, ws *websocket.Conn, tok *api.Token) *session {
 func (s *session) end(r CloseReason) {
 	s.reason.CompareAndSwap(0, uint32(r))
 	s.stopOnce.Do(func() { close(s.stop) })
-	s.poke()
+	s.w.poke()
 }
 
 // beginFlush asks the writer to flush and close with 1001.
 func (s *session) beginFlush() {
 	s.reason.CompareAndSwap(0, uint32(Shutdown))
 	s.flushOnce.Do(func() { close(s.flush) })
-	s.poke()
+	s.w.poke()
 }
 
 // run serves the connection until it ends, then detaches the subscriber
 // (an ephemeral one is removed everywhere; a named one keeps its
 // subscriptions) and returns why it ended.
 func (s *session) run() CloseReason {
-	s.ping.Reset(s.srv.o.PingInterval)
 	if tok := s.tok.Load(); tok != nil {
 		s.exp.set(tok.Expires)
 	}
-	if s.srv.shards != nil {
-		s.srv.addToShard(s)
-	}
-	// Without a pool the writer runs from now on; with one, only if a
-	// token came before run (a takeover, a shutdown).
-	s.wstateMu.Lock()
-	s.started = true
-	s.writing = s.srv.shards == nil || len(s.kick) > 0 || len(s.ctl) > 0
-	start := s.writing
-	s.wstateMu.Unlock()
-	if start {
-		go s.writer()
-	}
+	s.w.start()
 	s.readLoopRecovered()
 	close(s.readerDone)
 	s.end(ClientClosed)
@@ -211,12 +153,9 @@ func (s *session) run() CloseReason {
 		t := time.AfterFunc(time.Second, s.closeSocket)
 		defer t.Stop()
 	}
-	<-s.writerDone
-	s.ping.Stop()
+	<-s.w.done
+	s.w.stop()
 	s.exp.stop()
-	if s.pool != nil {
-		s.pool.remove(s)
-	}
 	if s.srv.o.Hub.Detach(s.sub, s.q) && s.srv.o.NamedTTL > 0 {
 		s.srv.o.Hub.ExpireAfter(s.sub, s.srv.o.NamedTTL)
 	}
@@ -254,566 +193,9 @@ type commandPanic struct {
 // queued send could be reused by another connection's socket before the
 // kernel reads it).
 func (s *session) closeSocket() {
-	s.fdMu.Lock()
-	defer s.fdMu.Unlock()
+	s.w.fdMu.Lock()
+	defer s.w.fdMu.Unlock()
 	s.ws.Close()
-}
-
-// writer is the writer goroutine: writeLoop, and once the writer's work
-// is over, closing the socket, which ends the reader.
-func (s *session) writer() {
-	pprof.Do(context.Background(), pprof.Labels("subscriber", s.sub.ID()), func(context.Context) {
-		if s.writeLoop() {
-			s.release()
-			s.closeSocket()
-			close(s.writerDone)
-		}
-	})
-}
-
-// startWriter starts a writer goroutine, with a write pool, if none runs
-// and run has begun. A token is on kick or ctl: the writer running or
-// started (here or by run) meets it.
-func (s *session) startWriter() {
-	if s.srv.shards == nil {
-		return // the writer runs for the connection's life
-	}
-	s.wstateMu.Lock()
-	start := s.started && !s.writing
-	s.writing = s.writing || start
-	s.wstateMu.Unlock()
-	if start {
-		go s.writer()
-	}
-}
-
-// park ends a write pool's writer goroutine that found no token, unless
-// one came meanwhile (then it returns false and the writer goes on): a
-// token sent before startWriter took wstateMu is seen here, and one sent
-// after it finds writing false and starts a writer.
-func (s *session) park() bool {
-	s.wstateMu.Lock()
-	defer s.wstateMu.Unlock()
-	if len(s.kick) > 0 || len(s.ctl) > 0 {
-		return false
-	}
-	s.writing = false
-	return true
-}
-
-// writeLoop is the connection's writer. Without a write delay it writes
-// every batch: wait for Ready, drain until empty, one websocket message per
-// drain. With a write delay a write-pool worker writes the batches (see
-// writeShard) and hands the connection to a writer goroutine (kick) only
-// when the socket did not take a whole batch, to finish it with blocking
-// writes under the write deadline; that writer returns false once it has
-// nothing left to do (park). Either way the writer writes the pings and
-// the closing frames; it returns true when the connection's writing is
-// over.
-func (s *session) writeLoop() bool {
-	o := &s.srv.o
-	batch := make([]*subscriber.Message, 0, 64)
-	// The hot wait is a two-case select (the queue, and ctl for every
-	// rarer event), since each case costs a channel lock per wake-up; pings
-	// poke ctl from a timer rather than adding a ticker case.
-	pooled := s.srv.shards != nil
-	wake := s.q.Ready()
-	if pooled {
-		wake = s.kick
-	}
-	flushing := false
-	for {
-		for {
-			var n int
-			var err error
-			batch, n, err = s.writeNext(batch)
-			if err != nil {
-				s.end(writeReason(err))
-				return true
-			}
-			if n == 0 {
-				break
-			}
-			if !flushing && isClosed(s.stop) {
-				s.finish()
-				return true
-			}
-			// A reader that never quite catches up keeps this loop busy:
-			// its pings go out between batches, not only once it is idle.
-			if s.pingDue.Swap(false) {
-				if err := s.control(websocket.PingMessage, nil, o.WriteTimeout, true); err != nil {
-					s.end(writeReason(err))
-					return true
-				}
-				s.ping.Reset(o.PingInterval)
-			}
-		}
-		if flushing {
-			s.closeWith(websocket.CloseGoingAway, "shutting down")
-			// Wait for the client's close frame (or give up) so that
-			// closing the socket does not reset what is still in flight.
-			t := time.NewTimer(time.Second)
-			select {
-			case <-s.readerDone:
-			case <-s.stop:
-			case <-t.C:
-			}
-			t.Stop()
-			return true
-		}
-		if s.q.IsClosed() {
-			s.end(Removed)
-			s.finish()
-			return true
-		}
-		if pooled {
-			select {
-			case <-wake:
-				continue
-			case <-s.ctl:
-			default:
-				if s.park() {
-					return false
-				}
-				continue
-			}
-		} else {
-			select {
-			case <-wake:
-				continue
-			case <-s.ctl:
-			}
-		}
-		switch {
-		case isClosed(s.stop):
-			s.finish()
-			return true
-		case isClosed(s.flush):
-			flushing = true
-		}
-		if s.pingDue.Swap(false) {
-			if err := s.control(websocket.PingMessage, nil, o.WriteTimeout, true); err != nil {
-				s.end(writeReason(err))
-				return true
-			}
-			s.ping.Reset(o.PingInterval)
-		}
-	}
-}
-
-// release keeps the write pool away from the connection once its writer
-// goroutine has returned.
-func (s *session) release() {
-	s.wmu.Lock()
-	s.owned = true
-	s.wmu.Unlock()
-}
-
-func isClosed(c chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
-}
-
-// poke wakes the writer to look at its control state.
-func (s *session) poke() {
-	select {
-	case s.ctl <- struct{}{}:
-	default:
-	}
-	s.startWriter()
-}
-
-// handOff wakes the writer goroutine to write what the pool could not.
-func (s *session) handOff() {
-	select {
-	case s.kick <- struct{}{}:
-	default:
-	}
-	s.startWriter()
-}
-
-// finish writes what the close reason calls for before the socket closes.
-func (s *session) finish() {
-	switch CloseReason(s.reason.Load()) {
-	case TakenOver:
-		if s.control(websocket.TextMessage, appendTakenOver(nil, s.sub.ID()), s.srv.o.WriteTimeout, true) == nil {
-			s.closeWith(CloseCodeTakenOver, "taken over")
-		}
-	case TokenExpired:
-		s.closeWith(CloseCodeTokenExpired, "token expired")
-	case TokenRevoked:
-		s.closeWith(CloseCodeTokenRevoked, "token revoked")
-	case UnreadReplies:
-		// The socket is likely backed up: the close frame goes out only
-		// if it is taken within a second and no frame is half written.
-		s.control(websocket.CloseMessage, websocket.FormatCloseMessage(CloseCodeUnreadReplies, "replies not read"), time.Second, false)
-	}
-}
-
-func (s *session) closeWith(code int, text string) {
-	s.control(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), s.srv.o.WriteTimeout, true)
-}
-
-func writeReason(err error) CloseReason {
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return WriteTimeout
-	}
-	return WriteFailed
-}
-
-// bufPool holds the frame buffers of writer goroutines while they write,
-// so an idle connection holds none (1000 connections would otherwise pin
-// up to 64 MiB). Write-pool workers keep their own.
-var bufPool = sync.Pool{New: func() any { return new([]byte) }}
-
-// writeNext is the writer goroutine's write: it finishes a pending frame
-// tail, then drains one batch and writes it as one websocket text message
-// (nn notices first, then data, objects separated by '\n'), blocking under
-// the write deadline if the socket does not take it at once. It returns
-// how many messages it wrote; 0 means the queues were empty (and the pool
-// may write the connection again).
-func (s *session) writeNext(batch []*subscriber.Message) ([]*subscriber.Message, int, error) {
-	o := &s.srv.o
-	s.wmu.Lock()
-	if len(s.pending) > 0 {
-		if err := s.writeFrame(s.pending, o.WriteTimeout); err != nil {
-			s.wmu.Unlock()
-			return batch, 0, err
-		}
-		s.pending = s.pending[:0]
-	}
-	if s.closeSent {
-		s.wmu.Unlock()
-		return batch, 0, nil
-	}
-	batch, nn := s.q.Drain(batch[:0], o.MaxBatchMessages, o.MaxBatchBytes)
-	if len(batch) == 0 {
-		s.owned = false
-		s.wmu.Unlock()
-		return batch, 0, nil
-	}
-	bp := bufPool.Get().(*[]byte)
-	buf := appendBatch((*bp)[:0], batch)
-	err := s.writeFrame(buf, o.WriteTimeout)
-	s.wmu.Unlock()
-	*bp = buf
-	bufPool.Put(bp)
-	n := len(batch)
-	if err == nil {
-		s.observe(len(batch), nn, len(buf), firstPublished(batch[nn:]))
-		s.noteWritten(batch[nn:])
-	}
-	clear(batch)
-	return batch, n, err
-}
-
-// poolWrite is a write-pool worker's turn at the connection, whose queue
-// signalled Ready: it drains and writes batches until the queues are
-// empty, with non-blocking writes only, so a worker never waits for a
-// socket. What a write leaves (the socket's buffer is full) becomes the
-// pending tail and the connection goes to its writer goroutine, as it
-// does when that goroutine is busy or ending. batch and buf are the
-// worker's scratch space, returned for reuse.
-func (s *session) poolWrite(batch []*subscriber.Message, buf []byte) ([]*subscriber.Message, []byte) {
-	if !s.wmu.TryLock() {
-		s.handOff()
-		return batch, buf
-	}
-	if s.owned || s.closeSent || s.raw == nil {
-		s.wmu.Unlock()
-		s.handOff()
-		return batch, buf
-	}
-	o := &s.srv.o
-	for {
-		var nn int
-		batch, nn = s.q.Drain(batch[:0], o.MaxBatchMessages, o.MaxBatchBytes)
-		if len(batch) == 0 {
-			break
-		}
-		buf = appendBatch(buf[:0], batch)
-		n, err := s.rawWrite(buf)
-		if err != nil {
-			s.owned = true
-			s.wmu.Unlock()
-			clear(batch)
-			s.end(writeReason(err))
-			return batch, buf
-		}
-		s.observe(len(batch), nn, len(buf), firstPublished(batch[nn:]))
-		s.noteWritten(batch[nn:])
-		clear(batch)
-		if n < len(buf) {
-			s.pending = append(s.pending[:0], buf[n:]...)
-			s.owned = true
-			s.wmu.Unlock()
-			s.handOff()
-			return batch, buf
-		}
-	}
-	s.wmu.Unlock()
-	return batch, buf
-}
-
-// ringPrep is a write-pool worker's turn at the connection with an
-// io_uring: it drains one batch into slot and queues its send on r, as
-// poolWrite would write it, and keeps wmu (and fdMu read-locked) until
-// ringDone. It returns false, with nothing queued and no lock kept, if
-// the queues were empty or the connection is its writer goroutine's.
-func (s *session) ringPrep(r *ring, slot *ringSlot, userData uint64) bool {
-	if !s.wmu.TryLock() {
-		s.handOff()
-		return false
-	}
-	if s.owned || s.closeSent || s.fd < 0 || !s.fdMu.TryRLock() {
-		s.wmu.Unlock()
-		s.handOff()
-		return false
-	}
-	o := &s.srv.o
-	var nn int
-	slot.batch, nn = s.q.Drain(slot.batch[:0], o.MaxBatchMessages, o.MaxBatchBytes)
-	if len(slot.batch) == 0 {
-		s.fdMu.RUnlock()
-		s.wmu.Unlock()
-		return false
-	}
-	slot.buf = appendBatch(slot.buf[:0], slot.batch)
-	slot.sess, slot.msgs, slot.notices = s, len(slot.batch), nn
-	slot.published = firstPublished(slot.batch[nn:])
-	// What Drain left (it stopped at a bound) is written in another round:
-	// no Ready signal comes for a queue that never went empty. (Anything
-	// queued after Drain emptied the queue also signalled Ready, and is
-	// then met by an empty Drain next tick.)
-	slot.more = s.q.Queued() > 0
-	s.noteWritten(slot.batch[nn:])
-	clear(slot.batch)
-	r.send(s.fd, slot.buf, userData)
-	return true
-}
-
-// ringDone completes ringPrep's send, which took res bytes (or failed
-// with errno -res), the way poolWrite completes a write(2). It releases
-// the locks and returns whether the connection has more queued for
-// another turn.
-func (s *session) ringDone(slot *ringSlot, res int32) bool {
-	s.fdMu.RUnlock()
-	n := int(res)
-	if res < 0 {
-		n = 0
-		if errno := syscall.Errno(-res); errno != syscall.EAGAIN && errno != syscall.EINTR {
-			s.owned = true
-			s.wmu.Unlock()
-			s.end(writeReason(&net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("send", errno)}))
-			return false
-		}
-	}
-	s.observe(slot.msgs, slot.notices, len(slot.buf), slot.published)
-	if n < len(slot.buf) {
-		s.pending = append(s.pending[:0], slot.buf[n:]...)
-		s.owned = true
-		s.wmu.Unlock()
-		s.handOff()
-		return false
-	}
-	s.wmu.Unlock()
-	return slot.more
-}
-
-// ringSlot is one connection's send in a write-pool worker's ring.
-type ringSlot struct {
-	sess          *session
-	batch         []*subscriber.Message
-	buf           []byte // the frame; the kernel reads it until ringDone
-	msgs, notices int
-	published     time.Time
-	more          bool
-}
-
-// firstPublished returns the publish time of the first data message
-// that has one.
-func firstPublished(data []*subscriber.Message) time.Time {
-	for _, msg := range data {
-		if !msg.Published.IsZero() {
-			return msg.Published
-		}
-	}
-	return time.Time{}
-}
-
-// observe records a written batch of msgs messages (nn of them notices)
-// in a frame of frameLen bytes in the metrics.
-func (s *session) observe(msgs, nn, frameLen int, published time.Time) {
-	m := s.srv.o.Metrics
-	if m == nil {
-		return
-	}
-	m.queueLen.Observe(float64(msgs - nn))
-	m.batchBytes.Observe(float64(frameLen - frameHeaderLen(frameLen)))
-	if !published.IsZero() {
-		m.latency.Observe(time.Since(published).Seconds())
-	}
-}
-
-// control writes one frame of type op (a ping, pong, close or the
-// taken-over text message) under wmu, with timeout as the write deadline.
-// A pending frame tail is written first if flushPending, else the frame
-// is skipped (the reader answering a ping must not wait for a backed-up
-// socket). Nothing is written after a close frame.
-func (s *session) control(op int, payload []byte, timeout time.Duration, flushPending bool) error {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	if s.closeSent {
-		return nil
-	}
-	if len(s.pending) > 0 {
-		if !flushPending {
-			return nil
-		}
-		if err := s.writeFrame(s.pending, timeout); err != nil {
-			return err
-		}
-		s.pending = s.pending[:0]
-	}
-	if op == websocket.CloseMessage {
-		s.closeSent, s.owned = true, true
-	}
-	b := appendFrameHeader(make([]byte, 0, 10+len(payload)), byte(op), len(payload))
-	return s.writeFrame(append(b, payload...), timeout)
-}
-
-// writeFrame writes b, trying a non-blocking write first: a write
-// deadline is set (and cleared) only when the socket does not take all of
-// b at once, so the common write costs one system call, not three. The
-// deadline is timeout after the socket last accepted bytes, not after the
-// write began: a slow reader that keeps reading is not cut off mid-batch.
-// wmu must be held.
-func (s *session) writeFrame(b []byte, timeout time.Duration) error {
-	c := s.ws.NetConn()
-	if s.raw == nil {
-		c.SetWriteDeadline(time.Now().Add(timeout))
-		_, err := c.Write(b)
-		c.SetWriteDeadline(time.Time{})
-		return err
-	}
-	n, err := s.rawWrite(b)
-	if err != nil || n == len(b) {
-		return err
-	}
-	defer c.SetWriteDeadline(time.Time{}) // a later non-blocking write must not see an expired deadline
-	for b = b[n:]; len(b) > 0; b = b[n:] {
-		c.SetWriteDeadline(time.Now().Add(timeout))
-		if n, err = s.waitWrite(b); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// waitWrite waits until the socket takes some of b, at most until the
-// write deadline, and returns how much it took. The attempt is made inside
-// RawConn.Write, after its poller is armed, so no wake-up is lost between
-// a full socket and the wait. wmu must be held.
-func (s *session) waitWrite(b []byte) (int, error) {
-	s.rawBuf = b
-	err := s.raw.Write(s.rawWaitFn)
-	n := s.rawN
-	if err == nil {
-		err = s.rawErr
-	}
-	s.rawBuf, s.rawN, s.rawErr = nil, 0, nil
-	return n, err
-}
-
-// rawWrite makes one non-blocking write(2) of b and returns how much the
-// socket took (0 if its buffer is full). wmu must be held.
-//
-// It goes through RawConn.Control, which keeps the descriptor open while
-// the callback runs (all a write that never waits needs), and makes a
-// RawSyscall, since write(2) on a non-blocking socket does not block; why
-// not RawConn.Write or Syscall is in docs/design.md.
-func (s *session) rawWrite(b []byte) (int, error) {
-	s.rawBuf = b
-	err := s.raw.Control(s.rawFn)
-	n := s.rawN
-	if err == nil {
-		err = s.rawErr
-	}
-	s.rawBuf, s.rawN, s.rawErr = nil, 0, nil
-	return n, err
-}
-
-// rawWriteFD is rawWrite's callback for syscall.RawConn.Control: it
-// writes once and never waits for the socket.
-func (s *session) rawWriteFD(fd uintptr) {
-	for {
-		n, _, errno := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(s.rawBuf))), uintptr(len(s.rawBuf)))
-		switch errno {
-		case 0:
-			s.rawN = int(n)
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-		default:
-			s.rawErr = &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", errno)}
-		}
-		return
-	}
-}
-
-// rawWaitFD is waitWrite's callback for syscall.RawConn.Write: one
-// non-blocking write; done once the socket took bytes or failed.
-func (s *session) rawWaitFD(fd uintptr) bool {
-	s.rawWriteFD(fd)
-	return s.rawN > 0 || s.rawErr != nil
-}
-
-// appendBatch appends batch as one unmasked, final websocket text frame,
-// the objects separated by '\n'.
-func appendBatch(dst []byte, batch []*subscriber.Message) []byte {
-	n := len(batch) - 1
-	for _, m := range batch {
-		n += len(m.Data)
-	}
-	dst = slices.Grow(dst, 10+n)
-	dst = appendFrameHeader(dst, websocket.TextMessage, n)
-	for i, m := range batch {
-		if i > 0 {
-			dst = append(dst, '\n')
-		}
-		dst = append(dst, m.Data...)
-	}
-	return dst
-}
-
-// appendFrameHeader appends the header of a final, unmasked (server to
-// client) frame of op with an n-byte payload (RFC 6455, section 5.2).
-func appendFrameHeader(dst []byte, op byte, n int) []byte {
-	dst = append(dst, 0x80|op)
-	switch {
-	case n <= 125:
-		return append(dst, byte(n))
-	case n <= 0xffff:
-		return append(dst, 126, byte(n>>8), byte(n))
-	}
-	return binary.BigEndian.AppendUint64(append(dst, 127), uint64(n))
-}
-
-// frameHeaderLen returns the header length of a frame of frameLen bytes
-// in all.
-func frameHeaderLen(frameLen int) int {
-	switch {
-	case frameLen <= 2+125:
-		return 2
-	case frameLen <= 4+0xffff:
-		return 4
-	}
-	return 10
 }
 
 // readLoop reads and answers commands until the connection fails.

@@ -19,6 +19,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/fanoutd/fanoutd/fanout"
+	"github.com/fanoutd/fanoutd/internal/rawio"
 	"github.com/fanoutd/fanoutd/subscriber"
 	"github.com/fanoutd/fanoutd/venue"
 )
@@ -60,8 +61,8 @@ func TestWritePoolBackedUpSocket(t *testing.T) {
 	// Options.Uring where io_uring cannot be set up: the pool writes with
 	// write(2).
 	t.Run("io_uring_unavailable", func(t *testing.T) {
-		defer func(f func(uint32) (*ring, error)) { openRing = f }(openRing)
-		openRing = func(uint32) (*ring, error) { return nil, errors.New("io_uring_setup: operation not permitted") }
+		defer func(f func(uint32) (*rawio.Ring, error)) { openRing = f }(openRing)
+		openRing = func(uint32) (*rawio.Ring, error) { return nil, errors.New("io_uring_setup: operation not permitted") }
 		testWritePoolBackedUpSocket(t, true)
 	})
 }
@@ -464,9 +465,9 @@ func TestIdlePooledConnectionKeepsAlive(t *testing.T) {
 		return nil
 	}()
 	writing := func() bool {
-		sess.wstateMu.Lock()
-		defer sess.wstateMu.Unlock()
-		return sess.writing
+		sess.w.stateMu.Lock()
+		defer sess.w.stateMu.Unlock()
+		return sess.w.running
 	}
 	// Three pings take 3 s; a client silent for two intervals would be
 	// closed, so an answered ping that was never sent shows up as a close.

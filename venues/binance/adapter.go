@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -73,7 +74,7 @@ type Adapter struct {
 
 	decs []*Decoder // each connection's, under the decode lock
 
-	smu      sync.Mutex        // protects the fields below; taken after the decode lock
+	smu      sync.Mutex        // protects the fields below; taken after the decode lock, before Link.cmu (docs/lock-order.md)
 	want     map[string]bool   // symbols wanted, as given
 	known    map[string]bool   // symbols exchangeInfo confirmed
 	listed   map[string]string // every symbol of exchangeInfo and its status; nil until fetched
@@ -114,11 +115,10 @@ func (a *Adapter) KnownSymbol(sym string) (known, listed bool) {
 
 // conn is one connection's subscription state, guarded by Adapter.smu.
 type conn struct {
-	i      int // the pool's connection
-	epoch  uint64
-	nextAt time.Time  // when the link may write the next request
-	subs   venue.Subs // by stream name; its requests carry Binance's ids
-	up     bool
+	i     int // the pool's connection
+	epoch uint64
+	subs  venue.Subs // by stream name; its requests carry Binance's ids
+	up    bool
 }
 
 // fetchReq is a depth snapshot to fetch for a lower-case symbol, for
@@ -321,7 +321,7 @@ func (a *Adapter) connected(i int) bool {
 	for len(a.conns) <= i {
 		a.conns = append(a.conns, nil)
 	}
-	a.conns[i] = &conn{i: i, epoch: a.epoch}
+	a.conns[i] = &conn{i: i, epoch: a.epoch, subs: venue.Subs{Track: true, Limits: subLimits}}
 	a.fetchQ = slices.DeleteFunc(a.fetchQ, func(f fetchReq) bool { return f.i == i })
 	a.smu.Unlock()
 	poke(a.kick)
@@ -339,7 +339,7 @@ func (a *Adapter) tick(i int, now time.Time) string {
 	}
 	if late := c.subs.Unanswered(now, a.cfg.ReadTimeout); len(late) > 0 {
 		r, _ := c.subs.Sent(late[0])
-		return fmt.Sprintf("no reply to %s id %d within %v", r.Op, late[0], a.cfg.ReadTimeout)
+		return fmt.Sprintf("no reply to %s id %d within %v", strings.ToUpper(r.Op), late[0], a.cfg.ReadTimeout)
 	}
 	return ""
 }
@@ -480,18 +480,8 @@ func (a *Adapter) reconcile(ctx context.Context) error {
 					desired[streamName(s, ch)] = true
 				}
 			}
-			for _, st := range l.subs.WantedKeys() {
-				if !desired[st] {
-					l.subs.Unwant(st)
-				}
-			}
-			for st := range desired {
-				l.subs.Want(st)
-			}
-			sub, unsub := l.subs.Plan(time.Now(), nil)
-			slices.Sort(sub)
-			a.send(l, "UNSUBSCRIBE", unsub)
-			a.send(l, "SUBSCRIBE", sub)
+			l.subs.WantOnly(slices.Sorted(maps.Keys(desired))...)
+			a.send(l, l.subs.Flush(time.Now(), nil))
 			if len(desired) == 0 && !l.up {
 				l.up = true // nothing to subscribe: connected is up
 				ups = append(ups, i)
@@ -522,33 +512,24 @@ func (a *Adapter) connAt(i int) *conn {
 	return nil
 }
 
-// send queues method requests for streams on l's connection, in chunks of
-// at most maxRequestBytes. a.smu must be held.
-func (a *Adapter) send(l *conn, method string, streams []string) {
-	for len(streams) > 0 {
-		n, size := 0, 64
-		for n < len(streams) && (n == 0 || size+len(streams[n])+3 <= maxRequestBytes) {
-			size += len(streams[n]) + 3
-			n++
-		}
-		chunk := streams[:n]
-		streams = streams[n:]
-		// The link paces requests: this one goes out when those queued
-		// before it have, and its answer is due from then.
-		at := time.Now()
-		if at.Before(l.nextAt) {
-			at = l.nextAt
-		}
-		l.nextAt = at.Add(time.Second / msgsPerSec)
-		id := l.subs.Request(venue.SubRequest{Op: method, Keys: chunk, At: at})
+// send queues the ledger's planned requests on l's connection as
+// SUBSCRIBE and UNSUBSCRIBE messages under the ledger's ids. a.smu must be
+// held.
+func (a *Adapter) send(l *conn, rs []venue.SubRequest) {
+	for _, r := range rs {
 		msg, _ := json.Marshal(struct {
 			Method string   `json:"method"`
 			Params []string `json:"params"`
 			ID     int64    `json:"id"`
-		}{method, chunk, id})
+		}{strings.ToUpper(r.Op), r.Keys, r.ID})
 		a.pool.Link(l.i).Send(msg)
 	}
 }
+
+// subLimits are Binance's limits on a SUBSCRIBE: maxRequestBytes a
+// message (about 64 bytes of envelope, a stream its name, quotes and
+// comma), sent msgsPerSec a second by the link's pacer.
+var subLimits = venue.SubLimits{MaxBytes: maxRequestBytes, Overhead: 64, KeyOverhead: 3, Interval: time.Second / msgsPerSec}
 
 // streamName is Binance's stream name for a symbol's channel.
 func streamName(symbol string, ch venue.Channel) string {
@@ -579,7 +560,7 @@ func (a *Adapter) onResponse(i int, id int64, code int64, msg string) {
 	}
 	var depth, refused []string
 	for _, st := range req.Keys {
-		if req.Op != "SUBSCRIBE" {
+		if req.Op != venue.OpSubscribe {
 			continue
 		}
 		if code != 0 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fanoutd/fanoutd/internal/testutil"
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/venue"
 	"github.com/fanoutd/fanoutd/venue/venuetest"
@@ -26,10 +27,8 @@ func TestStreamsSpreadOverConnections(t *testing.T) {
 	sink := venuetest.NewSink()
 	ad := venuetest.StartAdapter(t, m.NewAdapter, venue.Config{Sink: sink, Symbols: syms, Channels: []venue.Channel{venue.Ticker}})
 	// The mock's count changes with no event: poll it.
-	for deadline := time.Now().Add(venuetest.Wait); m.Streams() != 1025 || ad.Coverage().Link != venue.LinkUp.String(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d streams subscribed, link %s; want 1,025, up", m.Streams(), ad.Coverage().Link)
-		}
+	if !testutil.Poll(venuetest.Wait, func() bool { return m.Streams() == 1025 && ad.Coverage().Link == venue.LinkUp.String() }) {
+		t.Fatalf("%d streams subscribed, link %s; want 1,025, up", m.Streams(), ad.Coverage().Link)
 	}
 	for _, n := range sink.Notices() {
 		switch n.Kind {

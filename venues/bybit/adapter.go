@@ -80,22 +80,10 @@ type conn struct {
 	i   int
 	dec *Decoder
 
-	// Guarded by Adapter.mu.
-	subs    venue.Subs // by topic; its requests carry Bybit's req_ids
-	initial int        // initial subscribe requests not yet answered
-
-	// Under the decode lock.
-	resyncs venue.Retry // per topic: when its book may be resubscribed again
-	resyncQ []string    // topics waiting for their backoff
+	subs venue.Subs // by topic; its requests carry Bybit's req_ids. Guarded by Adapter.mu.
 }
 
 var _ venue.Adapter = (*Adapter)(nil)
-
-// Marks of a request (venue.SubRequest.Tag).
-const (
-	tagInitial uint8 = 1 << iota // part of a connection's first subscriptions
-	tagResync                    // part of a book resync
-)
 
 // symbolOf returns the symbol a topic names ("orderbook.50.BTCUSDT").
 func symbolOf(topic string) string { return topic[strings.LastIndexByte(topic, '.')+1:] }
@@ -103,6 +91,14 @@ func symbolOf(topic string) string { return topic[strings.LastIndexByte(topic, '
 // unansweredAfter: a request Bybit has not answered for this long is
 // asked again (a venue that stalled swallows what it was sent meanwhile).
 const unansweredAfter = 10 * time.Second
+
+// newSubs is a connection's ledger: Bybit answers by req_id and takes at
+// most maxArgs args a request; a request names one symbol's topics, so a
+// refusal names its symbol; a request unanswered for unansweredAfter is
+// asked again.
+func newSubs() venue.Subs {
+	return venue.Subs{Track: true, Deadline: unansweredAfter, Limits: venue.SubLimits{MaxKeys: maxArgs, Group: symbolOf}}
+}
 
 // New returns an adapter for cfg. Zero fields take the defaults above;
 // Depth must be one of Bybit spot's depths (1, 50, 200, 1000).
@@ -160,10 +156,10 @@ func New(cfg venue.Config) (*Adapter, error) {
 
 // newConn makes connection i's decoder and hooks (venue.PoolConfig.Conn).
 func (a *Adapter) newConn(i int, lc *venue.LinkConfig) {
-	c := &conn{i: i, dec: NewDecoder(a.cfg)}
+	c := &conn{i: i, dec: NewDecoder(a.cfg), subs: newSubs()}
 	c.dec.bad.Conn = i
 	c.dec.resync = func(topic string) { a.resync(c, topic) }
-	c.dec.whole = func(topic string) { c.resyncs.Done(topic) }
+	c.dec.whole = func(topic string) { a.mu.Lock(); c.subs.Whole(topic); a.mu.Unlock() }
 	c.dec.control = func(m *controlMsg) { a.answer(c, m) }
 	a.conns = append(a.conns, c)
 	lc.Decoder, lc.Coverage = c.dec, c.dec.Coverage()
@@ -210,7 +206,10 @@ func (a *Adapter) Subscribe(symbols ...string) error {
 				continue
 			}
 			if i, opened, ok := a.place(time.Now(), s); ok && !opened {
-				a.subscribe(a.conns[i], s, 0)
+				a.mu.Lock()
+				a.conns[i].subs.Want(a.topics(s)...)
+				a.mu.Unlock()
+				a.flush(a.conns[i], time.Now())
 			}
 		}
 	})
@@ -229,9 +228,8 @@ func (a *Adapter) Unsubscribe(symbols ...string) error {
 				c := a.conns[i]
 				a.mu.Lock()
 				c.subs.Unwant(a.topics(s)...)
-				_, drop := c.subs.Plan(time.Now(), nil)
 				a.mu.Unlock()
-				a.send(c, venue.SubRequest{Op: "unsubscribe", Keys: drop})
+				a.flush(c, time.Now())
 				a.pool.Remove(s)
 			}
 			delete(a.over, s)
@@ -263,55 +261,39 @@ func (a *Adapter) topics(symbol string) []string {
 
 // connected sends a new connection's first subscriptions: the symbols
 // placed on it. The connection is up once Bybit has answered each.
-func (a *Adapter) connected(c *conn, _ time.Time) bool {
-	c.resyncs.Reset()
-	c.resyncQ = c.resyncQ[:0]
+func (a *Adapter) connected(c *conn, now time.Time) bool {
 	syms := a.pool.Keys(c.i)
 	a.mu.Lock()
 	c.subs.Reset()
-	c.initial = 0
+	var topics []string
 	for _, s := range syms {
-		c.initial += (len(a.topics(s)) + maxArgs - 1) / maxArgs
+		topics = append(topics, a.topics(s)...)
 	}
+	c.subs.WantOnly(topics...)
 	a.mu.Unlock()
-	for _, s := range syms {
-		a.subscribe(c, s, tagInitial)
-	}
+	a.flush(c, now)
 	return len(syms) == 0
-}
-
-// subscribe asks for symbol's topics on c: those the ledger plans to ask
-// (all of them on a new connection). The decode lock must be held.
-func (a *Adapter) subscribe(c *conn, symbol string, tag uint8) {
-	topics := a.topics(symbol)
-	a.mu.Lock()
-	c.subs.Want(topics...)
-	ask, _ := c.subs.Plan(time.Now(), func(t string) bool { return !slices.Contains(topics, t) })
-	a.mu.Unlock()
-	a.send(c, venue.SubRequest{Op: "subscribe", Keys: ask, Tag: tag})
 }
 
 func (a *Adapter) pingFrame() []byte {
 	return []byte(`{"req_id":"ping-` + strconv.FormatUint(a.ping.Add(1), 10) + `","op":"ping"}`)
 }
 
-// send queues r on c's connection in requests of at most maxArgs args,
-// each under its own req_id (the ledger's) so its answer can be matched.
-func (a *Adapter) send(c *conn, r venue.SubRequest) {
+// flush sends c's ledger's plan: new, expired and dropped topics, and the
+// resyncs due. The decode lock must be held.
+func (a *Adapter) flush(c *conn, now time.Time) {
+	a.mu.Lock()
+	rs := c.subs.Flush(now, nil)
+	a.mu.Unlock()
 	l := a.pool.Link(c.i)
-	for args := range slices.Chunk(r.Keys, maxArgs) {
-		part := r
-		part.Keys, part.At = args, time.Now()
-		a.mu.Lock()
-		id := strconv.FormatInt(c.subs.Request(part), 10)
-		a.mu.Unlock()
-		msg := make([]byte, 0, 64+32*len(args))
+	for _, r := range rs {
+		msg := make([]byte, 0, 64+32*len(r.Keys))
 		msg = append(msg, `{"req_id":"`...)
-		msg = append(msg, id...)
+		msg = strconv.AppendInt(msg, r.ID, 10)
 		msg = append(msg, `","op":"`...)
-		msg = append(msg, part.Op...)
+		msg = append(msg, r.Op...)
 		msg = append(msg, `","args":[`...)
-		for i, t := range args {
+		for i, t := range r.Keys {
 			if i > 0 {
 				msg = append(msg, ',')
 			}
@@ -323,49 +305,22 @@ func (a *Adapter) send(c *conn, r venue.SubRequest) {
 }
 
 // resync is c's decoder's hook: unsubscribe and subscribe topic again on
-// c, and Bybit sends a fresh snapshot.
+// c, and Bybit sends a fresh snapshot; a book its last resync did not make
+// whole (a crossed snapshot again) waits the backoff, not a resubscribe
+// loop.
 func (a *Adapter) resync(c *conn, topic string) {
-	now := time.Now()
-	if c.resyncs.Waiting(topic, now) {
-		// Its last resync did not make it whole yet (a crossed snapshot
-		// again): wait the backoff, not a resubscribe loop.
-		if !slices.Contains(c.resyncQ, topic) {
-			c.resyncQ = append(c.resyncQ, topic)
-		}
-		return
-	}
-	c.resyncs.Fail(topic, now)
-	a.send(c, venue.SubRequest{Op: "unsubscribe", Keys: []string{topic}, Tag: tagResync})
 	a.mu.Lock()
-	c.subs.Asked(now, topic)
+	ok := c.subs.Resync(topic)
 	a.mu.Unlock()
-	a.send(c, venue.SubRequest{Op: "subscribe", Keys: []string{topic}, Tag: tagResync})
+	if ok {
+		a.flush(c, time.Now())
+	}
 }
 
-// tick resubscribes c's books whose backoff is over, and asks again what
+// tick sends what is due on c: resyncs whose backoff is over, and what
 // Bybit left unanswered for unansweredAfter.
 func (a *Adapter) tick(c *conn, now time.Time) string {
-	a.pool.Do(func() {
-		q := c.resyncQ
-		c.resyncQ = nil
-		for _, t := range q {
-			a.resync(c, t)
-		}
-		a.mu.Lock()
-		var again []venue.SubRequest
-		for _, id := range c.subs.Unanswered(now, unansweredAfter) { // in the order sent
-			r, _ := c.subs.Answer(id)
-			if r.Op == "subscribe" {
-				c.subs.Asked(now, r.Keys...)
-			}
-			again = append(again, r)
-		}
-		a.mu.Unlock()
-		for _, r := range again {
-			a.log.Warn("request unanswered; asking again", "connection", c.i, "op", r.Op, "args", r.Keys)
-			a.send(c, r)
-		}
-	})
+	a.pool.Do(func() { a.flush(c, now) })
 	return ""
 }
 
@@ -421,7 +376,7 @@ func (a *Adapter) answer(c *conn, m *controlMsg) {
 		return
 	}
 	now := time.Now()
-	if m.HasSuccess && !m.Success && r.Tag&tagResync != 0 {
+	if m.HasSuccess && !m.Success && r.Resync {
 		// The symbol was fine a moment ago; a new link is the sure way to
 		// fresh snapshots.
 		a.log.Warn("resync request refused; reconnecting", "op", r.Op, "args", r.Keys, "ret_msg", string(m.RetMsg))
@@ -439,18 +394,15 @@ func (a *Adapter) answer(c *conn, m *controlMsg) {
 				}
 			}
 			a.mu.Unlock()
-		case r.Op == "unsubscribe" && r.Tag&tagResync == 0 && len(r.Keys) > 0:
+		case r.Op == "unsubscribe" && !r.Resync && len(r.Keys) > 0:
 			c.dec.forget(symbolOf(r.Keys[0]), now)
 		}
 	}
-	if r.Tag&tagInitial != 0 {
-		a.mu.Lock()
-		c.initial--
-		done := c.initial == 0
-		a.mu.Unlock()
-		if done {
-			a.pool.Link(c.i).Up(now)
-		}
+	a.mu.Lock()
+	answered := c.subs.Answered()
+	a.mu.Unlock()
+	if answered {
+		a.pool.Link(c.i).Up(now)
 	}
 }
 

@@ -23,7 +23,8 @@
 //
 // Each symbol is one request, {"req_id":"N","op":"subscribe","args":[…]},
 // with at most 10 args per request (Bybit spot's limit; one symbol needs
-// three). A connection subscribes at most 21,000 characters of args
+// three), planned by the connection's venue.Subs; a request left
+// unanswered for 10 s is asked again (its topics after a backoff). A connection subscribes at most 21,000 characters of args
 // (Bybit's limit; a topic counts its length plus 3 for quotes and comma):
 // symbols are spread over connections (venue.Pool), each with its own
 // decoder, requests and resync backoff; past 64 connections a symbol is
@@ -78,10 +79,10 @@
 // a book_resync notice names the reason, the topic and the update ids
 // (last_u, got_u, want_u); the adapter unsubscribes and subscribes the
 // orderbook topic again, and Bybit answers with a fresh snapshot, which is
-// published as a snapshot:true event. A topic resynced again before a
-// snapshot made it whole (a crossed snapshot) waits a backoff first (1 s
-// doubling to 30 s), so a venue sending bad snapshots gets no resubscribe
-// loop. If deltas still come 10 s after the
+// published as a snapshot:true event. A topic whose resync has not
+// made it whole (a crossed snapshot) is resynced again after a backoff
+// (1 s doubling to 30 s), so a venue sending bad snapshots gets no
+// resubscribe loop. If deltas still come 10 s after the
 // request with no snapshot, it asks again; if Bybit refuses the
 // resubscription, the link is dropped and reconnected (a new link starts
 // with snapshots). In replay (no link) the decoder waits for the capture's

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,11 +63,34 @@ type Adapter struct {
 // conn is what the adapter keeps for one connection; each has its own
 // decoder (sequence_num counts per connection). Under the decode lock.
 type conn struct {
-	i        int
-	dec      *Decoder
-	resyncQ  []string        // products whose book waits for its resync's backoff
-	resyncs  venue.Retry     // per product: when its book may be resubscribed again
-	resynced map[string]bool // products resubscribed and not yet whole
+	i    int
+	dec  *Decoder
+	subs venue.Subs // "channel|product" keys; the decoder matches the venue's acks to the requests
+}
+
+// subLimits: Advanced Trade takes one channel a message, naming any
+// number of products.
+var subLimits = venue.SubLimits{Group: keyChannel}
+
+// keyChannel is the Advanced Trade channel of a ledger key
+// ("level2|BTC-USD").
+func keyChannel(key string) string { ch, _, _ := strings.Cut(key, "|"); return ch }
+
+// l2Key is the ledger key of product id's level2.
+func l2Key(id string) string { return "level2|" + id }
+
+// keys returns the ledger keys of products ps on the configured channels,
+// product by product; level2 only for those that have it (unless all).
+func (a *Adapter) keys(ps []string, all bool) []string {
+	var out []string
+	for _, s := range ps {
+		for _, ch := range a.cfg.ChannelsOrAll() {
+			if ch != venue.Level2 || all || !a.l2off[s] {
+				out = append(out, venueChannel(ch)+"|"+s)
+			}
+		}
+	}
+	return out
 }
 
 var (
@@ -131,9 +155,9 @@ func New(cfg venue.Config) (*Adapter, error) {
 
 // newConn makes connection i's decoder and hooks (venue.PoolConfig.Conn).
 func (a *Adapter) newConn(i int, lc *venue.LinkConfig) {
-	c := &conn{i: i, dec: NewDecoder(a.cfg), resynced: map[string]bool{}}
+	c := &conn{i: i, dec: NewDecoder(a.cfg), subs: venue.Subs{Limits: subLimits}}
 	c.dec.bad.Conn = i
-	c.dec.onRefuse = func(s string) { a.refused(s) }
+	c.dec.onRefuse = func(s string) { a.refused(c, s) }
 	c.dec.onBook = func(id string) { a.resyncBook(c, id) }
 	c.dec.onWhole = func(id string) { a.whole(c, id) }
 	c.dec.onL2Full = func(recv time.Time, ids []string, text string) { a.l2Full(c, recv, ids, text) }
@@ -198,7 +222,8 @@ func (a *Adapter) subscribe(now time.Time, syms []string) {
 	}
 	for i, c := range a.conns {
 		if ps := by[i]; len(ps) > 0 {
-			a.send(c, a.requests(ps, a.withL2(ps), false)...)
+			c.subs.Want(a.keys(ps, false)...)
+			a.flush(c, now)
 		}
 	}
 }
@@ -220,20 +245,6 @@ func (a *Adapter) place(now time.Time, s string) (i int, opened, ok bool) {
 	return i, opened, ok
 }
 
-// withL2 returns those of ps that have level2.
-func (a *Adapter) withL2(ps []string) []string {
-	if !a.l2Wanted() {
-		return nil
-	}
-	var out []string
-	for _, s := range ps {
-		if !a.l2off[s] {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 // Unsubscribe removes symbols; their books are dropped.
 func (a *Adapter) Unsubscribe(symbols ...string) error {
 	a.pool.Do(func() {
@@ -250,7 +261,8 @@ func (a *Adapter) Unsubscribe(symbols ...string) error {
 		}
 		for i, c := range a.conns {
 			if ps := by[i]; len(ps) > 0 {
-				a.send(c, a.requests(ps, a.withL2(ps), true)...)
+				c.subs.Unwant(a.keys(ps, true)...)
+				a.flush(c, now)
 			}
 		}
 		for _, s := range symbols {
@@ -278,60 +290,43 @@ func (a *Adapter) l2Full(c *conn, recv time.Time, ids []string, text string) {
 	}
 	if served == 0 && len(ids) == 1 {
 		a.l2off[ids[0]] = true
+		c.subs.Forget(l2Key(ids[0]))
 		c.dec.refuseL2(recv, ids[0], text)
 		return
 	}
 	if served == 0 {
 		// Not one of the request was served: keep one, ask again.
 		served = 1
-		a.send(c, request{channel: "level2", products: ids[:1]})
+		c.subs.Again(l2Key(ids[0]))
 		ids = ids[1:]
 	}
 	a.pool.Limit(c.i, served)
 	for _, id := range ids {
 		c.dec.forget(id, recv)
 		a.pool.Remove(id)
+		c.subs.Forget(l2Key(id)) // refused: its trades and ticker are dropped
+		c.subs.Unwant(a.keys([]string{id}, false)...)
 	}
-	a.send(c, a.requests(ids, nil, true)...)
+	a.flush(c, recv)
 	a.cfg.Logger.Warn("coinbase: the venue serves fewer level2 products a session; moving them", "connection", c.i, "served", served, "moved", ids)
 	a.subscribe(recv, ids)
 }
 
-// resyncBook resubscribes id's level2 for a new snapshot, on c; a book
-// that was resubscribed and is not whole yet waits its backoff first.
-// Under the decode lock (a decoder callback).
+// resyncBook resubscribes id's level2 for a new snapshot, on c (if it is
+// subscribed there); a book that was resubscribed and is not whole yet is
+// asked again after its backoff. Under the decode lock (a decoder
+// callback).
 func (a *Adapter) resyncBook(c *conn, id string) {
-	if i, ok := a.pool.Where(id); !ok || i != c.i || a.l2off[id] || !a.l2Wanted() {
-		return
-	}
-	if c.resyncs.Waiting(id, time.Now()) {
-		if !slices.Contains(c.resyncQ, id) {
-			c.resyncQ = append(c.resyncQ, id)
-		}
-		return
-	}
-	c.resyncs.Fail(id, time.Now())
-	c.resynced[id] = true
-	a.send(c, request{unsubscribe: true, channel: "level2", products: []string{id}},
-		request{channel: "level2", products: []string{id}})
-}
-
-func (a *Adapter) whole(c *conn, id string) {
-	if c.resynced[id] {
-		delete(c.resynced, id)
-		c.resyncs.Done(id)
+	if c.subs.Resync(l2Key(id)) {
+		a.flush(c, time.Now())
 	}
 }
 
-// tick resubscribes c's books whose backoff is over.
+func (a *Adapter) whole(c *conn, id string) { c.subs.Whole(l2Key(id)) }
+
+// tick sends what is due on c: resyncs whose backoff is over.
 func (a *Adapter) tick(c *conn, now time.Time) string {
-	a.pool.Do(func() {
-		q := c.resyncQ
-		c.resyncQ = nil
-		for _, id := range q {
-			a.resyncBook(c, id)
-		}
-	})
+	a.pool.Do(func() { a.flush(c, now) })
 	return ""
 }
 
@@ -347,13 +342,14 @@ func (a *Adapter) KnownSymbol(sym string) (known, listed bool) {
 	return false, false
 }
 
-// refused is a decoder's callback for a refused symbol: it is not asked
+// refused is c's decoder's callback for a refused symbol: it is not asked
 // for again (no retry loop) until Subscribe names it again.
-func (a *Adapter) refused(symbol string) {
+func (a *Adapter) refused(c *conn, symbol string) {
 	a.mu.Lock()
 	a.symbols = slices.DeleteFunc(a.symbols, func(s string) bool { return s == symbol })
 	a.unknown[symbol] = true
 	a.mu.Unlock()
+	c.subs.Forget(a.keys([]string{symbol}, true)...)
 	a.pool.Remove(symbol)
 	delete(a.l2off, symbol)
 }
@@ -361,15 +357,24 @@ func (a *Adapter) refused(symbol string) {
 // connected subscribes a new connection at once to the products placed
 // on it: heartbeats keep the link alive, and Coinbase drops a connection
 // that subscribes to nothing.
-func (a *Adapter) connected(c *conn, _ time.Time) bool {
-	c.resyncQ = c.resyncQ[:0]
-	clear(c.resynced)
-	c.resyncs.Reset()
+func (a *Adapter) connected(c *conn, now time.Time) bool {
+	c.subs.Reset()
 	a.send(c, request{channel: "heartbeats"})
-	if ps := a.pool.Keys(c.i); len(ps) > 0 {
-		a.send(c, a.requests(ps, a.withL2(ps), false)...)
-	}
+	c.subs.WantOnly(a.keys(a.pool.Keys(c.i), false)...)
+	a.flush(c, now)
 	return true
+}
+
+// flush sends c's ledger's plan: new and dropped subscriptions, and the
+// resyncs due. The decode lock must be held.
+func (a *Adapter) flush(c *conn, now time.Time) {
+	for _, r := range c.subs.Flush(now, nil) {
+		ps := make([]string, len(r.Keys))
+		for i, k := range r.Keys {
+			_, ps[i], _ = strings.Cut(k, "|")
+		}
+		a.send(c, request{unsubscribe: r.Op == venue.OpUnsubscribe, channel: keyChannel(r.Keys[0]), products: ps})
+	}
 }
 
 type wireRequest struct {
@@ -405,20 +410,4 @@ func venueChannel(ch venue.Channel) string {
 		return "market_trades"
 	}
 	return "ticker"
-}
-
-// requests builds one request per configured channel (Advanced Trade
-// takes one channel per message); level2 names only l2.
-func (a *Adapter) requests(symbols, l2 []string, unsub bool) []request {
-	var rs []request
-	for _, ch := range a.cfg.ChannelsOrAll() {
-		ps := symbols
-		if ch == venue.Level2 {
-			ps = l2
-		}
-		if len(ps) > 0 {
-			rs = append(rs, request{unsubscribe: unsub, channel: venueChannel(ch), products: slices.Clone(ps)})
-		}
-	}
-	return rs
 }

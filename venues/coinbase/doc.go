@@ -87,8 +87,8 @@
 // (venue.BadFrames: a burst ends after venue.BadFrameQuiet without one) and costs only the book it
 // concerns: that book is marked invalid (book_resync, "resync":"resubscribe")
 // and its level2 is unsubscribed and subscribed again on the same link for a
-// new snapshot, after a backoff (1 s doubling) if its last resync did not
-// make it whole. A frame that names no book (a bad ticker or trade, a frame
+// new snapshot, and again after a backoff (1 s doubling) until a snapshot
+// makes it whole. A frame that names no book (a bad ticker or trade, a frame
 // that is not JSON) costs none: its sequence_num was read, or the next
 // frame's shows the gap. Only a level2 frame whose product cannot be read
 // resyncs every book and drops the link. It never panics (FuzzDecoder).

@@ -60,7 +60,7 @@ type Adapter struct {
 	dec  *Decoder // under the link's decode lock
 	life venue.Lifecycle
 
-	smu  sync.Mutex    // protects ss and subs; taken before mu
+	smu  sync.Mutex    // protects ss and subs; taken after the decode lock, before mu and Link.cmu (docs/lock-order.md)
 	ss   *sessionState // the current connection's requests
 	subs venue.Subs    // "channel|symbol" keys and "instrument|"; a refused key is not asked again
 
@@ -101,7 +101,10 @@ func New(cfg venue.Config) (*Adapter, error) {
 	if cfg.PingInterval <= 0 {
 		cfg.PingInterval = DefaultPingInterval
 	}
-	a := &Adapter{cfg: cfg, log: cfg.Logger.With("venue", Name), unknown: map[string]bool{}}
+	a := &Adapter{cfg: cfg, log: cfg.Logger.With("venue", Name), unknown: map[string]bool{},
+		subs: venue.Subs{KeepExpired: true, // an unanswered subscribe drops the link (tick)
+			Limits:  venue.SubLimits{MaxKeys: symbolsPerRequest, Group: keyChannel},
+			Resyncs: venue.Resyncs{Max: maxResyncs}}}
 	a.subs.Want(instrumentKey)
 	for _, s := range cfg.Symbols {
 		if !slices.Contains(a.symbols, s) {
@@ -256,7 +259,7 @@ func (a *Adapter) connected(now time.Time) bool {
 	a.mu.Unlock()
 	a.smu.Lock()
 	defer a.smu.Unlock()
-	ss := &sessionState{a: a, reqChan: map[int64]string{}, resyncing: map[string]bool{}, instrSent: now}
+	ss := &sessionState{a: a, reqChan: map[int64]string{}, instrSent: now}
 	a.ss = ss
 	a.subs.Reset()
 	a.subs.Deadline = a.cfg.ReadTimeout
@@ -311,18 +314,9 @@ type sessionState struct {
 	a         *Adapter
 	reqID     int64
 	reqChan   map[int64]string // req_id → Kraken channel, to name refusals
-	resyncing map[string]bool  // book|symbol resubscribed for a resync, not yet answered
-	resyncs   venue.Retry      // book|symbol resynced: not resynced again before its time, or whole
 	instrSent time.Time
 	booksOK   bool // instrument precisions arrived (or will not): books may be subscribed
 	failed    string
-}
-
-// limit takes key back after the venue rate-limited its subscribe: it is
-// asked again after its backoff.
-func (ss *sessionState) limit(key string, now time.Time) {
-	delete(ss.resyncing, key)
-	ss.a.subs.Limit(key, now)
 }
 
 func (ss *sessionState) send(msg []byte) {
@@ -342,12 +336,22 @@ type reqParams struct {
 	EventTrigger string   `json:"event_trigger,omitempty"`
 }
 
-// request builds a subscribe or unsubscribe for a Kraken channel.
-func (ss *sessionState) request(method, kch string, symbols []string) []byte {
+// keyChannel is the Kraken channel of a ledger key ("book|BTC/USD").
+func keyChannel(key string) string { ch, _, _ := strings.Cut(key, "|"); return ch }
+
+// request encodes a planned request: its keys are of one Kraken channel
+// (the ledger's Limits.Group).
+func (ss *sessionState) request(r venue.SubRequest) []byte {
 	ss.reqID++
-	p := reqParams{Channel: kch, Symbol: symbols}
+	kch := keyChannel(r.Keys[0])
+	p := reqParams{Channel: kch}
+	if kch != "instrument" {
+		for _, k := range r.Keys {
+			p.Symbol = append(p.Symbol, k[len(kch)+1:])
+		}
+	}
 	yes, no := true, false
-	if method == "subscribe" {
+	if r.Op == venue.OpSubscribe {
 		switch kch {
 		case "book", "instrument":
 			p.Snapshot = &yes
@@ -365,15 +369,15 @@ func (ss *sessionState) request(method, kch string, symbols []string) []byte {
 		Method string    `json:"method"`
 		Params reqParams `json:"params"`
 		ReqID  int64     `json:"req_id"`
-	}{method, p, ss.reqID})
+	}{r.Op, p, ss.reqID})
 	return b
 }
 
 var kchannels = map[venue.Channel]string{venue.Level2: "book", venue.Trades: "trade", venue.Ticker: "ticker"}
 
-// flush reads the acks that arrived, then sends what the wanted symbols,
-// resyncs and instrument state call for. It returns a reason to drop the
-// link, or "".
+// flush reads the acks that arrived, then sends the ledger's plan for the
+// wanted symbols, resyncs and instrument state. It returns a reason to
+// drop the link, or "".
 func (ss *sessionState) flush(now time.Time) string {
 	a := ss.a
 	a.mu.Lock()
@@ -382,17 +386,15 @@ func (ss *sessionState) flush(now time.Time) string {
 	if a.instrGot {
 		ss.booksOK = true
 	}
-	for _, sym := range whole {
-		ss.resyncs.Done("book|" + sym)
-	}
 	subs := &a.subs
+	for _, sym := range whole {
+		subs.Whole("book|" + sym)
+	}
 	if limited {
 		// Kraken's rate-limit error names no request: every unanswered
 		// one may have been refused. Ask them all again later; one that
 		// did succeed answers "already subscribed".
-		for _, key := range subs.Pending() {
-			ss.limit(key, now)
-		}
+		subs.LimitAsked(now)
 	}
 	for _, k := range acked {
 		ch := k.channel
@@ -406,27 +408,20 @@ func (ss *sessionState) flush(now time.Time) string {
 				ss.booksOK = true // no precisions: books infer them from snapshots
 			}
 		}
-		if k.method != "subscribe" {
+		if k.method != venue.OpSubscribe {
 			continue
 		}
 		switch {
 		case k.limited && k.symbol == "" && ch != "instrument":
-			for _, key := range subs.Pending() {
-				ss.limit(key, now)
-			}
+			subs.LimitAsked(now)
 		case k.limited:
-			ss.limit(key, now)
-		case isAlready(k.err) && ss.resyncing[key]:
-			// The resync's unsubscribe did not take: the book is still
-			// the broken one. Resync again.
-			subs.Ack(key)
-			delete(ss.resyncing, key)
-			resub = append(resub, k.symbol)
+			subs.Limit(key, now)
 		case k.success || isAlready(k.err) || ch == "instrument":
+			// "Already subscribed" to a book being resynced: the
+			// unsubscribe did not take and the book is still the broken
+			// one; the ledger asks again after the resync's backoff.
 			subs.Ack(key)
-			delete(ss.resyncing, key)
 		default:
-			delete(ss.resyncing, key)
 			subs.Refuse(key)
 			if strings.Contains(strings.ToLower(k.err), "not supported") {
 				a.unknown[k.symbol] = true
@@ -436,71 +431,17 @@ func (ss *sessionState) flush(now time.Time) string {
 	want := slices.Clone(a.symbols)
 	a.mu.Unlock()
 
-	// The ledger wants what a.symbols holds, on every configured channel.
-	wantKeys := a.keys(want)
-	subs.Want(wantKeys...)
-	keep := make(map[string]bool, len(wantKeys)+1)
-	keep[instrumentKey] = true
-	for _, k := range wantKeys {
-		keep[k] = true
-	}
-	for _, k := range subs.WantedKeys() {
-		if !keep[k] {
-			subs.Unwant(k)
-		}
-	}
+	// The ledger wants the instrument channel and what a.symbols holds,
+	// on every configured channel.
+	subs.WantOnly(append([]string{instrumentKey}, a.keys(want)...)...)
 	if !ss.booksOK && now.Sub(ss.instrSent) > a.cfg.ReadTimeout {
 		ss.booksOK = true
 	}
-	// Resyncs: unsubscribe and subscribe the book again, for a fresh
-	// snapshot; a few at a time, and a book whose last resync did not make
-	// it whole only after its backoff.
-	var later []string
 	for _, sym := range resub {
-		key := "book|" + sym
-		if st := subs.State(key); st != venue.SubAsked && st != venue.SubAcked || slices.Contains(later, sym) {
-			continue // not wanted, or to be subscribed afresh anyway
-		}
-		if len(ss.resyncing) >= maxResyncs || ss.resyncs.Waiting(key, now) {
-			later = append(later, sym)
-			continue
-		}
-		ss.send(ss.request("unsubscribe", "book", []string{sym}))
-		ss.send(ss.request("subscribe", "book", []string{sym}))
-		subs.Asked(now, key)
-		ss.resyncing[key] = true
-		ss.resyncs.Fail(key, now) // until a snapshot makes it whole
+		subs.Resync("book|" + sym)
 	}
-	if len(later) > 0 {
-		a.mu.Lock()
-		for _, sym := range later {
-			if !slices.Contains(a.resub, sym) {
-				a.resub = append(a.resub, sym)
-			}
-		}
-		a.mu.Unlock()
-	}
-	ask, drop := subs.Plan(now, func(k string) bool { return !ss.booksOK && strings.HasPrefix(k, "book|") })
-	if slices.Contains(ask, instrumentKey) {
-		ss.send(ss.request("subscribe", "instrument", nil))
-	}
-	for _, ch := range a.cfg.ChannelsOrAll() {
-		kch := kchannels[ch]
-		symbolsOf := func(keys []string) []string {
-			var out []string
-			for _, k := range keys {
-				if sym, ok := strings.CutPrefix(k, kch+"|"); ok {
-					out = append(out, sym)
-				}
-			}
-			return out
-		}
-		for c := range slices.Chunk(symbolsOf(ask), symbolsPerRequest) {
-			ss.send(ss.request("subscribe", kch, c))
-		}
-		for c := range slices.Chunk(symbolsOf(drop), symbolsPerRequest) {
-			ss.send(ss.request("unsubscribe", kch, c))
-		}
+	for _, r := range subs.Flush(now, func(k string) bool { return !ss.booksOK && keyChannel(k) == "book" }) {
+		ss.send(ss.request(r))
 	}
 	return ss.failed
 }

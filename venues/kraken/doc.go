@@ -70,7 +70,8 @@
 // sequence numbers — the venue's and our computed checksums; the adapter
 // unsubscribes and resubscribes that symbol's book, and the new snapshot is
 // published as a snapshot:true event. Updates that arrive meanwhile are
-// dropped. At most 8 resyncs are in flight; more wait their turn. A
+// dropped. At most 8 resyncs are in flight (until a
+// snapshot makes the book whole); more wait their turn. A
 // snapshot that cannot make a book (crossed, or finer than the
 // instrument's precision) is asked for again, after a backoff that doubles
 // until a snapshot makes the book whole; a resync whose subscribe is

@@ -75,9 +75,8 @@ type Adapter struct {
 	unknown map[string]bool // instIds OKX refused as not existing (60018)
 
 	// Under the link's decode lock: the current connection's requests.
-	start   time.Time
-	subs    venue.Subs    // "channel\x00instId" keys; OKX limits the connection, so one backoff (Shared)
-	resyncs venue.Resyncs // instIds whose book awaits, or is in, a resync
+	start time.Time
+	subs  venue.Subs // "channel\x00instId" keys; OKX limits the connection, so one backoff (Shared)
 }
 
 var (
@@ -104,8 +103,9 @@ func New(cfg venue.Config) (*Adapter, error) {
 	}
 	cfg.Channels = cfg.ChannelsOrAll()
 	a := &Adapter{cfg: cfg, log: cfg.Logger.With("venue", Name), unknown: map[string]bool{},
-		subs:    venue.Subs{Deadline: ackDeadline, Shared: true},
-		resyncs: venue.Resyncs{Max: maxResyncs, Retry: venue.Retry{Base: resyncRetry, Max: resyncRetry << 5}}}
+		subs: venue.Subs{Deadline: ackDeadline, Shared: true,
+			Limits:  venue.SubLimits{MaxKeys: symbolsPerRequest * len(cfg.Channels)},
+			Resyncs: venue.Resyncs{Max: maxResyncs, Retry: venue.Retry{Base: resyncRetry, Max: resyncRetry << 5}}}}
 	for _, s := range cfg.Symbols {
 		if !slices.Contains(a.symbols, s) {
 			a.symbols = append(a.symbols, s)
@@ -194,9 +194,11 @@ func (a *Adapter) Unsubscribe(symbols ...string) error {
 				continue
 			}
 			a.symbols = slices.Delete(a.symbols, i, i+1)
-			a.link.Send(request("unsubscribe", a.keys([]string{s})))
+			a.subs.Unwant(a.keys([]string{s})...)
 			a.dec.forget(s, now)
-			a.forgetKeys(s)
+		}
+		if a.link.Connected() {
+			a.flush(now)
 		}
 	})
 	return nil
@@ -235,29 +237,8 @@ func (a *Adapter) keys(syms []string) []string {
 	return out
 }
 
-// subscribe sends keys (asked) as subscribe requests of
-// symbolsPerRequest symbols (grouped by symbol). The decode lock must be
-// held.
-func (a *Adapter) subscribe(keys []string) {
-	per := symbolsPerRequest * len(a.cfg.Channels)
-	for c := range slices.Chunk(keys, per) {
-		a.link.Send(request("subscribe", c))
-	}
-}
-
-// forgetKeys drops every request state of instID (unsubscribed, refused):
-// the unsubscribe, if any, is the caller's. The decode lock must be held.
-func (a *Adapter) forgetKeys(instID string) {
-	a.subs.Forget(a.keys([]string{instID})...)
-	a.resyncs.Whole(instID)
-}
-
-// wanted reports whether instID is still wanted.
-func (a *Adapter) wanted(instID string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return slices.Contains(a.symbols, instID)
-}
+// bookKey is the ledger key of instID's book.
+func bookKey(instID string) string { return okxChannel(venue.Level2) + "\x00" + instID }
 
 // KnownSymbol reports a symbol OKX refused as not existing (60018) as
 // unknown; OKX's instrument list is not fetched, so any other is accepted.
@@ -276,10 +257,8 @@ func (a *Adapter) KnownSymbol(sym string) (known, listed bool) {
 // up once every subscription is answered (or data flows).
 func (a *Adapter) connected(now time.Time) bool {
 	a.subs.Reset()
-	a.resyncs.Reset()
 	a.start = now
-	ask, _ := a.subs.Plan(now, nil)
-	a.subscribe(ask)
+	a.flush(now)
 	return a.subs.Answered()
 }
 
@@ -307,42 +286,27 @@ func (a *Adapter) tick(now time.Time) string {
 	return ""
 }
 
-// flush sends what is due. The decode lock must be held.
+// flush sends the ledger's plan: new, rate-limited and expired
+// subscriptions, drops, and resyncs (an unsubscribe and a subscribe of
+// the book: OKX's way to a fresh snapshot). The decode lock must be held.
 func (a *Adapter) flush(now time.Time) {
-	// Subscriptions unanswered for ackDeadline are asked again after the
-	// connection's backoff, as are new ones and rate-limited ones.
-	a.subs.Expire(now)
-	ask, _ := a.subs.Plan(now, nil)
-	a.subscribe(ask)
-	// Resyncs: those whose book is still not whole are asked again after
-	// their backoff; new ones start while fewer than maxResyncs run.
-	for _, id := range a.resyncs.Due(now, a.wanted) {
-		a.sendResync(id, now)
+	for _, r := range a.subs.Flush(now, nil) {
+		a.link.Send(request(r.Op, r.Keys))
 	}
-}
-
-// sendResync unsubscribes and subscribes instID's book: OKX's way to a
-// fresh snapshot.
-func (a *Adapter) sendResync(instID string, now time.Time) {
-	k := okxChannel(venue.Level2) + "\x00" + instID
-	a.subs.Asked(now, k)
-	a.link.Send(request("unsubscribe", []string{k}))
-	a.link.Send(request("subscribe", []string{k}))
 }
 
 // Decoder hooks, called under the link's decode lock.
 
 func (a *Adapter) resync(instID string) {
-	if a.resyncs.Pending(instID) {
+	if a.subs.Resyncs.Pending(bookKey(instID)) {
 		return // asked for already; flush asks again if it stays broken
 	}
-	a.resyncs.Queue(instID)
-	if a.link.Connected() {
+	if a.subs.Resync(bookKey(instID)) && a.link.Connected() {
 		a.flush(time.Now())
 	}
 }
 
-func (a *Adapter) whole(instID string) { a.resyncs.Whole(instID) }
+func (a *Adapter) whole(instID string) { a.subs.Whole(bookKey(instID)) }
 
 func (a *Adapter) ack(op, channel, instID string) {
 	if op != "subscribe" {
@@ -366,14 +330,12 @@ func (a *Adapter) refused(channel, instID string) {
 	a.unknown[instID] = true
 	a.mu.Unlock()
 	now := time.Now()
-	a.forgetKeys(instID)
+	a.subs.Forget(a.keys([]string{instID})...)
 	// Whether OKX serves the other args of a request with a refused one is
 	// unverified: ask again at once for what is still unanswered (a
 	// subscription it did serve is acked again).
-	if p := a.subs.Pending(); len(p) > 0 {
-		a.subs.Asked(now, p...)
-		a.subscribe(p)
-	}
+	a.subs.Again(a.subs.Pending()...)
+	a.flush(now)
 	a.maybeUp(now)
 }
 

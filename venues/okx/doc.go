@@ -1,6 +1,6 @@
 // Package okx is fanoutd's adapter for OKX's v5 public websocket: level2
 // books, trades and tickers, with exact books kept by the venue's sequence
-// and (where OKX still sends it) checksum rules.
+// and (where a frame carries one) checksum rules.
 //
 // # Protocol
 //
@@ -61,14 +61,14 @@
 // no-change keepalive (about once a minute): not applied, not a gap, no
 // event. seqId < prevSeqId (with prevSeqId chained) is OKX's reset after
 // maintenance: legal, applied, and the chain continues from the new seqId.
-// Frames without seqId (captures from before OKX added it, such as the
-// 2022 recordings) are checked by checksum alone.
+// Frames without seqId (older captures, such as the 2022 recordings) are
+// checked by checksum alone.
 //
 // Checksum: the CRC32 (IEEE) of "bid1px:bid1sz:ask1px:ask1sz:…" over the
 // top 25 levels of each side after the frame is applied (the longer side
 // continuing alone), compared as a signed int32, over the price and size
-// strings exactly as OKX wrote them. A checksum of 0 means none: OKX sends
-// 0 on every frame (the recorded frames of 2026 do). The book keeps the original strings
+// strings exactly as OKX wrote them. A checksum of 0 means none: OKX's
+// live frames carry 0 (as the recorded live frames in testdata do). The book keeps the original strings
 // in one arena per book (no allocation per level) only while its snapshot
 // carried a checksum. The book also keeps the checksum string and CRC
 // states along it, and rebuilds and rehashes only from the first top-25

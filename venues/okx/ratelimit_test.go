@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fanoutd/fanoutd/internal/testutil"
 	"github.com/fanoutd/fanoutd/notice"
 	"github.com/fanoutd/fanoutd/venue"
 	"github.com/fanoutd/fanoutd/venue/venuetest"
@@ -86,10 +87,7 @@ func TestRequestsPaced(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(venuetest.Wait)
-	for len(m.Asked("subscribe")) < 4 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.Poll(venuetest.Wait, func() bool { return len(m.Asked("subscribe")) >= 4 })
 	at := m.Asked("subscribe")
 	if len(at) != 4 {
 		t.Fatalf("%d subscribes, want 4", len(at))

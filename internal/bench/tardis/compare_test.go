@@ -21,6 +21,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/fanoutd/fanoutd/replay"
+	"github.com/fanoutd/fanoutd/replay/replaytest"
 )
 
 // The venues tardis-dev reads fanoutd's captures of (its coinbase and
@@ -595,61 +596,8 @@ func TestLargeCaptures(t *testing.T) {
 		t.Skip("run with -args -large DIR to write the 200,000-frame captures")
 	}
 	for _, v := range []string{"binance", "bybit", "coinbase", "kraken", "okx"} {
-		in, err := replay.Open(capturePath(v))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var recs []replay.Record
-		for {
-			r, err := in.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.Frame = bytes.Clone(r.Frame)
-			recs = append(recs, r)
-		}
-		in.Close()
-		var first, last time.Time
-		for _, r := range recs {
-			if !r.Disconnect {
-				if first.IsZero() {
-					first = r.Time
-				}
-				last = r.Time
-			}
-		}
-		span := last.Sub(first) + time.Millisecond
 		path := filepath.Join(*largeDir, v+"-200k.jsonl.gz")
-		f, err := os.Create(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		zw := gzip.NewWriter(f)
-		zw.Comment = replay.MetaComment(in.Meta)
-		w := replay.NewWriter(zw)
-		frames := 0
-		for c := range 20 {
-			for _, r := range recs {
-				if r.Disconnect {
-					err = w.Disconnect()
-				} else {
-					frames++
-					err = w.Frame(r.Time.Add(time.Duration(c)*span), r.Frame)
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		if err := zw.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
+		frames := replaytest.ReadCapture(t, capturePath(v)).WriteShifted(t, path, 0, 20)
 		t.Logf("%s: %d frames", path, frames)
 	}
 }

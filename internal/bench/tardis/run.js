@@ -14,6 +14,11 @@
 //     --prepare           only lay the capture out in --cache DIR and exit
 //     --export            write every normalized message (book_change, trade),
 //                         as fanoutd replay --export writes its events
+//     --machine T[,T]     write what tardis-machine's /replay-normalized writes
+//                         for dataTypes T (trade, book_change, quote,
+//                         book_snapshot_<d>_<i>, trade_bar_<i>), disconnects
+//                         included: its normalizers, computables, data-type
+//                         filter and microsecond ISO times (src/helpers.ts)
 //     --book-snapshot D_I computeBookSnapshots depth D, interval I (e.g. 10_100ms)
 //     --quote             book_snapshot_1_0ms named quote (as tardis-machine does)
 //     --trade-bar I       computeTradeBars kind time, interval I (e.g. 1s)
@@ -46,6 +51,7 @@ function parseArgs(argv) {
       case '--cache': a.cache = next(); break
       case '--prepare': a.prepare = true; break
       case '--export': a.export = true; break
+      case '--machine': a.machine = next().split(','); break
       case '--book-snapshot': a.bookSnapshots.push(next()); break
       case '--quote': a.quote = true; break
       case '--trade-bar': a.tradeBars.push(next()); break
@@ -172,12 +178,12 @@ async function main() {
   const exchange = a.exchange || venueToExchange[meta.venue]
   if (!exchange) throw new Error(`no tardis exchange for venue ${meta.venue}: pass --exchange`)
   const symbols = a.symbols || meta.subscriptions
-  const normalizers = [tardis.normalizeBookChanges, tardis.normalizeTrades]
-  if (exchange.startsWith('okex')) {
+  const normalizers = a.machine ? machineNormalizers(a.machine) : [tardis.normalizeBookChanges, tardis.normalizeTrades]
+  if (exchange.startsWith('okex') && normalizers.includes(tardis.normalizeBookChanges)) {
     // fanoutd subscribes OKX's public "books" channel; tardis-dev's historical
     // okex mapper reads "books-l2-tbt" and its real-time one (no credentials)
     // "books": use that one, its own OkexV5BookChangeMapper.
-    normalizers[0] = (ex) => new OkexV5BookChangeMapper(ex, true)
+    normalizers[normalizers.indexOf(tardis.normalizeBookChanges)] = (ex) => new OkexV5BookChangeMapper(ex, true)
   }
 
   let cacheDir = a.cache
@@ -201,6 +207,14 @@ async function main() {
       ...normalizers
     )
     const out = new Writer()
+    if (a.machine) {
+      for await (const m of machineMessages(messages, a.machine)) {
+        out.write(JSON.stringify(m))
+        if (out.blocked) await out.drain()
+      }
+      await out.end()
+      return
+    }
     if (a.export) {
       for await (const m of messages) {
         out.write(JSON.stringify(m))
@@ -231,6 +245,45 @@ async function main() {
     await out.end()
   } finally {
     if (tmp) fs.rmSync(cacheDir, { recursive: true, force: true })
+  }
+}
+
+// machineNormalizers are the normalizers tardis-machine's getNormalizers
+// picks for dataTypes.
+function machineNormalizers(dataTypes) {
+  const out = []
+  if (dataTypes.some((t) => t === 'trade' || t.startsWith('trade_bar_'))) out.push(tardis.normalizeTrades)
+  if (dataTypes.some((t) => t === 'book_change' || t.startsWith('book_snapshot_') || t.startsWith('quote'))) out.push(tardis.normalizeBookChanges)
+  return out
+}
+
+// machineMessages is tardis-machine's /replay-normalized over messages: the
+// computables its getComputables builds for dataTypes (time bars, book
+// snapshots and quotes with removeCrossedLevels), then its data-type filter
+// (only the requested types, and disconnects), with timestamps written as
+// its Date.prototype.toISOString override writes them (microseconds).
+async function* machineMessages(messages, dataTypes) {
+  const computables = []
+  for (const t of dataTypes) {
+    let m
+    if ((m = /^trade_bar_(\d+)(ms|s|m)$/.exec(t))) {
+      computables.push(tardis.computeTradeBars({ kind: 'time', interval: intervalMs(m[1] + m[2]), name: t }))
+    } else if ((m = /^book_snapshot_(\d+)_(\d+(?:ms|s|m))$/.exec(t))) {
+      computables.push(tardis.computeBookSnapshots({ depth: Number(m[1]), interval: intervalMs(m[2]), name: t, removeCrossedLevels: true }))
+    } else if (t === 'quote') {
+      computables.push(tardis.computeBookSnapshots({ depth: 1, interval: 0, name: t, removeCrossedLevels: true }))
+    } else if (t !== 'trade' && t !== 'book_change') {
+      throw new Error(`data type ${t}: not one of tardis-machine's the harness computes`)
+    }
+  }
+  const wanted = new Set(dataTypes.map((t) => (t.startsWith('trade_bar_') ? 'trade_bar' : t.startsWith('book_snapshot_') || t === 'quote' ? 'book_snapshot' : t)))
+  const toISO = Date.prototype.toISOString
+  Date.prototype.toISOString = function () {
+    const s = toISO.apply(this)
+    return this.μs !== undefined ? s.slice(0, s.length - 1) + String(this.μs).padStart(3, '0') + 'Z' : s
+  }
+  for await (const m of computables.length > 0 ? tardis.compute(messages, ...computables) : messages) {
+    if (m.type === 'disconnect' || wanted.has(m.type)) yield m
   }
 }
 

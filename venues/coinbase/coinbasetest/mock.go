@@ -73,7 +73,7 @@ type conn struct {
 var _ venuetest.Venue = (*Mock)(nil)
 
 // DefaultMaxL2 is the level2 products Coinbase serves one session (16
-// worked and 32 failed for another client in 2026).
+// work and 32 fail, as another client reports).
 const DefaultMaxL2 = 16
 
 // The symbols the mock serves and refuses.

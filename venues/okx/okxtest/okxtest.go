@@ -29,8 +29,9 @@ type Mock struct {
 	Inst string
 	// Refused is an instrument the mock refuses with error 60018.
 	Refused string
-	// Checksums makes books frames carry checksums (OKX before 2026-06-23);
-	// false sends checksum 0 as OKX does now. Defaults to true in New.
+	// Checksums makes books frames carry checksums, as in the recorded
+	// captures; false sends checksum 0, as OKX's live books do. Defaults to
+	// true in New.
 	Checksums bool
 
 	srv *venuetest.Server

@@ -1,4 +1,4 @@
-package wsconn
+package rawio
 
 import (
 	"errors"
@@ -26,7 +26,7 @@ func tcpPair(t *testing.T) (*rawReadConn, net.Conn) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close(); peer.Close() })
-	r, ok := newRawReadConn(c).(*rawReadConn)
+	r, ok := ReadConn(c).(*rawReadConn)
 	if !ok {
 		t.Fatal("a TCP connection was not wrapped")
 	}

@@ -12,11 +12,12 @@ import (
 // through the bybit adapter, an edge process, two subscribers; every
 // frame the venue sent reaches both subscribers in both runs.
 func TestBenchEdgesVenueSource(t *testing.T) {
-	t.Setenv("FANOUTD_TEST_AS_MAIN", "1") // the bench's children are this binary as fanoutd
+	buildFanoutd(t)
+	t.Setenv("FANOUTD_TEST_AS_MAIN", "1") // the bench's children are this binary as fanoutd-bench
 	var out bytes.Buffer
 	var errb syncBuffer // the children's stderr copiers write it at once
 	code := run([]string{"bench", "--edges", "1", "--source", "venue", "--subs", "2", "--rate", "200",
-		"--duration", "1s", "--warmup", "300ms"}, &out, &errb)
+		"--duration", "1s", "--warmup", "300ms"}, nil, &out, &errb)
 	if code != 0 {
 		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
 	}

@@ -1,6 +1,6 @@
 //go:build linux && (amd64 || arm64)
 
-package wsapi
+package rawio
 
 import (
 	"errors"
@@ -10,17 +10,18 @@ import (
 	"unsafe"
 )
 
-// ring is the smallest io_uring a write-pool worker needs: it queues one
-// send per connection for a tick and hands them all to the kernel in one
-// io_uring_enter, instead of one write(2) each. Written here rather than
+// Ring is the smallest io_uring a websocket write-pool worker needs
+// (internal/wsapi): it queues one send per connection for a round and
+// hands them all to the kernel in one io_uring_enter, instead of one
+// write(2) each. Written here rather than
 // taken from a library because no io_uring module is served to this
 // project, and because the product needs only this: sends with
 // MSG_DONTWAIT (so a full socket answers EAGAIN, exactly as a
 // non-blocking write(2) does), submitted and reaped synchronously by one
-// goroutine. See writeShard for what it saves.
+// goroutine. internal/wsapi's writeShard says what it saves.
 //
-// A ring is used by one goroutine at a time (its worker).
-type ring struct {
+// A Ring is used by one goroutine at a time.
+type Ring struct {
 	fd      int
 	entries uint32
 	ringMem []byte
@@ -100,14 +101,14 @@ type uringCQE struct {
 
 func init() {
 	if unsafe.Sizeof(uringSQE{}) != 64 || unsafe.Sizeof(uringCQE{}) != 16 || unsafe.Sizeof(uringParams{}) != 120 || unsafe.Sizeof(uringProbe{}) != 16+256*8 {
-		panic("wsapi: io_uring ABI structs have the wrong size")
+		panic("rawio: io_uring ABI structs have the wrong size")
 	}
 }
 
-// newRing sets up a ring of at least entries submission slots. It fails
+// NewRing sets up a ring of at least entries submission slots. It fails
 // where io_uring is missing or forbidden (old kernels, seccomp,
 // kernel.io_uring_disabled); the caller then writes with write(2).
-func newRing(entries uint32) (*ring, error) {
+func NewRing(entries uint32) (*Ring, error) {
 	var p uringParams
 	p.flags = uringSetupSubmitAll | uringSetupCoopTask
 	fd, _, errno := syscall.Syscall(sysIOUringSetup, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
@@ -118,19 +119,19 @@ func newRing(entries uint32) (*ring, error) {
 	if errno != 0 {
 		return nil, fmt.Errorf("io_uring_setup: %w", errno)
 	}
-	r := &ring{fd: int(fd), entries: p.sqEntries}
+	r := &Ring{fd: int(fd), entries: p.sqEntries}
 	if p.features&uringFeatSingleMmap == 0 {
-		r.close()
+		r.Close()
 		return nil, errors.New("io_uring: kernel lacks IORING_FEAT_SINGLE_MMAP (5.4)")
 	}
 	size := max(p.sqOff.array+p.sqEntries*4, p.cqOff.cqes+p.cqEntries*uint32(unsafe.Sizeof(uringCQE{})))
 	var err error
 	if r.ringMem, err = syscall.Mmap(r.fd, uringOffSQRing, int(size), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED|syscall.MAP_POPULATE); err != nil {
-		r.close()
+		r.Close()
 		return nil, fmt.Errorf("io_uring: mmap rings: %w", err)
 	}
 	if r.sqeMem, err = syscall.Mmap(r.fd, uringOffSQEs, int(p.sqEntries)*int(unsafe.Sizeof(uringSQE{})), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED|syscall.MAP_POPULATE); err != nil {
-		r.close()
+		r.Close()
 		return nil, fmt.Errorf("io_uring: mmap sqes: %w", err)
 	}
 	u32 := func(off uint32) *uint32 { return (*uint32)(unsafe.Pointer(&r.ringMem[off])) }
@@ -141,7 +142,7 @@ func newRing(entries uint32) (*ring, error) {
 	r.cqes = unsafe.Slice((*uringCQE)(unsafe.Pointer(&r.ringMem[p.cqOff.cqes])), p.cqEntries)
 	r.tail = atomic.LoadUint32(r.sqTail)
 	if err := r.probeSend(); err != nil {
-		r.close()
+		r.Close()
 		return nil, err
 	}
 	return r, nil
@@ -162,7 +163,7 @@ type uringProbe struct {
 // probeSend checks that the kernel knows IORING_OP_SEND (5.6): a ring
 // without it would fail every send, and the pool is better off with
 // write(2).
-func (r *ring) probeSend() error {
+func (r *Ring) probeSend() error {
 	var p uringProbe
 	_, _, errno := syscall.Syscall6(sysIOUringRegister, uintptr(r.fd), uringRegisterProbe, uintptr(unsafe.Pointer(&p)), uintptr(len(p.ops)), 0, 0)
 	if errno != 0 {
@@ -174,12 +175,12 @@ func (r *ring) probeSend() error {
 	return nil
 }
 
-// free returns how many more sends can be queued before submit.
-func (r *ring) free() int { return int(r.entries - r.queued) }
+// Free returns how many more sends can be queued before Submit.
+func (r *Ring) Free() int { return int(r.entries - r.queued) }
 
-// send queues a send of b on the socket fd with MSG_DONTWAIT and
-// MSG_NOSIGNAL. b must stay alive and unchanged until submit returns.
-func (r *ring) send(fd int, b []byte, userData uint64) {
+// Send queues a send of b on the socket fd with MSG_DONTWAIT and
+// MSG_NOSIGNAL. b must stay alive and unchanged until Submit returns.
+func (r *Ring) Send(fd int, b []byte, userData uint64) {
 	idx := r.tail & r.sqMask
 	r.sqes[idx] = uringSQE{opcode: uringOpSend, fd: int32(fd), addr: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b)))),
 		len: uint32(len(b)), opFlags: syscall.MSG_DONTWAIT | syscall.MSG_NOSIGNAL, userData: userData}
@@ -188,13 +189,13 @@ func (r *ring) send(fd int, b []byte, userData uint64) {
 	r.queued++
 }
 
-// submit hands the queued sends to the kernel, waits for all of their
+// Submit hands the queued sends to the kernel, waits for all of their
 // completions and calls done with each (its userData, and the bytes sent
 // or a negated errno). Sends with MSG_DONTWAIT complete during the
 // system call, so the wait is for work the kernel does inline.
 //
-// io_uring_enter is a RawSyscall for the reason rawWrite's write(2) is.
-func (r *ring) submit(done func(userData uint64, res int32)) error {
+// io_uring_enter is a RawSyscall for the reason Socket.TryWrite's write(2) is.
+func (r *Ring) Submit(done func(userData uint64, res int32)) error {
 	n := r.queued
 	if n == 0 {
 		return nil
@@ -222,7 +223,7 @@ func (r *ring) submit(done func(userData uint64, res int32)) error {
 }
 
 // reap calls done with every completion there is and returns how many.
-func (r *ring) reap(done func(userData uint64, res int32)) uint32 {
+func (r *Ring) reap(done func(userData uint64, res int32)) uint32 {
 	head := atomic.LoadUint32(r.cqHead)
 	tail := atomic.LoadUint32(r.cqTail)
 	for h := head; h != tail; h++ {
@@ -233,7 +234,11 @@ func (r *ring) reap(done func(userData uint64, res int32)) uint32 {
 	return tail - head
 }
 
-func (r *ring) close() {
+// FD is the ring's own descriptor.
+func (r *Ring) FD() int { return r.fd }
+
+// Close unmaps the ring and closes its descriptor.
+func (r *Ring) Close() {
 	if r.sqeMem != nil {
 		syscall.Munmap(r.sqeMem)
 	}

@@ -1,36 +1,14 @@
-package wsconn
+package rawio
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"sync"
 	"syscall"
-	"time"
 	"unsafe"
 )
-
-// client dials venues as http.DefaultClient does, but its connections
-// read with RawSyscall (rawReadConn), and it keeps no idle connections:
-// a venue link never reuses one, and a refused upgrade's would linger.
-var client = &http.Client{Transport: transport()}
-
-func transport() *http.Transport {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second} // DefaultTransport's
-	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := d.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return newRawReadConn(c), nil
-	}
-	t.DisableKeepAlives = true
-	return t
-}
 
 // rawReadConn is a TCP connection whose Read makes read(2) as a
 // RawSyscall inside RawConn.Read, which waits on the poller as net.Conn
@@ -50,13 +28,11 @@ type rawReadConn struct {
 	errno syscall.Errno
 }
 
-// RawRead returns c reading with RawSyscall (rawReadConn) if it is a TCP
-// connection, else c itself. A cluster node's NATS connection uses it
-// too (internal/cluster): an edge reads NATS about once per event.
-func RawRead(c net.Conn) net.Conn { return newRawReadConn(c) }
-
-// newRawReadConn wraps c if it is a TCP connection.
-func newRawReadConn(c net.Conn) net.Conn {
+// ReadConn returns c reading with RawSyscall (rawReadConn) if it is a
+// TCP connection, else c itself. The venue links dial with it
+// (venue/wsconn), and so does a cluster node's NATS connection
+// (internal/cluster): an edge reads NATS about once per event.
+func ReadConn(c net.Conn) net.Conn {
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
 		return c
