@@ -86,9 +86,9 @@ func TestDefaultBound(t *testing.T) {
 	}
 }
 
-// TestOptionsCheck: AddFeed refuses bounds a queue cannot have, naming
+// TestOptionsValidate: AddFeed refuses bounds a queue cannot have, naming
 // the option and the value, and takes every one it can (1 included).
-func TestOptionsCheck(t *testing.T) {
+func TestOptionsValidate(t *testing.T) {
 	h := NewHub(subscriber.NewRegistry())
 	for i, o := range []Options{{MaxQueueLen: 1}, {MaxQueueLen: math.MaxInt32}, {MaxQueueBytes: 0}, {MaxQueueBytes: 1 << 40}} {
 		o.Venue = fmt.Sprint("v", i)

@@ -17,7 +17,7 @@ type Options struct {
 	// Venue is the venue's name; every stream of the feed starts with it.
 	Venue string
 	// MaxQueueLen bounds each subscriber's data queue, in messages.
-	// Check says what is refused; 0 here means
+	// Validate says what is refused; 0 here means
 	// DefaultMaxQueueLen.
 	MaxQueueLen int
 	// MaxQueueBytes bounds each subscriber's data queue in bytes; 0 means

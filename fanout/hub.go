@@ -65,7 +65,7 @@ func (h *Hub) Registry() *subscriber.Registry { return h.reg }
 
 // AddFeed creates the feed of o.Venue. It is an error to add a venue twice.
 func (h *Hub) AddFeed(o Options) (*Feed, error) {
-	if err := o.Check(); err != nil {
+	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	h.mu.Lock()

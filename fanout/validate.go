@@ -9,10 +9,10 @@ import (
 // messages, the seed's figure (docs/design.md).
 const DefaultMaxQueueLen = 10000
 
-// Check reports the first option the feed cannot run with: a negative
+// Validate reports the first option the feed cannot run with: a negative
 // queue bound (0 means the default, or no byte bound) or no venue.
-// AddFeed checks it.
-func (o Options) Check() error {
+// AddFeed validates them.
+func (o Options) Validate() error {
 	switch {
 	case o.Venue == "":
 		return errors.New("fanout: a feed needs its venue's name")

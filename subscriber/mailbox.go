@@ -48,8 +48,9 @@ const (
 // Mailbox is one attached connection's queues: a bounded data queue and an
 // unbounded notice queue. The zero Mailbox is not usable; call NewMailbox.
 type Mailbox struct {
-	ready chan struct{} // capacity 1: a token means "the queues went from empty to not"
-	done  atomic.Bool   // mirror of closed, for the lock-free IsClosed
+	ready   chan struct{} // capacity 1: a token means "the queues went from empty to not"
+	onReady func()        // called after each Ready token is offered; set before first use
+	done    atomic.Bool   // mirror of closed, for the lock-free IsClosed
 
 	mu      sync.Mutex // protects the fields below
 	ring    []*Message // data queue, a ring of len(ring) slots, a power of two
@@ -96,10 +97,21 @@ func (c *Mailbox) Bytes() int {
 // keeps a channel operation off every push.
 func (c *Mailbox) Ready() <-chan struct{} { return c.ready }
 
+// OnReady sets f to be called at each transition Ready signals, after the
+// token is offered, on the goroutine that queued the message (a feed's
+// delivery: f must not block or take a lock held around delivery). A
+// write pool uses it to learn when a connection has something to write
+// without polling its channel. It must be set before the Mailbox is
+// shared.
+func (c *Mailbox) OnReady(f func()) { c.onReady = f }
+
 func (c *Mailbox) signal() {
 	select {
 	case c.ready <- struct{}{}:
 	default:
+	}
+	if c.onReady != nil {
+		c.onReady()
 	}
 }
 
@@ -196,11 +208,11 @@ func (c *Mailbox) push(m *Message) {
 	c.bytes += len(m.Data)
 }
 
-// grow doubles the ring. Rings start small and grow to what the bound lets
-// them hold, so an idle subscriber costs a few slots, not its bound.
-// c.mu must be held.
+// grow doubles the ring. Rings start at two slots (an idle subscriber's
+// queue rarely holds more) and grow to what the bound lets them hold, so
+// an idle subscriber costs a few slots, not its bound. c.mu must be held.
 func (c *Mailbox) grow() {
-	size := max(16, 2*len(c.ring))
+	size := max(2, 2*len(c.ring))
 	ring := make([]*Message, size)
 	for i := 0; i < c.n; i++ {
 		ring[i] = c.ring[(c.head+i)&(len(c.ring)-1)]

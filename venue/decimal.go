@@ -1,6 +1,7 @@
 package venue
 
 import (
+	"math/bits"
 	"slices"
 	"strconv"
 
@@ -17,69 +18,6 @@ func AppendDecimal(dst []byte, d decimal.Decimal) []byte {
 		return append(dst, d.String()...)
 	}
 	return appendCoef(dst, d.CoefficientInt64(), int(d.Exponent()))
-}
-
-// appendCoef appends c·10^exp in plain notation, trailing fractional zeros
-// trimmed. The digits are written in place, last first (no scratch buffer
-// copied over: this runs twice per level of every event exported).
-func appendCoef(dst []byte, c int64, exp int) []byte {
-	if c == 0 {
-		return append(dst, '0')
-	}
-	u := uint64(c)
-	if c < 0 {
-		dst = append(dst, '-')
-		u = -u
-	}
-	if exp >= 0 {
-		dst = strconv.AppendUint(dst, u, 10)
-		for range exp {
-			dst = append(dst, '0')
-		}
-		return dst
-	}
-	frac := -exp
-	for frac > 0 && u%10 == 0 {
-		u /= 10
-		frac--
-	}
-	if frac == 0 {
-		return strconv.AppendUint(dst, u, 10)
-	}
-	n := numDigits(u)
-	size := frac + 2 // "0." and the fraction
-	if n > frac {
-		size = n + 1 // the digits and the point
-	}
-	dst = slices.Grow(dst, size)
-	out := dst[len(dst) : len(dst)+size]
-	i := size
-	for range frac {
-		i--
-		out[i] = byte('0' + u%10)
-		u /= 10
-	}
-	i--
-	out[i] = '.'
-	if u == 0 {
-		out[0] = '0'
-	}
-	for u > 0 {
-		i--
-		out[i] = byte('0' + u%10)
-		u /= 10
-	}
-	return dst[:len(dst)+size]
-}
-
-// numDigits returns how many decimal digits u has (1 for 0).
-func numDigits(u uint64) int {
-	n := 1
-	for u >= 10 {
-		u /= 10
-		n++
-	}
-	return n
 }
 
 // decimalCacheBits sizes DecimalCache: 2048 slots of 40 bytes, enough for
@@ -118,4 +56,92 @@ func (c *DecimalCache) Get(m int64, exp int32) decimal.Decimal {
 	d := decimal.New(m, exp)
 	*sl = decimalSlot{m: m, exp: exp, ok: true, d: d}
 	return d
+}
+
+// digitPairs holds "00" to "99", for writing two digits at a time.
+const digitPairs = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
+
+// appendCoef appends c·10^exp in plain notation, trailing fractional zeros
+// trimmed. The digits are written in place in dst, last first and two at a
+// time (this runs twice per level of every event exported): no scratch
+// buffer to copy over, no division per digit.
+func appendCoef(dst []byte, c int64, exp int) []byte {
+	if c == 0 {
+		return append(dst, '0')
+	}
+	u := uint64(c)
+	if c < 0 {
+		dst = append(dst, '-')
+		u = -u
+	}
+	if exp >= 0 {
+		dst = strconv.AppendUint(dst, u, 10)
+		for range exp {
+			dst = append(dst, '0')
+		}
+		return dst
+	}
+	frac := -exp
+	for frac >= 4 && u%10000 == 0 {
+		u /= 10000
+		frac -= 4
+	}
+	for frac > 0 && u%10 == 0 {
+		u /= 10
+		frac--
+	}
+	if frac == 0 {
+		return strconv.AppendUint(dst, u, 10)
+	}
+	n := numDigits(u)
+	size := frac + 2 // "0." and the fraction
+	if n > frac {
+		size = n + 1 // the digits and the point
+	}
+	dst = slices.Grow(dst, size)
+	out := dst[len(dst) : len(dst)+size]
+	i := size
+	for ; frac >= 2; frac -= 2 {
+		q := u / 100
+		r := (u - q*100) * 2
+		i -= 2
+		out[i], out[i+1] = digitPairs[r], digitPairs[r+1]
+		u = q
+	}
+	if frac == 1 {
+		i--
+		out[i] = byte('0' + u%10)
+		u /= 10
+	}
+	i--
+	out[i] = '.'
+	for u >= 100 {
+		q := u / 100
+		r := (u - q*100) * 2
+		i -= 2
+		out[i], out[i+1] = digitPairs[r], digitPairs[r+1]
+		u = q
+	}
+	switch {
+	case u >= 10:
+		out[i-2], out[i-1] = digitPairs[u*2], digitPairs[u*2+1]
+		i -= 2
+	case u > 0:
+		i--
+		out[i] = byte('0' + u)
+	}
+	for i > 0 { // the zeros after "0." of a value below 0.1, and that "0"
+		i--
+		out[i] = '0'
+	}
+	return dst[:len(dst)+size]
+}
+
+// numDigits returns how many decimal digits u has (1 for 0).
+func numDigits(u uint64) int {
+	n := (bits.Len64(u) * 1233) >> 12
+	if n < len(pow10) && u >= pow10[n] {
+		n++
+	}
+	return max(n, 1)
 }

@@ -2,6 +2,7 @@ package venue_test
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -292,4 +293,25 @@ func TestSubsFlushExpiry(t *testing.T) {
 			t.Fatalf("KeepExpired: plan %v, overdue %v", planned(rs), k.Overdue(time.Now()))
 		}
 	})
+}
+
+// BenchmarkSubsFlush is a connection's first plan: 1,024 symbols on three
+// channels, batched within 4 KiB requests and tracked by id.
+func BenchmarkSubsFlush(b *testing.B) {
+	keys := make([]string, 0, 3*1024)
+	for i := range 1024 {
+		for _, ch := range []string{"@depth@100ms", "@trade", "@bookTicker"} {
+			keys = append(keys, "sym"+strconv.Itoa(i)+"usdt"+ch)
+		}
+	}
+	s := venue.Subs{Track: true, Limits: venue.SubLimits{MaxBytes: 4096, Overhead: 64, KeyOverhead: 3}}
+	s.WantOnly(keys...)
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		s.Reset()
+		if rs := s.Flush(now, nil); len(rs) == 0 {
+			b.Fatal("no plan")
+		}
+	}
 }

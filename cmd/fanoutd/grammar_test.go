@@ -35,20 +35,51 @@ func TestStreamsFlagAccumulates(t *testing.T) {
 	if only := exp("--export", "-", "--streams", b, capture("binance")); only == comma {
 		t.Fatal("the second --streams was ignored")
 	}
-	rest, streams := splitStreams([]string{"--streams", "BTCUSDT,ETHUSDT", "--venue", "binance", "--streams", "binance:trades:SOLUSDT"})
-	syms, _, err := recordStreams("binance", streams)
-	if err != nil || !slices.Equal(syms, []string{"BTCUSDT", "ETHUSDT", "SOLUSDT"}) || !slices.Equal(rest, []string{"--venue", "binance"}) {
-		t.Fatalf("record --streams: %v %v %v", syms, rest, err)
+	// Several values after one --streams, as record takes them; a capture
+	// ends the list.
+	several := exp("--export", "-", "--streams", a, b, capture("binance"))
+	if several != comma {
+		t.Fatal("--streams A B CAPTURE exports differently from --streams A,B CAPTURE")
+	}
+	if after := exp(capture("binance"), "--streams", a, b, "--export", "-"); after != comma {
+		t.Fatal("--streams A B after the capture exports differently")
+	}
+	// record: every form reaches the streams it records, repeated flags
+	// accumulating (each run stops at the value it refuses, which it names).
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--streams", "BTCUSDT", "bad sym!", "--streams", "ETHUSDT"}, `"bad sym!" is not a symbol`},
+		{[]string{"--streams", "BTCUSDT,ETHUSDT", "--streams", "SOLUSDT", "kraken:trades:XBT/USD"}, `"kraken:trades:XBT/USD" is not a stream of binance`},
+		{[]string{"--streams=BTCUSDT", "ETHUSDT", "--streams", "okx:trades:BTC-USDT"}, `"okx:trades:BTC-USDT" is not a stream of binance`},
+	} {
+		var out, errb bytes.Buffer
+		args := append([]string{"record", "--venue", "binance", "--out", t.TempDir()}, tc.args...)
+		if code := run(args, &out, &errb); code != 2 || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %s", tc.args, code, errb.String(), tc.want)
+		}
+	}
+	// The values themselves: the first form's symbols, all of them.
+	syms, _, err := recordStreams("binance", []string{"BTCUSDT", "ETHUSDT", "binance:trades:SOLUSDT"})
+	if err != nil || !slices.Equal(syms, []string{"BTCUSDT", "ETHUSDT", "SOLUSDT"}) {
+		t.Fatalf("record --streams: %v %v", syms, err)
 	}
 }
 
 // TestStreamsPatternMatchingNothingSaysSo: an export whose --streams
 // pattern matches no stream of the captures says which.
 func TestStreamsPatternMatchingNothingSaysSo(t *testing.T) {
-	var out, errb bytes.Buffer
-	code := run([]string{"replay", "--export", "-", "--streams", "binance:level2:*,binance:trades:NOPE", capture("binance")}, &out, &errb)
-	if code != 0 || !strings.Contains(errb.String(), `"binance:trades:NOPE" matches no stream`) || strings.Contains(errb.String(), `"binance:level2:*" matches`) {
-		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	for _, args := range [][]string{
+		{"replay", "--export", "-", "--streams", "binance:level2:*,binance:trades:NOPE", capture("binance")},
+		{"replay", "--export", "-", "--streams", "binance:level2:*", "binance:trades:NOPE", capture("binance")},
+		{"replay", capture("binance"), "--streams", "binance:level2:*", "--streams", "binance:trades:NOPE", "--export", "-"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(args, &out, &errb)
+		if code != 0 || !strings.Contains(errb.String(), `"binance:trades:NOPE" matches no stream`) || strings.Contains(errb.String(), `"binance:level2:*" matches`) {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errb.String())
+		}
 	}
 }
 

@@ -15,7 +15,8 @@
 // The load harness and the soak are another command, cmd/fanoutd-bench.
 //
 // Flags may come before or after a command's other arguments; a flag that
-// takes a list (--streams) may be repeated, each value comma-separated.
+// takes a list (--streams) may be repeated, each value comma-separated, and
+// takes several values (--streams A B; replay's first capture ends them).
 // Exit codes: 0 success, 1 runtime failure, 2 bad usage or configuration.
 package main
 

@@ -86,31 +86,6 @@ func recordStreams(venueName string, streams []string) (symbols []string, channe
 	return symbols, channels, nil
 }
 
-// splitStreams lets --streams take several values (--streams A B C): the
-// arguments after it up to the next flag are its values.
-func splitStreams(args []string) (rest, streams []string) {
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--streams" || a == "-streams" {
-			for i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
-				i++
-				streams = append(streams, args[i])
-			}
-			continue
-		}
-		if v, ok := strings.CutPrefix(a, "--streams="); ok {
-			streams = append(streams, v)
-			continue
-		}
-		if v, ok := strings.CutPrefix(a, "-streams="); ok {
-			streams = append(streams, v)
-			continue
-		}
-		rest = append(rest, a)
-	}
-	return rest, streams
-}
-
 // countingSink counts what the adapter emits; record serves nobody.
 type countingSink struct {
 	events  atomic.Int64
@@ -136,7 +111,6 @@ var recordProgressEvery = 10 * time.Second
 // subscribers, until ctx is done or --duration passed. The recorder is
 // always closed cleanly (flushed, closed, fsynced).
 func recordCmd(ctx context.Context, args []string, stdout, stderr io.Writer, built []venues.Venue) int {
-	args, streams := splitStreams(args)
 	fs := flag.NewFlagSet("record", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -144,8 +118,8 @@ func recordCmd(ctx context.Context, args []string, stdout, stderr io.Writer, bui
 		fs.PrintDefaults()
 	}
 	venueName := fs.String("venue", "", "the venue to record (required)")
-	var more cli.ListFlag
-	fs.Var(&more, "streams", "streams to record: venue:channel:symbol, or bare symbols (every channel); --streams A,B, --streams A --streams B and --streams A B all give both")
+	var streams cli.ListFlag
+	cli.Several(fs, &streams, "streams", "streams to record: venue:channel:symbol, or bare symbols (every channel); --streams A,B, --streams A --streams B and --streams A B all give both", nil)
 	out := fs.String("out", "", "directory for the capture segments (default: the config's record.dir)")
 	dur := fs.Duration("duration", 0, "stop after this long (default: until SIGINT/SIGTERM)")
 	cfgPath := fs.String("config", "", "configuration file: the venue's endpoints and depth, record.max_bytes/max_age/queue")
@@ -153,7 +127,6 @@ func recordCmd(ctx context.Context, args []string, stdout, stderr io.Writer, bui
 	if err != nil {
 		return 2
 	}
-	streams = append(streams, more...)
 	usage := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "fanoutd: record: "+format+"\n", a...)
 		return 2

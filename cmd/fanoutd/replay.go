@@ -67,7 +67,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 		fmt.Fprintln(stderr, "usage: fanoutd replay [--venue V] [--speed 1|N|max] [--loop] [--wait N] [--align=false] [--config FILE] [--listen ADDR] [--insecure] [--grace D] CAPTURE…")
 		fmt.Fprintln(stderr, "       fanoutd replay --role ingest [--nats URL] [--embedded-nats] [--speed …] [--loop] [--config FILE] [--listen ADDR] CAPTURE…")
 		fmt.Fprintln(stderr, "       fanoutd replay --export FILE|- [--streams S[,S…]]… [--venue V] [--config FILE] [--cpuprofile FILE] CAPTURE…")
-		fmt.Fprintln(stderr, "Flags may come before or after the captures; --streams may be repeated.")
+		fmt.Fprintln(stderr, "Flags may come before or after the captures; --streams may be repeated and takes several values (--streams A B CAPTURE…).")
 		fs.PrintDefaults()
 	}
 	var o replayOpts
@@ -81,7 +81,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer, rea
 	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback listen address without tokens")
 	fs.StringVar(&o.export, "export", "", "write the normalized events and notices to FILE (- for stdout) as fast as possible, without serving")
 	var streams cli.ListFlag
-	fs.Var(&streams, "streams", "with --export: only these streams, names or patterns ('*' matches any run), derived ones included (binance:book_snapshot_25_1s:*); --streams A,B and --streams A --streams B both give both")
+	cli.Several(fs, &streams, "streams", "with --export: only these streams, names or patterns ('*' matches any run), derived ones included (binance:book_snapshot_25_1s:*); --streams A,B, --streams A --streams B and --streams A B all give both (a capture after them ends the list)", notCapture)
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the replay to FILE")
 	fs.DurationVar(&o.grace, "grace", daemon.DefaultGrace, "after the replay ends, keep serving at most this long for the queues to drain")
 	cf := clusterFlags(fs)
@@ -288,6 +288,17 @@ func export(ctx context.Context, o *replayOpts, cfg *config.Config, stdout, stde
 	fmt.Fprintf(stderr, "fanoutd: replayed %d frames (%d disconnects) in %v: %.0f frames/s\n",
 		st.Frames, st.Disconnects, el.Round(time.Millisecond), float64(st.Frames)/el.Seconds())
 	return 0
+}
+
+// notCapture reports whether an argument after --streams' value is one
+// more stream rather than the first capture: not a claim, not a .jsonl or
+// .jsonl.gz, not a file there is.
+func notCapture(arg string) bool {
+	if _, ok := claimRef(arg); ok || strings.HasSuffix(arg, ".jsonl") || strings.HasSuffix(arg, ".jsonl.gz") {
+		return false
+	}
+	_, err := os.Stat(arg)
+	return err != nil
 }
 
 // claimRef reports whether a replay argument names a claim rather than a

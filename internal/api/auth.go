@@ -35,6 +35,10 @@ type Token struct {
 	// token below limits.max_connections_per_token (a JWT's
 	// max_connections claim).
 	MaxConns int
+	// LowLatency has every connection of this token written without
+	// batching delay, as ?latency=low asks (tokens[].latency: low, or a
+	// JWT's "latency": "low" claim).
+	LowLatency bool
 	// Expires is when the token stops being accepted: a JWT's exp plus
 	// the leeway allowed; zero means never (a static token).
 	Expires time.Time

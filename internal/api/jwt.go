@@ -57,6 +57,14 @@ type JWTOptions struct {
 // name may start with.
 const JWTOwnerPrefix = "jwt:"
 
+// The values of a connection's latency (?latency=, tokens[].latency, a
+// JWT's latency claim): batched writes (the default) or writes without
+// batching delay.
+const (
+	LatencyBatched = "batched"
+	LatencyLow     = "low"
+)
+
 // maxJWTBytes bounds a JWT before it is decoded.
 const maxJWTBytes = 8 << 10
 
@@ -71,6 +79,7 @@ type claims struct {
 	Streams        []string `json:"streams"`
 	Tenants        []string `json:"tenants"`
 	MaxConnections *int64   `json:"max_connections"`
+	Latency        string   `json:"latency"`
 }
 
 // jwtVerifier verifies JWTs against a fixed set of keys.
@@ -127,6 +136,13 @@ func (v *jwtVerifier) verify(raw string) (*Token, error) {
 			return nil, fmt.Errorf("%w: max_connections must be a positive integer", ErrBadClaims)
 		}
 		t.MaxConns = int(min(*c.MaxConnections, 1<<24))
+	}
+	switch c.Latency {
+	case "", LatencyBatched:
+	case LatencyLow:
+		t.LowLatency = true
+	default:
+		return nil, fmt.Errorf("%w: latency must be %q or %q", ErrBadClaims, LatencyLow, LatencyBatched)
 	}
 	if v.o.CheckScopes != nil {
 		if err := v.o.CheckScopes(t); err != nil {

@@ -106,12 +106,12 @@ func TestJWTAccepted(t *testing.T) {
 		{"ES256", jwt.SigningMethodES256, "e1", k.ec},
 	} {
 		s := sign(t, tc.method, tc.kid, tc.key, jwt.MapClaims{"exp": exp.Unix(), "aud": []string{"other", testAud},
-			"venues": []string{"kraken"}, "streams": []string{"kraken:trades:*"}, "tenants": []string{"desk"}, "max_connections": 3})
+			"venues": []string{"kraken"}, "streams": []string{"kraken:trades:*"}, "tenants": []string{"desk"}, "max_connections": 3, "latency": "low"})
 		tok, err := a.Verify(s)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if tok.Name != "jwt:alice" || !tok.Expires.Equal(exp) || tok.MaxConns != 3 || !tok.IsJWT() {
+		if tok.Name != "jwt:alice" || !tok.Expires.Equal(exp) || tok.MaxConns != 3 || !tok.IsJWT() || !tok.LowLatency {
 			t.Fatalf("%s: token %+v", tc.name, tok)
 		}
 		if !tok.Allows("kraken:trades:BTC/USD") || tok.Allows("kraken:level2:BTC/USD") || tok.Allows("coinbase:trades:BTC-USD") {
@@ -152,6 +152,7 @@ func TestJWTRefused(t *testing.T) {
 		{"alg none", sign(t, jwt.SigningMethodNone, "h1", jwt.UnsafeAllowNoneSignatureType, nil), jwt.ErrTokenSignatureInvalid},
 		{"no sub", sign(t, jwt.SigningMethodHS256, "h1", k.hmac, jwt.MapClaims{"sub": nil}), ErrBadClaims},
 		{"max_connections 0", sign(t, jwt.SigningMethodHS256, "h1", k.hmac, jwt.MapClaims{"max_connections": 0}), ErrBadClaims},
+		{"latency fast", sign(t, jwt.SigningMethodHS256, "h1", k.hmac, jwt.MapClaims{"latency": "fast"}), ErrBadClaims},
 		{"max_connections 1.5", sign(t, jwt.SigningMethodHS256, "h1", k.hmac, jwt.MapClaims{"max_connections": 1.5}), jwt.ErrTokenMalformed},
 		{"not a JWT", "eyJhbGciOi.x.y", jwt.ErrTokenMalformed},
 	} {

@@ -54,13 +54,15 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.warm, "warmup", 3*time.Second, "warm-up before measuring")
 	fs.StringVar(&o.delay, "write-delay", "", "websocket.write_delay of the daemon under test (default: the daemon's default)")
 	fs.BoolVar(&o.uring, "io-uring", true, "websocket.io_uring of the daemon under test")
-	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write the server's CPU profile of the measured window to this file (fanoutd only)")
+	fs.IntVar(&o.low, "low-latency", 0, "of --subs, this many connect with ?latency=low (writes without batching delay) and are reported apart (fanoutd only)")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write the server's CPU profile of the measured window to this file (fanoutd only; with --idle, of the last round's connect phase)")
 	fs.StringVar(&o.source, "source", sourceInproc, "what feeds fanoutd: inproc (a test source in this process) or venue (a Bybit venue in a child process, through the bybit adapter over a websocket)")
 	fs.StringVar(&o.peer, "peer", "", "measure this peer instead of fanoutd: centrifugo")
 	fs.StringVar(&o.peerBin, "peer-bin", "", "the peer's binary (default: its name, looked up in PATH)")
-	idle := fs.Bool("idle", false, "measure the server's memory per idle subscriber connection instead: --conns connections to one stream at --rate (default 10 here), RSS sampled every second for --duration after --warmup (default 10s here)")
-	conns := fs.Int("conns", 10000, "subscriber connections of --idle")
-	memprofile := fs.String("memprofile", "", "with --idle: write the server's heap profile at the end of the measured window to this file (fanoutd only)")
+	fs.StringVar(&o.peerPublish, "peer-publish", peerPublishHTTP, "how events go into the peer: http (batched publishes on its HTTP API, one request at a time) or client (client publish commands on one websocket connection)")
+	idle := fs.Bool("idle", false, "measure the server's memory per idle subscriber connection instead: for each count of --conns, connections to one stream at --rate (default 10 here) from child processes, RSS sampled every second for --duration after --warmup (default 10s here), the accept rate and the kernel's socket memory beside it; fanoutd and, with --peer, the peer, in turn")
+	connsList := fs.String("conns", "10000", "with --idle: subscriber connections, or a comma-separated list of counts, one round each (at most about 19,500: the server holds one descriptor per connection)")
+	memprofile := fs.String("memprofile", "", "with --idle: write the server's heap profile at the end of the last fanoutd round's measured window to this file")
 	edges := fs.Int("edges", 0, "also run a cluster: one ingest (this process, embedded NATS) and N edge processes, against --role all under the same load (both fed as --source says)")
 	rounds := fs.Int("rounds", 1, "with --edges: run both this many times, interleaved, and end with each round's CPU ratio and latency differences and their medians")
 	if rest, err := cli.ParseArgs(fs, args); err != nil {
@@ -72,6 +74,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	sourceSet := set["source"]
+	var steps []int
 	if *idle {
 		if !set["rate"] {
 			o.rate = 10
@@ -79,8 +82,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		if !set["warmup"] {
 			o.warm = 10 * time.Second
 		}
-		if *edges > 0 || sourceSet || *conns < 1 || o.rate < 1 {
-			fmt.Fprintln(stderr, "fanoutd bench: --idle needs --conns ≥ 1 and --rate ≥ 1, and measures one server fed in process (no --edges, no --source)")
+		var err error
+		if steps, err = parseCounts(*connsList); *edges > 0 || sourceSet || err != nil || o.rate < 1 {
+			fmt.Fprintln(stderr, "fanoutd bench: --idle needs --conns (counts ≥ 1, comma-separated) and --rate ≥ 1, and measures one server fed in process (no --edges, no --source)")
 			return 2
 		}
 	}
@@ -97,12 +101,18 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case o.peer != "" && sourceSet:
 		fmt.Fprintln(stderr, "fanoutd bench: --source feeds fanoutd: it does not apply to --peer")
 		return 2
+	case o.low < 0 || o.low > o.subs || (o.low > 0 && o.peer != ""):
+		fmt.Fprintln(stderr, "fanoutd bench: --low-latency is between 0 and --subs, and measures fanoutd (not --peer)")
+		return 2
+	case o.peerPublish != peerPublishHTTP && o.peerPublish != peerPublishClient:
+		fmt.Fprintf(stderr, "fanoutd bench: --peer-publish %q: want http or client\n", o.peerPublish)
+		return 2
 	case o.peer != "" && o.peer != "centrifugo":
 		fmt.Fprintf(stderr, "fanoutd bench: --peer %q: want centrifugo\n", o.peer)
 		return 2
 	}
 	if *idle {
-		return idleMain(o, *conns, *memprofile, stdout, stderr)
+		return idleMain(o, steps, *memprofile, stdout, stderr)
 	}
 	if *edges > 0 {
 		return clusterMain(*edges, *rounds, loadOpts{subs: o.subs, rate: o.rate, size: o.size, warm: o.warm, dur: o.dur, delay: o.delay, uring: o.uring}, o.source, stdout, stderr)
@@ -124,11 +134,11 @@ const (
 
 // options are bench's flags.
 type options struct {
-	subs, rate, size          int
-	dur, warm                 time.Duration
-	delay, cpuprofile, source string
-	uring                     bool
-	peer, peerBin             string
+	subs, rate, size, low      int
+	dur, warm                  time.Duration
+	delay, cpuprofile, source  string
+	uring                      bool
+	peer, peerBin, peerPublish string
 }
 
 // result is one bench run's measurements.
@@ -157,7 +167,7 @@ func run(o options, stderr io.Writer) (*result, error) {
 	var err error
 	switch {
 	case o.peer == "centrifugo":
-		srv, err = startCentrifugo(cmp.Or(o.peerBin, "centrifugo"), stderr)
+		srv, err = startCentrifugo(cmp.Or(o.peerBin, "centrifugo"), o.peerPublish, stderr)
 	case o.source == sourceVenue:
 		var vpad int
 		vpad, r.eventBytes = venuePad(o.size)
@@ -188,7 +198,7 @@ func run(o options, stderr io.Writer) (*result, error) {
 		return nil, err
 	}
 	child := exec.Command(exe, "bench-clients", "--url", srv.wsURL(), "--proto", srv.name(),
-		"--subs", fmt.Sprint(o.subs), "--stream", srv.stream(), "--warmup", o.warm.String(), "--duration", o.dur.String())
+		"--subs", fmt.Sprint(o.subs), "--low-latency", fmt.Sprint(o.low), "--stream", srv.stream(), "--warmup", o.warm.String(), "--duration", o.dur.String())
 	child.Stderr = stderr
 	out, _ := child.StdoutPipe()
 	if err := child.Start(); err != nil {
@@ -259,6 +269,9 @@ func (r *result) print(stdout io.Writer) {
 	if r.name == "fanoutd" {
 		fed = ", fed " + map[string]string{sourceInproc: "in process", sourceVenue: "by a Bybit venue over a websocket"}[o.source]
 	}
+	if r.name == "centrifugo" {
+		fed = ", fed " + map[string]string{peerPublishHTTP: "by batched publishes on its HTTP API", peerPublishClient: "by client publishes on a websocket"}[o.peerPublish]
+	}
 	fmt.Fprintf(stdout, "%s%s: subscribers %d, %d events/s of %d bytes, %s measured after %s warm-up (GOMAXPROCS %d)\n",
 		r.name, fed, o.subs, o.rate, r.eventBytes, o.dur, o.warm, runtime.GOMAXPROCS(0))
 	fmt.Fprintf(stdout, "delivered/s         %.0f (clients received %.0f/s)\n", float64(r.delivered)/o.dur.Seconds(), float64(r.clients.Received)/o.dur.Seconds())
@@ -272,6 +285,11 @@ func (r *result) print(stdout io.Writer) {
 	fmt.Fprintf(stdout, "server CPU/message  %.3f µs\n", float64(r.cpu.Nanoseconds())/float64(max(r.delivered, 1))/1000)
 	fmt.Fprintf(stdout, "latency p50 %s  p99 %s  p999 %s  max %s (publish to client read)\n",
 		time.Duration(r.clients.P50), time.Duration(r.clients.P99), time.Duration(r.clients.P999), time.Duration(r.clients.Max))
+	if o.low > 0 {
+		c := r.clients
+		fmt.Fprintf(stdout, "  of which %d batched: p50 %s  p99 %s; %d with ?latency=low: p50 %s  p99 %s  p999 %s  max %s\n", o.subs-o.low,
+			time.Duration(c.BatchedP50), time.Duration(c.BatchedP99), o.low, time.Duration(c.LowP50), time.Duration(c.LowP99), time.Duration(c.LowP999), time.Duration(c.LowMax))
+	}
 	io.WriteString(stdout, r.extra)
 	fmt.Fprintf(stdout, "client process CPU  %.1f%% of one core\n", 100*time.Duration(r.clients.CPU).Seconds()/o.dur.Seconds())
 }
@@ -383,6 +401,9 @@ type clientReport struct {
 	Total               int64 // events read in the whole run
 	P50, P99, P999, Max int64 // nanoseconds
 	CPU                 int64 // nanoseconds, during the measured window
+	// With --low-latency: the two groups' latencies apart.
+	BatchedP50, BatchedP99          int64 `json:",omitempty"`
+	LowP50, LowP99, LowP999, LowMax int64 `json:",omitempty"`
 }
 
 // Clients is the child of bench: N subscribers that read, count and
@@ -392,6 +413,7 @@ func Clients(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	url := fs.String("url", "", "")
 	subs := fs.Int("subs", 200, "")
+	low := fs.Int("low-latency", 0, "")
 	stream := fs.String("stream", "", "")
 	proto := fs.String("proto", "fanoutd", "fanoutd or centrifugo")
 	warm := fs.Duration("warmup", 3*time.Second, "")
@@ -418,7 +440,11 @@ func Clients(args []string, stdout, stderr io.Writer) int {
 	conns := make([]*websocket.Conn, *subs)
 	sub := []byte(`{"op":"subscribe","id":"b","streams":["` + *stream + `"]}`)
 	for i := range conns {
-		ws, _, err := websocket.DefaultDialer.Dial(*url, nil)
+		u := *url
+		if i < *low {
+			u += "?latency=low"
+		}
+		ws, _, err := websocket.DefaultDialer.Dial(u, nil)
 		if err != nil {
 			fmt.Fprintln(stderr, "bench-clients:", err)
 			return 1
@@ -503,16 +529,18 @@ func Clients(args []string, stdout, stderr io.Writer) int {
 	for _, ws := range conns {
 		ws.Close()
 	}
-	hist := make([]int64, nb+1)
-	var total, all int64
-	for _, r := range results {
-		total += r.received
-		all += r.total
-		for j, c := range r.hist {
-			hist[j] += c
+	// merge sums the histograms of results[from:to].
+	merge := func(from, to int) (hist []int64, total int64) {
+		hist = make([]int64, nb+1)
+		for _, r := range results[from:to] {
+			total += r.received
+			for j, c := range r.hist {
+				hist[j] += c
+			}
 		}
+		return hist, total
 	}
-	pct := func(p float64) int64 {
+	pct := func(hist []int64, total int64, p float64) int64 {
 		target := int64(float64(total) * p)
 		var acc int64
 		for j, c := range hist {
@@ -523,14 +551,29 @@ func Clients(args []string, stdout, stderr io.Writer) int {
 		}
 		return int64(time.Duration(nb) * bucket)
 	}
-	maxB := 0
-	for j, c := range hist {
-		if c > 0 {
-			maxB = j
+	maxOf := func(hist []int64) int64 {
+		maxB := 0
+		for j, c := range hist {
+			if c > 0 {
+				maxB = j
+			}
 		}
+		return int64(time.Duration(maxB+1) * bucket)
 	}
-	json.NewEncoder(stdout).Encode(clientReport{Received: total, Total: all, P50: pct(0.5), P99: pct(0.99), P999: pct(0.999),
-		Max: int64(time.Duration(maxB+1) * bucket), CPU: int64(cpu)})
+	var all int64
+	for _, r := range results {
+		all += r.total
+	}
+	hist, total := merge(0, len(results))
+	rep := clientReport{Received: total, Total: all, P50: pct(hist, total, 0.5), P99: pct(hist, total, 0.99), P999: pct(hist, total, 0.999),
+		Max: maxOf(hist), CPU: int64(cpu)}
+	if *low > 0 {
+		lh, lt := merge(0, *low)
+		bh, bt := merge(*low, len(results))
+		rep.LowP50, rep.LowP99, rep.LowP999, rep.LowMax = pct(lh, lt, 0.5), pct(lh, lt, 0.99), pct(lh, lt, 0.999), maxOf(lh)
+		rep.BatchedP50, rep.BatchedP99 = pct(bh, bt, 0.5), pct(bh, bt, 0.99)
+	}
+	json.NewEncoder(stdout).Encode(rep)
 	return 0
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
@@ -28,46 +29,131 @@ import (
 
 // connsOpts are the flags of bench --idle.
 type connsOpts struct {
-	conns      int
+	steps      []int // connection counts, one round each
 	rate       int
 	settle     time.Duration // after the last connection subscribed, before measuring
 	dur        time.Duration // the measured window, sampled every second
 	memprofile string        // fanoutd only: the heap profile at the end of the window
+	cpuprofile string        // fanoutd only: the CPU profile of the connect phase
 }
 
-// idleMain starts the server of o (fanoutd fed in process, or the peer)
-// and runs connsMain on it.
-func idleMain(o options, conns int, memprofile string, stdout, stderr io.Writer) int {
+// clientsPerChild is how many connections one bench-clients child opens:
+// a process may hold at most 20,000 open files here, so the clients are
+// spread over processes of their own (none in the server's).
+const clientsPerChild = 5000
+
+// connsRound is one server's figures at one connection count.
+type connsRound struct {
+	server     string
+	conns      int
+	connected  time.Duration // from the first dial to the last connection subscribed
+	connectCPU time.Duration // the server's CPU time meanwhile
+	steadyCPU  time.Duration // the server's CPU time over the measured window
+	window     time.Duration // the measured window
+	base, mean memSample
+	max        int64 // RSS
+	gcBase     memSample
+	gcd        memSample
+	sockBase   sockMem
+	sock       sockMem
+	open       int
+	received   float64 // events/s over all connections
+}
+
+// idleMain is bench --idle: for each connection count of steps, fanoutd
+// (fed in process) and, with --peer, the peer, one after the other, each
+// a fresh server measured by connsMain; then a table of the rounds.
+func idleMain(o options, steps []int, memprofile string, stdout, stderr io.Writer) int {
 	if memprofile != "" {
 		runtime.MemProfileRate = 256 // every allocation of a connection's, not one per 512 KiB
 	}
-	var srv benchServer
-	var err error
-	if o.peer == "centrifugo" {
-		srv, err = startCentrifugo(cmp.Or(o.peerBin, "centrifugo"), stderr)
-	} else {
-		srv, err = startFanoutd(o.delay, o.uring, "", stderr)
+	servers := []string{"fanoutd"}
+	if o.peer != "" {
+		servers = append(servers, o.peer)
 	}
-	if err != nil {
-		fmt.Fprintln(stderr, "fanoutd bench:", err)
-		return 1
+	var rounds []connsRound
+	for _, n := range steps {
+		for _, name := range servers {
+			var srv benchServer
+			var err error
+			if name == "centrifugo" {
+				srv, err = startCentrifugo(cmp.Or(o.peerBin, "centrifugo"), o.peerPublish, stderr)
+			} else {
+				// A fresh daemon in a heap returned to the system: what
+				// the rounds before left is not counted.
+				runtime.GC()
+				debug.FreeOSMemory()
+				srv, err = startFanoutd(o.delay, o.uring, "", stderr)
+			}
+			if err != nil {
+				fmt.Fprintln(stderr, "fanoutd bench:", err)
+				return 1
+			}
+			r, ok := connsMain(srv, connsOpts{steps: []int{n}, rate: o.rate, settle: o.warm, dur: o.dur, memprofile: memprofile, cpuprofile: o.cpuprofile}, stdout, stderr)
+			srv.stop()
+			if !ok {
+				return 1
+			}
+			rounds = append(rounds, r)
+		}
 	}
-	defer srv.stop()
-	return connsMain(srv, connsOpts{conns: conns, rate: o.rate, settle: o.warm, dur: o.dur, memprofile: memprofile}, stdout, stderr)
+	if len(rounds) > 1 {
+		printConnsTable(stdout, rounds)
+	}
+	return 0
 }
 
-// connsMain is bench --idle: the server's memory per subscriber
-// connection. It reads the server's RSS with the publisher running and no
-// subscriber (the baseline), has a child process open o.conns subscriber
-// connections to one stream published at o.rate, waits o.settle, then
-// samples the server's RSS every second for o.dur and reports the growth
-// over the baseline per connection. For fanoutd, which runs in this
-// process, it also reports the runtime's own accounts (live heap, goroutine
-// stacks, goroutines) the same way.
-func connsMain(srv benchServer, o connsOpts, stdout, stderr io.Writer) int {
-	if err := raiseNoFile(o.conns + 256); err != nil {
+// acceptCPU is the server's CPU time for accepting and subscribing the
+// round's connections: its CPU over the connect phase less what
+// delivering the stream cost meanwhile, taken at the measured window's
+// rate with, on average, half of the connections open.
+func (r connsRound) acceptCPU() time.Duration {
+	if r.window <= 0 {
+		return r.connectCPU
+	}
+	deliver := time.Duration(float64(r.steadyCPU) / float64(r.window) * float64(r.connected) / 2)
+	return max(r.connectCPU-deliver, time.Microsecond)
+}
+
+// printConnsTable ends bench --idle with one line per round.
+func printConnsTable(w io.Writer, rounds []connsRound) {
+	fmt.Fprintln(w, "\n| server | connections | RSS per connection, mean (max) | marginal RSS per connection | connected and subscribed per second (per server core-second) | kernel TCP per connection pair (slab; sockstat mem) | events/s received | open at the end |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- |")
+	prev := map[string]connsRound{}
+	for _, r := range rounds {
+		n := float64(r.conns)
+		// The growth from the server's previous count to this one, per
+		// connection added: what one more connection costs, without the
+		// costs paid once whatever the count.
+		marginal := "–"
+		if p, ok := prev[r.server]; ok && r.conns > p.conns {
+			marginal = fmt.Sprintf("%.1f KB", float64((r.mean.rss-r.base.rss)-(p.mean.rss-p.base.rss))/float64(r.conns-p.conns)/1000)
+		}
+		prev[r.server] = r
+		fmt.Fprintf(w, "| %s | %d | %.1f KB (%.1f) | %s | %.0f (%.0f) | %.1f KB; %.1f KB | %.0f | %d |\n", r.server, r.conns,
+			float64(r.mean.rss-r.base.rss)/n/1000, float64(r.max-r.base.rss)/n/1000, marginal,
+			n/r.connected.Seconds(), n/r.acceptCPU().Seconds(), float64(r.sock.slab-r.sockBase.slab)/n/1000,
+			float64(r.sock.mem-r.sockBase.mem)/n/1000, r.received, r.open)
+	}
+}
+
+// connsMain is one round of bench --idle: the server's memory per
+// subscriber connection. It reads the server's RSS with the publisher
+// running and no subscriber (the baseline), has child processes open
+// o.steps[0] subscriber connections to one stream published at o.rate
+// (at most clientsPerChild each, all dialling at once), waits o.settle,
+// then samples the server's RSS every second for o.dur and reports the
+// growth over the baseline per connection, how fast the connections were
+// accepted and subscribed, and the kernel's socket memory
+// (/proc/net/sockstat, /proc/slabinfo) beside it. For fanoutd, which runs
+// in this process, it also reports the runtime's own accounts (live heap,
+// goroutine stacks, goroutines) the same way.
+func connsMain(srv benchServer, o connsOpts, stdout, stderr io.Writer) (connsRound, bool) {
+	conns := o.steps[0]
+	r := connsRound{server: srv.name(), conns: conns}
+	if err := raiseNoFile(conns + 256); err != nil { // the server's own, in this process or the peer's
 		fmt.Fprintln(stderr, "fanoutd bench:", err)
-		return 1
+		return r, false
 	}
 	pid := srv.pid()
 	_, inProcess := srv.(*fanoutdServer)
@@ -81,49 +167,80 @@ func connsMain(srv benchServer, o connsOpts, stdout, stderr io.Writer) int {
 	// subscribed; the median of three readings a second apart (and, in
 	// this process, the runtime's accounts after a collection).
 	time.Sleep(time.Second)
-	base := medianSample(pid, inProcess, 3)
-	var gcBase memSample
+	r.base = medianSample(pid, inProcess, 3)
 	if inProcess {
 		runtime.GC()
-		gcBase = readMem(pid, inProcess)
+		r.gcBase = readMem(pid, inProcess)
 	}
+	r.sockBase = readSockMem()
 
 	exe, err := os.Executable()
 	if err != nil {
 		fmt.Fprintln(stderr, "fanoutd bench:", err)
-		return 1
+		return r, false
 	}
-	child := exec.Command(exe, "bench-clients", "--idle", "--url", srv.wsURL(), "--proto", srv.name(),
-		"--subs", strconv.Itoa(o.conns), "--stream", srv.stream())
-	child.Stderr = stderr
-	stdin, _ := child.StdinPipe()
-	out, _ := child.StdoutPipe()
-	if err := child.Start(); err != nil {
-		fmt.Fprintln(stderr, "fanoutd bench:", err)
-		return 1
+	type child struct {
+		cmd   *exec.Cmd
+		stdin io.WriteCloser
+		rd    *bufio.Reader
+		n     int
 	}
-	connectStart := time.Now()
-	rd := bufio.NewReader(out)
-	if line, err := rd.ReadString('\n'); err != nil || strings.TrimSpace(line) != "ready" {
-		fmt.Fprintf(stderr, "fanoutd bench: clients did not connect: %q %v\n", line, err)
-		child.Process.Kill()
-		child.Wait()
-		return 1
+	var children []*child
+	defer func() {
+		for _, c := range children {
+			c.stdin.Close()
+			c.cmd.Wait()
+		}
+	}()
+	var prof *os.File
+	if o.cpuprofile != "" && inProcess {
+		if prof, err = os.Create(o.cpuprofile); err == nil {
+			pprof.StartCPUProfile(prof)
+		}
 	}
-	connectTook := time.Since(connectStart)
+	connectStart, cpuStart := time.Now(), srv.cpu()
+	for left := conns; left > 0; left -= clientsPerChild {
+		n := min(left, clientsPerChild)
+		cmd := exec.Command(exe, "bench-clients", "--idle", "--url", srv.wsURL(), "--proto", srv.name(),
+			"--subs", strconv.Itoa(n), "--stream", srv.stream())
+		cmd.Stderr = stderr
+		stdin, _ := cmd.StdinPipe()
+		out, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			fmt.Fprintln(stderr, "fanoutd bench:", err)
+			return r, false
+		}
+		children = append(children, &child{cmd: cmd, stdin: stdin, rd: bufio.NewReader(out), n: n})
+	}
+	for _, c := range children {
+		if line, err := c.rd.ReadString('\n'); err != nil || strings.TrimSpace(line) != "ready" {
+			fmt.Fprintf(stderr, "fanoutd bench: clients did not connect: %q %v\n", line, err)
+			for _, c := range children {
+				c.cmd.Process.Kill()
+			}
+			return r, false
+		}
+	}
+	r.connected, r.connectCPU = time.Since(connectStart), srv.cpu()-cpuStart
+	if prof != nil {
+		pprof.StopCPUProfile()
+		prof.Close()
+	}
 	time.Sleep(o.settle)
 	var samples []memSample
+	winStart, winCPU := time.Now(), srv.cpu()
 	for end := time.Now().Add(o.dur); time.Now().Before(end); time.Sleep(time.Second) {
 		samples = append(samples, readMem(pid, inProcess))
 	}
+	r.window, r.steadyCPU = time.Since(winStart), srv.cpu()-winCPU
+	r.sock = readSockMem()
 	// The runtime's own accounts after a collection (which also shrinks
 	// goroutine stacks that use less than a quarter of their size): the
 	// live heap and stacks a connection keeps, apart from the garbage and
 	// the freed memory the RSS still holds.
-	var gcd memSample
 	if inProcess {
 		runtime.GC()
-		gcd = readMem(pid, inProcess)
+		r.gcd = readMem(pid, inProcess)
 	}
 	if o.memprofile != "" && inProcess {
 		if f, err := os.Create(o.memprofile); err == nil {
@@ -131,45 +248,127 @@ func connsMain(srv benchServer, o connsOpts, stdout, stderr io.Writer) int {
 			f.Close()
 		}
 	}
-	stdin.Close() // the clients close their connections and report
-	res, _ := io.ReadAll(rd)
-	child.Wait()
 	var cr idleReport
-	if err := json.Unmarshal(bytes.TrimSpace(res), &cr); err != nil {
-		fmt.Fprintf(stderr, "fanoutd bench: client report %q: %v\n", res, err)
-		return 1
+	for _, c := range children {
+		c.stdin.Close() // the clients close their connections and report
+		res, _ := io.ReadAll(c.rd)
+		c.cmd.Wait()
+		var one idleReport
+		if err := json.Unmarshal(bytes.TrimSpace(res), &one); err != nil {
+			fmt.Fprintf(stderr, "fanoutd bench: client report %q: %v\n", res, err)
+			children = nil
+			return r, false
+		}
+		cr.Open += one.Open
+		cr.Received += one.Received
+		cr.Seconds = max(cr.Seconds, one.Seconds)
+		cr.Error = cmp.Or(cr.Error, one.Error)
 	}
+	children = nil
 	if err := stopPub(); err != nil {
+		// The memory is still measured; the events/s received say how
+		// much of the window had a stream.
 		fmt.Fprintln(stderr, "fanoutd bench: publish:", err)
-		return 1
 	}
+	r.open, r.received = cr.Open, float64(cr.Received)/cr.Seconds
 
-	n := float64(o.conns)
+	n := float64(conns)
 	per := func(v, b int64) string { return fmt.Sprintf("%.1f KB", float64(v-b)/n/1000) }
 	rss := func(s memSample) int64 { return s.rss }
-	fmt.Fprintf(stdout, "%s: %d idle subscriber connections to one stream at %d events/s (connected in %s), %s measured after %s (GOMAXPROCS %d)\n",
-		srv.name(), o.conns, o.rate, connectTook.Round(time.Millisecond), o.dur, o.settle, runtime.GOMAXPROCS(0))
+	r.mean, r.max = memSample{rss: meanOf(samples, rss)}, maxMem(samples, rss)
+	fmt.Fprintf(stdout, "%s: %d idle subscriber connections to one stream at %d events/s from %d client processes (connected and subscribed in %s: %.0f/s), %s measured after %s (GOMAXPROCS %d)\n",
+		srv.name(), conns, o.rate, (conns+clientsPerChild-1)/clientsPerChild, r.connected.Round(time.Millisecond), n/r.connected.Seconds(), o.dur, o.settle, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(stdout, "accepting           %.0f µs of server CPU per connection accepted and subscribed, %.0f µs net of the deliveries meanwhile: %.0f/s per core-second\n",
+		float64(r.connectCPU.Microseconds())/n, r.acceptCPU().Seconds()*1e6/n, n/r.acceptCPU().Seconds())
+	fmt.Fprintf(stdout, "steady state        %.1f%% of a core for the %d connections\n", 100*r.steadyCPU.Seconds()/r.window.Seconds(), conns)
 	fmt.Fprintf(stdout, "server RSS          %s before connecting, %s mean, %s max while connected\n",
-		mib(base.rss), mib(meanOf(samples, rss)), mib(maxMem(samples, rss)))
+		mib(r.base.rss), mib(r.mean.rss), mib(r.max))
 	fmt.Fprintf(stdout, "RSS per connection  %s (mean of %d samples), %s (max)\n",
-		per(meanOf(samples, rss), base.rss), len(samples), per(maxMem(samples, rss), base.rss))
+		per(r.mean.rss, r.base.rss), len(samples), per(r.max, r.base.rss))
 	if inProcess {
 		stacks := func(s memSample) int64 { return s.stacks }
 		g := func(s memSample) int64 { return s.goroutines }
-		fmt.Fprintf(stdout, "  goroutine stacks  %s per connection (after a forced GC: %s)\n", per(meanOf(samples, stacks), base.stacks), per(gcd.stacks, gcBase.stacks))
-		fmt.Fprintf(stdout, "  live heap         %s per connection after a forced GC\n", per(gcd.live, gcBase.live))
-		fmt.Fprintf(stdout, "  goroutines        %.2f per connection\n", float64(meanOf(samples, g)-base.goroutines)/n)
+		fmt.Fprintf(stdout, "  goroutine stacks  %s per connection (after a forced GC: %s)\n", per(meanOf(samples, stacks), r.base.stacks), per(r.gcd.stacks, r.gcBase.stacks))
+		fmt.Fprintf(stdout, "  live heap         %s per connection after a forced GC\n", per(r.gcd.live, r.gcBase.live))
+		fmt.Fprintf(stdout, "  goroutines        %.2f per connection\n", float64(meanOf(samples, g)-r.base.goroutines)/n)
 	}
-	fmt.Fprintf(stdout, "clients             %d of %d open at the end, %.0f events/s received in all\n", cr.Open, o.conns, float64(cr.Received)/cr.Seconds)
-	if cr.Open != o.conns {
+	fmt.Fprintf(stdout, "kernel (whole machine, both ends of each connection): TCP sockets in use +%d, socket buffers (sockstat mem) %s, TCP socket slabs %s per connection\n",
+		r.sock.inuse-r.sockBase.inuse, per(r.sock.mem, r.sockBase.mem), per(r.sock.slab, r.sockBase.slab))
+	fmt.Fprintf(stdout, "clients             %d of %d open at the end, %.0f events/s received in all\n", cr.Open, conns, r.received)
+	if cr.Open != conns {
 		why := ""
 		if f, ok := srv.(*fanoutdServer); ok {
 			why = " (fanoutd's closes: " + closesByReason(f) + ")"
 		}
-		fmt.Fprintf(stderr, "fanoutd bench: %d connections were closed during the run%s\n", o.conns-cr.Open, why)
-		return 1
+		// Reported, and the rounds go on: a server that sheds connections
+		// under this load is a result, not a harness failure.
+		fmt.Fprintf(stderr, "fanoutd bench: %d connections were closed during the run%s; a client read: %s\n", conns-cr.Open, why, cr.Error)
 	}
-	return 0
+	return r, true
+}
+
+// sockMem is the kernel's TCP socket memory, machine-wide: sockets in
+// use and the pages of their buffers (/proc/net/sockstat), and the bytes
+// of the slab caches every socket takes (/proc/slabinfo, where readable).
+type sockMem struct {
+	inuse, mem, slab int64
+}
+
+// socketSlabs are the slab caches a TCP socket's descriptor takes: the
+// socket, its inode, the open file and the epoll entries watching it.
+var socketSlabs = map[string]bool{"TCP": true, "sock_inode_cache": true, "filp": true, "eventpoll_epi": true, "dentry": true}
+
+func readSockMem() sockMem {
+	var m sockMem
+	if b, err := os.ReadFile("/proc/net/sockstat"); err == nil {
+		m.inuse, m.mem = parseSockstat(b)
+	}
+	if b, err := os.ReadFile("/proc/slabinfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			f := strings.Fields(line)
+			if len(f) > 3 && socketSlabs[f[0]] {
+				active, _ := strconv.ParseInt(f[1], 10, 64)
+				size, _ := strconv.ParseInt(f[3], 10, 64)
+				m.slab += active * size
+			}
+		}
+	}
+	return m
+}
+
+// parseSockstat returns the TCP line's inuse and mem (pages, returned in
+// bytes) of /proc/net/sockstat.
+func parseSockstat(b []byte) (inuse, mem int64) {
+	for line := range strings.Lines(string(b)) {
+		rest, ok := strings.CutPrefix(line, "TCP:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		for i := 0; i+1 < len(f); i += 2 {
+			v, _ := strconv.ParseInt(f[i+1], 10, 64)
+			switch f[i] {
+			case "inuse":
+				inuse = v
+			case "mem":
+				mem = v * int64(os.Getpagesize())
+			}
+		}
+	}
+	return inuse, mem
+}
+
+// parseCounts parses --conns: counts ≥ 1, comma-separated.
+func parseCounts(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("--conns %q: want counts ≥ 1, comma-separated", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // publishAt publishes an event of about 200 bytes every 1/rate s until stop.
@@ -278,6 +477,7 @@ type idleReport struct {
 	Open     int     // connections still open when told to stop
 	Received int64   // events read over all connections
 	Seconds  float64 // since the last connection subscribed
+	Error    string  // the first read error of a connection that closed, if any
 }
 
 // idleClients is bench-clients --idle: subs connections subscribed to one
@@ -290,11 +490,14 @@ func idleClients(url, proto, stream string, subs int, stdout, stderr io.Writer) 
 	var next, received, open atomic.Int64
 	var failed atomic.Pointer[error]
 	var wg sync.WaitGroup
+	var readErr atomic.Pointer[string]
 	read := func(ws *websocket.Conn) {
 		defer open.Add(-1)
 		for {
 			_, m, err := ws.ReadMessage()
 			if err != nil {
+				e := err.Error()
+				readErr.CompareAndSwap(nil, &e)
 				return
 			}
 			for line := range bytes.SplitSeq(m, []byte("\n")) {
@@ -306,7 +509,7 @@ func idleClients(url, proto, stream string, subs int, stdout, stderr io.Writer) 
 			}
 		}
 	}
-	for range 32 { // dial in parallel: 10,000 one at a time take long
+	for range 64 { // dial in parallel: 10,000 one at a time take long
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -331,6 +534,9 @@ func idleClients(url, proto, stream string, subs int, stdout, stderr io.Writer) 
 	fmt.Fprintln(stdout, "ready")
 	io.Copy(io.Discard, os.Stdin)
 	r := idleReport{Open: int(open.Load()), Received: received.Load() - received0, Seconds: time.Since(start).Seconds()}
+	if e := readErr.Load(); e != nil && r.Open < subs {
+		r.Error = *e
+	}
 	for _, ws := range conns {
 		ws.Close()
 	}
@@ -350,7 +556,7 @@ func idleDial(url, proto, stream string, sub []byte) (*websocket.Conn, error) {
 		}
 		return ws, nil
 	}
-	ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	ws.SetReadDeadline(time.Now().Add(60 * time.Second))
 	defer ws.SetReadDeadline(time.Time{})
 	ws.WriteMessage(websocket.TextMessage, sub)
 	// The ack, then possibly events already: read until the ack is seen.

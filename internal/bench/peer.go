@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,14 +22,16 @@ import (
 )
 
 // centrifugoServer is a Centrifugo binary in a child process, the peer
-// fanoutd is measured against: default settings but for
-// anonymous access (client.insecure, allow_publish_for_client). Events go
-// in as client publish commands on one websocket connection, its
-// cheapest way in (its HTTP publish API cost about 200 µs of CPU a
-// request here, and one connection could not keep up with 2,000 a
-// second); that path's cost is part of its CPU as the test source's is
-// part of fanoutd's. Clients subscribe to centrifugoChannel and get each
-// event as the publication's data.
+// fanoutd is measured against: default settings but for anonymous access
+// (client.insecure, allow_publish_for_client, http_api.insecure). Events
+// go in (--peer-publish) as batched publishes on its HTTP API, its
+// cheapest way in: one POST /api/batch at a time, carrying every event
+// published while the previous one was in flight (one event alone when
+// the load is light, so batching adds at most one request's time); or as
+// client publish commands on one websocket connection. That path's cost
+// is part of its CPU as the test source's is part of fanoutd's. Clients
+// subscribe to centrifugoChannel and get each event as the publication's
+// data.
 type centrifugoServer struct {
 	cmd    *exec.Cmd
 	dir    string
@@ -40,9 +43,22 @@ type centrifugoServer struct {
 	failed atomic.Pointer[error]
 	done   chan struct{} // closed when the publisher's reply reader returned
 	exited chan struct{}
+
+	http    bool          // publish through the HTTP API's batches
+	batchMu sync.Mutex    // protects batch and batched
+	batch   []byte        // the commands of the next POST /api/batch, without the closing "]}"
+	batched int           // events in batch
+	kickc   chan struct{} // capacity 1: batch has events
+	stopc   chan struct{} // closed: the HTTP sender ends
 }
 
-func startCentrifugo(bin string, stderr io.Writer) (*centrifugoServer, error) {
+// The values of --peer-publish.
+const (
+	peerPublishHTTP   = "http"
+	peerPublishClient = "client"
+)
+
+func startCentrifugo(bin, publish string, stderr io.Writer) (*centrifugoServer, error) {
 	path, err := exec.LookPath(bin)
 	if err != nil {
 		return nil, fmt.Errorf("--peer centrifugo: %w (install it with: go install github.com/centrifugal/centrifugo/v6@v6.9.1, then --peer-bin $(go env GOPATH)/bin/centrifugo)", err)
@@ -55,13 +71,14 @@ func startCentrifugo(bin string, stderr io.Writer) (*centrifugoServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := fmt.Sprintf(`{"http_server":{"address":"127.0.0.1","port":%d},"client":{"insecure":true},`+
-		`"channel":{"without_namespace":{"allow_publish_for_client":true}},"log":{"level":"error"},"usage_stats":{"disabled":true}}`, port)
+	cfg := fmt.Sprintf(`{"http_server":{"address":"127.0.0.1","port":%d},"client":{"insecure":true,"ping_interval":"60s","pong_timeout":"50s"},`+
+		`"http_api":{"insecure":true},"channel":{"without_namespace":{"allow_publish_for_client":true}},"log":{"level":"error"},"usage_stats":{"disabled":true}}`, port)
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o600); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	c := &centrifugoServer{dir: dir, base: "http://127.0.0.1:" + strconv.Itoa(port), exited: make(chan struct{}), done: make(chan struct{})}
+	c := &centrifugoServer{dir: dir, base: "http://127.0.0.1:" + strconv.Itoa(port), exited: make(chan struct{}), done: make(chan struct{}),
+		http: publish != peerPublishClient, kickc: make(chan struct{}, 1), stopc: make(chan struct{})}
 	c.cmd = exec.Command(path, "--config", filepath.Join(dir, "config.json"))
 	c.cmd.Stdout, c.cmd.Stderr = stderr, stderr
 	if err := c.cmd.Start(); err != nil {
@@ -77,6 +94,9 @@ func startCentrifugo(bin string, stderr io.Writer) (*centrifugoServer, error) {
 			if err = centrifugoConnect(ws, ""); err == nil {
 				c.pub, c.id = ws, 1
 				go c.readReplies()
+				if c.http {
+					go c.sendBatches()
+				}
 				return c, nil
 			}
 			ws.Close()
@@ -120,12 +140,66 @@ func (c *centrifugoServer) publish(ev *venue.Event) error {
 	if err := c.failed.Load(); err != nil {
 		return *err
 	}
+	if c.http {
+		c.batchMu.Lock()
+		if c.batched == 0 {
+			c.batch = append(c.batch[:0], `{"commands":[`...)
+		} else {
+			c.batch = append(c.batch, ',')
+		}
+		c.batch = append(c.batch, `{"publish":{"channel":"`+centrifugoChannel+`","data":`...)
+		c.batch = append(ev.AppendJSON(c.batch), "}}"...)
+		c.batched++
+		c.batchMu.Unlock()
+		select {
+		case c.kickc <- struct{}{}:
+		default:
+		}
+		return nil
+	}
 	c.id++
 	c.body = fmt.Appendf(c.body[:0], `{"id":%d,"publish":{"channel":"%s","data":`, c.id, centrifugoChannel)
 	c.body = append(ev.AppendJSON(c.body), "}}"...)
 	c.pubMu.Lock()
 	defer c.pubMu.Unlock()
 	return c.pub.WriteMessage(websocket.TextMessage, c.body)
+}
+
+// sendBatches posts what publish queued, one request at a time, until
+// stop: each request carries every event queued while the previous one
+// was in flight.
+func (c *centrifugoServer) sendBatches() {
+	var body []byte
+	client := &http.Client{Timeout: 10 * time.Second}
+	for {
+		select {
+		case <-c.stopc:
+			return
+		case <-c.kickc:
+		}
+		c.batchMu.Lock()
+		body, c.batch = c.batch, body
+		n := c.batched
+		c.batched = 0
+		c.batchMu.Unlock()
+		if n == 0 {
+			continue
+		}
+		body = append(body, "]}"...)
+		resp, err := client.Post(c.base+"/api/batch", "application/json", bytes.NewReader(body))
+		if err == nil {
+			var reply []byte
+			reply, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err == nil && (resp.StatusCode != http.StatusOK || bytes.Contains(reply, []byte(`"error"`))) {
+				err = fmt.Errorf("%s: %.200s", resp.Status, reply)
+			}
+		}
+		if err != nil {
+			err = fmt.Errorf("centrifugo /api/batch: %w", err)
+			c.failed.CompareAndSwap(nil, &err)
+		}
+	}
 }
 
 // readReplies reads the publisher's replies (and answers pings) until
@@ -191,6 +265,7 @@ func (c *centrifugoServer) counters() benchCounters { return benchCounters{} }
 func (c *centrifugoServer) pid() int                { return c.cmd.Process.Pid }
 
 func (c *centrifugoServer) stop() {
+	close(c.stopc)
 	if c.pub != nil {
 		c.pub.Close()
 		<-c.done
@@ -211,7 +286,7 @@ func (c *centrifugoServer) stop() {
 // and, unless channel is "", subscribes it (connect, then subscribe, each
 // answered by a reply with its id).
 func centrifugoConnect(ws *websocket.Conn, channel string) error {
-	ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	ws.SetReadDeadline(time.Now().Add(60 * time.Second))
 	defer ws.SetReadDeadline(time.Time{})
 	want := 1
 	if err := ws.WriteMessage(websocket.TextMessage, []byte(`{"id":1,"connect":{}}`)); err != nil {

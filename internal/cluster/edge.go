@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -19,12 +20,18 @@ import (
 // Edge timings.
 const (
 	// IngestSilence: a venue whose heartbeats stopped this long is down.
-	IngestSilence   = 3 * HeartbeatEvery
-	bookTimeout     = 2 * time.Second
-	minBookRetry    = 50 * time.Millisecond
-	maxBookRetry    = 2 * time.Second
-	maxHeldMessages = 100000  // held during a resync; past it the resync starts over
-	inboxLen        = 1 << 16 // messages received but not yet handled; past it NATS drops (a gap)
+	IngestSilence = 3 * HeartbeatEvery
+	// A book request is asked again if unanswered after firstBookTimeout,
+	// then after twice as long each time up to bookTimeout: a request lost
+	// while the responder moves between NATS servers (lame-duck mode, a
+	// server's death) costs a quarter second, not two, and a slow answer
+	// still arrives.
+	firstBookTimeout = 250 * time.Millisecond
+	bookTimeout      = 2 * time.Second
+	minBookRetry     = 50 * time.Millisecond
+	maxBookRetry     = 2 * time.Second
+	maxHeldMessages  = 100000  // held during a resync; past it the resync starts over
+	inboxLen         = 1 << 16 // messages received but not yet handled; past it NATS drops (a gap)
 )
 
 // Edge is an edge node's side of the bus: it subscribes a stream's subject
@@ -583,7 +590,7 @@ func (es *edgeStream) resync() {
 // forwards it and what was held.
 func (es *edgeStream) fetch(gen int) {
 	subj := es.e.subj.Book(es.id.Venue(), es.id.Symbol())
-	wait := minBookRetry
+	wait, timeout := minBookRetry, firstBookTimeout
 	for {
 		es.mu.Lock()
 		stale := es.closed || es.gen != gen
@@ -591,7 +598,11 @@ func (es *edgeStream) fetch(gen int) {
 		if stale {
 			return
 		}
-		r, err := es.e.nc.RequestMsg(&nats.Msg{Subject: subj}, bookTimeout)
+		r, err := es.e.nc.RequestMsg(&nats.Msg{Subject: subj}, timeout)
+		if errors.Is(err, nats.ErrTimeout) {
+			timeout = min(2*timeout, bookTimeout)
+			continue // asked again at once: the request, or its answer, was lost
+		}
 		if err == nil && r.Header.Get(HeaderError) == "" && es.v.admits(r) {
 			seq, perr := strconv.ParseUint(r.Header.Get(HeaderSeq), 10, 64)
 			why := badSeq

@@ -86,6 +86,10 @@ func leaseBucketOf(subj Subjects) string {
 	return strings.ReplaceAll(subj.Prefix, ".", "_") + "_leases"
 }
 
+// watchStall is how long a lease watch may deliver nothing before it is
+// watched again.
+const watchStall = 3 * HeartbeatEvery
+
 // watchLeases follows the lease bucket (an ordered consumer: only what
 // JetStream stored, never a refused compare-and-set) and keeps each
 // venue's holder. It binds the bucket when it exists (an ingest creates
@@ -128,11 +132,20 @@ func (e *Edge) watchOnce(bucket string) {
 		return
 	}
 	defer w.Stop()
+	// The leader renews its lease every second, so a watch that delivers
+	// nothing for watchStall is stalled (its consumer lost across a
+	// partition or a server's death) or there is no leader: either way it
+	// is watched again.
+	stall := time.NewTimer(watchStall)
+	defer stall.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-stall.C:
+			return
 		case en, ok := <-w.Updates():
+			stall.Reset(watchStall)
 			if !ok {
 				return
 			}

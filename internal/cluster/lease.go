@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"strings"
 	"time"
@@ -153,7 +154,13 @@ func (in *Ingest) leaseStep(kv jetstream.KeyValue, name string, p *publisher, st
 		}
 		return
 	}
-	e, err := kv.Get(ctx, name)
+	var e leaseRecord
+	var err error
+	if r, ok := kv.(leaseReader); ok {
+		e, err = r.readLease(ctx, name)
+	} else {
+		e, err = in.leaderRead(name)
+	}
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		if rev, err := kv.Create(ctx, name, mine); err == nil {
@@ -166,23 +173,73 @@ func (in *Ingest) leaseStep(kv jetstream.KeyValue, name string, p *publisher, st
 		return
 	}
 	var l Lease
-	json.Unmarshal(e.Value(), &l)
+	json.Unmarshal(e.value, &l)
 	p.setLeader(l.Node)
-	if e.Revision() != st.rev || st.blind {
+	if e.rev != st.rev || st.blind {
 		// A lapse is counted only over time the store was seen: after
 		// an outage (a bucket's leader election) the leader's renewal
 		// gets its second.
-		st.rev, st.changed, st.blind = e.Revision(), now, false
+		st.rev, st.changed, st.blind = e.rev, now, false
 		return
 	}
 	if now.Sub(st.changed) < LeaseLapse {
 		return
 	}
-	if rev, err := kv.Update(ctx, name, mine, e.Revision()); err == nil {
+	if rev, err := kv.Update(ctx, name, mine, e.rev); err == nil {
 		st.rev, st.lastRenew = rev, now
 		in.log.Warn("ingest: lease lapsed; taking the venue over", "venue", name, "from", l.Node)
 		in.takeover(p)
 	}
+}
+
+// leaseRecord is a lease as the lease stream's leader has it.
+type leaseRecord struct {
+	value []byte
+	rev   uint64
+}
+
+// leaseReader is a bucket that reads a lease itself (a test's store
+// outage); any other is read with leaderRead.
+type leaseReader interface {
+	readLease(ctx context.Context, key string) (leaseRecord, error)
+}
+
+// leaderRead reads venue's lease from the lease stream's leader (the
+// stream API's message get, not a direct get, which any replica answers):
+// while the stream has no leader (a server's death, an election) nobody
+// can write the lease, and this read fails too, so a standby counts a
+// lapse only over time the leader could have renewed.
+func (in *Ingest) leaderRead(venueName string) (leaseRecord, error) {
+	bucket := in.leaseBucket()
+	req, _ := json.Marshal(map[string]string{"last_by_subj": "$KV." + bucket + "." + venueName})
+	r, err := in.nc.Request("$JS.API.STREAM.MSG.GET.KV_"+bucket, req, namesOpTimeout)
+	if err != nil {
+		return leaseRecord{}, err
+	}
+	var resp struct {
+		Message *struct {
+			Seq  uint64 `json:"seq"`
+			Data []byte `json:"data"`
+		} `json:"message"`
+		Error *struct {
+			Code    int    `json:"code"`
+			ErrCode int    `json:"err_code"`
+			Desc    string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(r.Data, &resp); err != nil {
+		return leaseRecord{}, err
+	}
+	if resp.Error != nil {
+		if resp.Error.ErrCode == 10037 { // no message found
+			return leaseRecord{}, jetstream.ErrKeyNotFound
+		}
+		return leaseRecord{}, fmt.Errorf("lease stream: %d %s", resp.Error.ErrCode, resp.Error.Desc)
+	}
+	if resp.Message == nil {
+		return leaseRecord{}, errors.New("lease stream: no message in the answer")
+	}
+	return leaseRecord{value: resp.Message.Data, rev: resp.Message.Seq}, nil
 }
 
 // wroteLast reports whether the lease's newest record is this process's

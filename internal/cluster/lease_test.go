@@ -78,6 +78,14 @@ func (o *outageKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry
 	return o.KeyValue.Get(ctx, key)
 }
 
+func (o *outageKV) readLease(ctx context.Context, key string) (leaseRecord, error) {
+	e, err := o.Get(ctx, key)
+	if err != nil {
+		return leaseRecord{}, err
+	}
+	return leaseRecord{value: e.Value(), rev: e.Revision()}, nil
+}
+
 func (o *outageKV) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
 	if o.down {
 		return 0, context.DeadlineExceeded

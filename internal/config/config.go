@@ -69,6 +69,7 @@ type tokenConfig struct {
 	Venues  []string `yaml:"venues"`
 	Streams []string `yaml:"streams"`
 	Tenants []string `yaml:"tenants"`
+	Latency string   `yaml:"latency"`
 }
 
 type websocketConfig struct {
@@ -635,6 +636,13 @@ func resolveTokens(tcs []tokenConfig, env string) ([]api.Token, error) {
 		}
 		seen[tc.Name] = true
 		t := api.Token{Name: tc.Name, Venues: tc.Venues, Streams: tc.Streams, Tenants: tc.Tenants}
+		switch tc.Latency {
+		case "", api.LatencyBatched:
+		case api.LatencyLow:
+			t.LowLatency = true
+		default:
+			return nil, cfgErr(key+".latency", "%q: want %s or %s", tc.Latency, api.LatencyLow, api.LatencyBatched)
+		}
 		switch {
 		case tc.SHA256 != "" && tc.Token != "":
 			return nil, cfgErr(key, "set sha256 or token, not both")

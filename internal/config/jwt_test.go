@@ -146,4 +146,10 @@ auth:
 	if _, err := Parse([]byte("tokens:\n  - name: jwt:alice\n    token: x\n"), nil); err == nil || !strings.Contains(err.Error(), "tokens[0].name") {
 		t.Errorf("a static token named like a JWT subject: %v", err)
 	}
+	if _, err := Parse([]byte("tokens:\n  - name: a\n    token: x\n    latency: fast\n"), nil); err == nil || !strings.Contains(err.Error(), "tokens[0].latency") {
+		t.Errorf("a token's latency neither low nor batched: %v", err)
+	}
+	if c, err := Parse([]byte("tokens:\n  - name: a\n    token: x\n    latency: low\n  - name: b\n    token: y\n"), nil); err != nil || !c.Tokens[0].LowLatency || c.Tokens[1].LowLatency {
+		t.Errorf("tokens[].latency: %v", err)
+	}
 }

@@ -128,7 +128,7 @@ func TestConfigReferenceInDocs(t *testing.T) {
 // words in the reference: every other key's default column is generated
 // (defaultCells).
 var proseDefaults = []string{
-	"tokens", "tokens[].name", "tokens[].sha256", "tokens[].token", "tokens[].venues", "tokens[].streams", "tokens[].tenants",
+	"tokens", "tokens[].name", "tokens[].sha256", "tokens[].token", "tokens[].venues", "tokens[].streams", "tokens[].tenants", "tokens[].latency",
 	"auth.jwt.issuer", "auth.jwt.audience", "auth.jwt.leeway", "auth.jwt.jwks_file", "auth.jwt.keys",
 	"auth.jwt.keys[].kid", "auth.jwt.keys[].alg", "auth.jwt.keys[].secret", "auth.jwt.keys[].public_key", "auth.jwt.keys[].public_key_file",
 	"venues", "venues.<name>.ws_url", "venues.<name>.rest_url", "venues.<name>.symbols", "venues.<name>.depth",

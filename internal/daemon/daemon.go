@@ -124,6 +124,9 @@ func New(o Options) (*Daemon, error) {
 		o.Venues = venues.All
 	}
 	cfg, log := o.Config, o.Logger
+	if err := checkOptions(cfg); err != nil {
+		return nil, err
+	}
 	d := &Daemon{o: o, cfg: cfg, log: log, hub: fanout.NewHub(subscriber.NewRegistry()), reg: prometheus.NewRegistry(),
 		byName: map[string]*venueRun{}, stopped: make(chan struct{})}
 	d.hub.SetDerivedLimits(derivedLimits(cfg))

@@ -155,6 +155,11 @@ func subscribeTrades(t *testing.T, ws *websocket.Conn, st venue.Stream) {
 	if r := replyTo(t, ws, "sub", `{"op":"subscribe","id":"sub","streams":["`+string(st)+`"]}`); r["type"] != "ack" {
 		t.Fatalf("subscribe %s: %v", st, r)
 	}
+	// The ack is queued before the hub subscribes; the reply to a ping
+	// sent after it comes once the subscribe command is done.
+	if r := replyTo(t, ws, "sub-done", `{"op":"ping","id":"sub-done"}`); r["type"] != "pong" {
+		t.Fatalf("ping after subscribe %s: %v", st, r)
+	}
 }
 
 // delivers publishes trades on src's st until ws receives one: the

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"github.com/fanoutd/fanoutd/fanout"
+	"github.com/fanoutd/fanoutd/internal/cluster"
 	"github.com/fanoutd/fanoutd/internal/config"
 	"github.com/fanoutd/fanoutd/internal/wsapi"
 )
@@ -51,4 +52,13 @@ func derivedLimits(c *config.Config) fanout.DerivedLimits {
 func recoveryOptions(c *config.Config) fanout.RecoveryOptions {
 	r := c.Recovery
 	return fanout.RecoveryOptions{MaxEventsPerStream: r.MaxEventsPerStream, MaxBytes: r.MaxBytes, MaxAge: r.MaxAge}
+}
+
+// checkOptions has each configured package validate the options the
+// configuration maps to (the feeds' are checked as they are added).
+func checkOptions(c *config.Config) error {
+	if err := wsOptions(c).Validate(); err != nil {
+		return err
+	}
+	return cluster.Options(c.Cluster).Validate()
 }

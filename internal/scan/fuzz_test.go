@@ -158,3 +158,33 @@ func checkFixed(t *testing.T, b []byte) {
 		t.Fatalf("Fixed(%q): %d fraction digits", b, frac)
 	}
 }
+
+// FuzzDecimal checks Scanner.Decimal against Str then Coef on the same
+// input: the same text, status, value and position, and the same failure.
+func FuzzDecimal(f *testing.F) {
+	for _, s := range []string{`"63982.70"`, `"0"`, `"-1.5"`, `"0.00000000"`, `"12345678901234567890.5"`, `"1e5"`, `"1."`, `".5"`, `"-"`, `""`, `"00.10"`, `"1\"2"`, `"a\\"`, `5`, `"1.2.3"`, `"1`, `"-.5"`, `"97000.01000000"`, `"0.01234000"`, `"123456789012345678901234"`, `"12345678a"`, `"1234567.8"`, `"12345678.12345678"`} {
+		f.Add([]byte(s + `,"x"`))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		a := New(in)
+		d := a.Decimal()
+		b := New(in)
+		raw := b.Str()
+		coef, frac, neg, st := Coef(raw)
+		if a.Failed() != b.Failed() || a.i != b.i {
+			t.Fatalf("%q: Decimal failed %v at %d, Str failed %v at %d", in, a.Failed(), a.i, b.Failed(), b.i)
+		}
+		if b.Failed() {
+			return
+		}
+		if !bytes.Equal(d.Text, raw) || d.St != st {
+			t.Fatalf("%q: Decimal %q status %d, Str+Coef %q status %d", in, d.Text, d.St, raw, st)
+		}
+		if st == OK && (d.Coef() != coef || d.Frac != frac || d.Neg != neg) {
+			t.Fatalf("%q: Decimal %d·10^-%d neg %v, Coef %d·10^-%d neg %v", in, d.Coef(), d.Frac, d.Neg, coef, frac, neg)
+		}
+		if s2 := a.Str(); !bytes.Equal(s2, b.Str()) {
+			t.Fatalf("%q: scans diverge after the value", in)
+		}
+	})
+}

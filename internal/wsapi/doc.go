@@ -7,9 +7,9 @@
 // # Sessions
 //
 // Each connection is a subscriber.Mailbox (its queues, filled by the fanout
-// core) and two goroutines: the reader, which reads commands and answers
-// them (Mailbox.Reply: on the notice queue, in order with notices, but
-// bounded by Limits.MaxReplyBytes), and the writer. The HTTP handler
+// core), a reader, which reads commands and answers them (Mailbox.Reply:
+// on the notice queue, in order with notices, but bounded by
+// Limits.MaxReplyBytes), and a writer. The HTTP handler
 // returns once the connection is upgraded, so net/http's per-connection
 // state is not kept. Every client message
 // costs a unit of the command rate, whether it parses or not. Data is
@@ -31,15 +31,24 @@
 // its writer goroutine, which finishes the frame with blocking writes
 // under the write deadline and drains until empty before the pool takes
 // it back. The writer goroutine also writes pings and the closing frames;
-// with the pool it runs only while it has such work, so an idle connection
-// costs one goroutine (its reader), and no message buffer: the reader takes
-// one from a pool per message, and answers each command on a goroutine
-// that ends with it, so its own stack stays small.
+// with the pool it runs only while it has such work.
+//
+// The reader is this package's own (read.go; gorilla only does the
+// handshake). Once everything read has been consumed at a message
+// boundary the connection parks: its read buffer goes back to a pool and
+// its socket waits in the server's epoll poller (rawio.Poller) with no
+// goroutine, until it is readable, when a goroutine reads what is there,
+// answers it and parks again. An idle connection, with the write pool,
+// thus costs no goroutine, no stack and no buffer. The read deadline (two
+// ping intervals without a message or a pong) is a timer. Where there is
+// no epoll the reader is a goroutine per connection, blocked on the
+// socket, that answers each command on a goroutine that ends with it, so
+// its own stack stays small.
+//
 // Every frame is written by this package under one per-connection lock
-// (gorilla's message writer is not used, and its ping and close handlers
-// are replaced), so batches leave in queue order whoever writes them.
-// The one exception is the close frame gorilla itself writes on a
-// protocol error or past the read limit, as the connection ends.
+// (the writer's), so batches leave in queue order whoever writes them:
+// the reader's pongs, close echoes and the close frames of a protocol
+// error (1002) or a message past the read limit (1009) included.
 //
 // Events are encoded once by the fanout feed; every batch copies the same
 // bytes into its writer's frame buffer.

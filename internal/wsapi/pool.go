@@ -3,6 +3,7 @@ package wsapi
 import (
 	"context"
 	"log/slog"
+	"math"
 	"runtime/pprof"
 	"sync"
 	"syscall"
@@ -14,18 +15,30 @@ import (
 
 // writeShard is one write-pool worker and the connections it serves.
 //
-// Every WriteDelay, a worker drains and writes each of its connections
-// whose queue signalled Ready, with non-blocking writes
-// (writer.poolWrite), so no goroutine is woken per connection. A
+// A worker sleeps until one of its connections has something to write
+// (its queue's OnReady wakes the worker) or until the next one is due,
+// and then drains and writes each connection that is due, with
+// non-blocking writes (writer.poolWrite), so no goroutine is woken per
+// connection. When a connection is due is the flush policy (flushAt): at
+// once if it was not written within the last Options.WriteDelay (it was
+// idle: nothing to coalesce with), else WriteDelay after its last write,
+// so that under load each write carries what came meanwhile and no byte
+// waits longer than WriteDelay; and at once whatever its age once
+// flushBytes are pending. Connections due together go out in one round
+// (one io_uring_enter with io_uring). A
 // connection leaves the pool for its own writer goroutine only while its
 // socket is backed up, so one slow socket never holds up a worker and the
 // write deadline still applies to it. With io_uring, a worker hands all of
-// a tick's sends to the kernel in one io_uring_enter (MSG_DONTWAIT: a full
+// a round's sends to the kernel in one io_uring_enter (MSG_DONTWAIT: a full
 // socket is met as by a non-blocking write). docs/design.md says
 // what each saves.
 type writeShard struct {
 	mu    sync.Mutex // protects conns
 	conns []*writer
+
+	wake   chan struct{} // capacity 1: a connection of the shard went ready
+	maxAge int64         // Options.WriteDelay, in ns
+	due    []*writer     // the connections written this round
 
 	ring    *rawio.Ring // nil: one write(2) per connection
 	log     *slog.Logger
@@ -44,7 +57,7 @@ func (s *Server) startPool(n int) {
 	s.poolStop = make(chan struct{})
 	s.shards = make([]*writeShard, max(n, 1))
 	for i := range s.shards {
-		w := &writeShard{log: s.log, metrics: s.o.Metrics}
+		w := &writeShard{log: s.log, metrics: s.o.Metrics, wake: make(chan struct{}, 1), maxAge: int64(s.o.WriteDelay)}
 		if s.o.Uring {
 			if r, err := openRing(256); err != nil {
 				if i == 0 {
@@ -60,19 +73,50 @@ func (s *Server) startPool(n int) {
 		w.metrics.writeWorker(w.ring != nil, 1)
 		go pprof.Do(context.Background(), pprof.Labels("wsapi", "write-pool"), func(context.Context) {
 			defer s.poolWG.Done()
-			w.run(s.o.WriteDelay, s.poolStop)
+			w.run(s.poolStop)
 			w.metrics.writeWorker(w.ring != nil, -1)
 		})
 	}
 }
 
-// addToShard puts cw in a shard, before its writer goroutine starts.
-func (s *Server) addToShard(cw *writer) {
-	w := s.shards[int(s.nextShard.Add(1))%len(s.shards)]
+// pickShard returns the shard of a new connection, round-robin.
+func (s *Server) pickShard() *writeShard {
+	return s.shards[int(s.nextShard.Add(1))%len(s.shards)]
+}
+
+// add puts cw, whose pool is w, in the shard's list, and wakes the
+// worker for what cw's queue signalled before.
+func (w *writeShard) add(cw *writer) {
 	w.mu.Lock()
-	cw.pool, cw.shardIdx = w, len(w.conns)
+	cw.shardIdx = len(w.conns)
 	w.conns = append(w.conns, cw)
 	w.mu.Unlock()
+	w.wakeUp()
+}
+
+// wakeUp has the worker look at its connections.
+func (w *writeShard) wakeUp() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// flushBytes are the pending bytes that have a busy connection written
+// at once rather than at its due time.
+const flushBytes = 16 << 10
+
+// flushAt is the flush policy: when a connection is to be written whose
+// queue went from empty to not at readySince and that was last written at
+// lastWrite (ns on one monotonic clock; 0: never written). At once
+// (readySince) if it was not written within the last maxAge; else maxAge
+// after its last write, and never more than maxAge after readySince (a
+// write that completed after the queue went ready counts from then).
+func flushAt(readySince, lastWrite, maxAge int64) int64 {
+	if lastWrite == 0 {
+		return readySince
+	}
+	return min(max(readySince, lastWrite+maxAge), readySince+maxAge)
 }
 
 // remove takes cw out of the shard.
@@ -86,13 +130,14 @@ func (w *writeShard) remove(cw *writer) {
 	w.mu.Unlock()
 }
 
-// run is the worker: every delay, write the connections whose queue went
-// from empty to not empty since they were last drained (the queue's
-// Ready token). A tick that finds the worker still busy is dropped by the
-// ticker, so a worker behind on its work writes larger batches rather than
-// falling further behind.
-func (w *writeShard) run(delay time.Duration, stop chan struct{}) {
-	t := time.NewTicker(delay)
+// run is the worker: it waits for a wake-up or the earliest due time of
+// a connection not yet written, then writes every connection that is
+// due (flushAt; or flushBytes pending). A worker behind on its work finds
+// more connections due, with more queued each, and writes larger batches
+// rather than falling further behind.
+func (w *writeShard) run(stop chan struct{}) {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
 	defer t.Stop()
 	var list []*writer
 	var batch []*subscriber.Message
@@ -101,42 +146,60 @@ func (w *writeShard) run(delay time.Duration, stop chan struct{}) {
 		select {
 		case <-stop:
 			return
+		case <-w.wake:
 		case <-t.C:
 		}
 		w.mu.Lock()
 		list = append(list[:0], w.conns...)
 		w.mu.Unlock()
+		next := w.scan(list, monotime())
+		clear(list)
 		if w.ring != nil {
-			w.writeRing(list)
-			clear(list)
-			continue
-		}
-		for _, cw := range list {
-			select {
-			case <-cw.q.Ready():
+			w.writeRing(w.due)
+		} else {
+			for _, cw := range w.due {
 				batch, buf = cw.poolWrite(batch, buf)
-			default:
 			}
 		}
-		clear(list)
+		clear(w.due)
+		t.Stop()
+		if next != math.MaxInt64 {
+			t.Reset(time.Duration(next - monotime()))
+		}
 	}
 }
 
-// writeRing is a tick with io_uring: one send per ready connection,
+// scan puts in w.due the connections of list that are due at now, and
+// returns the earliest due time of the others that have something
+// queued (math.MaxInt64 if none).
+func (w *writeShard) scan(list []*writer, now int64) (next int64) {
+	next = math.MaxInt64
+	w.due = w.due[:0]
+	for _, cw := range list {
+		rs := cw.readySince.Load()
+		if rs == 0 {
+			continue
+		}
+		if at := flushAt(rs, cw.lastWrite.Load(), w.maxAge); at > now && cw.q.Bytes() < flushBytes {
+			next = min(next, at)
+			continue
+		}
+		// Cleared before the drain: a message queued after the drain
+		// empties the queue sets it again.
+		cw.readySince.Store(0)
+		w.due = append(w.due, cw)
+	}
+	return next
+}
+
+// writeRing is a round with io_uring: one send per due connection,
 // submitted together (in rounds of the ring's size), and further rounds
 // for connections whose batch stopped at a bound while more was queued.
 // If the ring fails, the connections not yet written go to their writer
-// goroutines: their Ready tokens are spent, and a writer goroutine drains
+// goroutines: their ready marks are cleared, and a writer goroutine drains
 // until empty before the pool takes a connection back.
 func (w *writeShard) writeRing(list []*writer) {
-	w.more = w.more[:0]
-	for _, cw := range list {
-		select {
-		case <-cw.q.Ready():
-			w.more = append(w.more, cw)
-		default:
-		}
-	}
+	w.more = append(w.more[:0], list...)
 	for len(w.more) > 0 {
 		w.round, w.more = w.more, w.round[:0]
 		for j, cw := range w.round {

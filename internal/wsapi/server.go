@@ -127,14 +127,16 @@ type Options struct {
 	// larger only when it is a single message. Defaults to
 	// DefaultMaxBatchBytes.
 	MaxBatchBytes int
-	// WriteDelay coalesces writes: with it, a pool of GOMAXPROCS write
-	// workers writes, every WriteDelay, each of its connections that has
-	// something queued (see writeShard), so what arrived meanwhile goes
-	// out in one write. 0 has each connection's writer write at once. It
-	// trades up to WriteDelay of latency for CPU (DefaultWriteDelay is the
+	// WriteDelay is the longest writes are coalesced: with it, a pool of
+	// GOMAXPROCS write workers writes each connection (but those that ask
+	// for low latency) at once if it was not written within the last
+	// WriteDelay, else WriteDelay after its last write, so that under load
+	// what arrived meanwhile goes out in one write (writeShard, flushAt).
+	// 0 has each connection's writer write at once. Under load it trades
+	// up to WriteDelay of latency for CPU (DefaultWriteDelay is the
 	// daemon's).
 	WriteDelay time.Duration
-	// Uring makes the write pool (WriteDelay > 0) hand each tick's writes
+	// Uring makes the write pool (WriteDelay > 0) hand each round's writes
 	// to the kernel through io_uring, one system call for all of a
 	// worker's connections, where the kernel allows it (else the pool
 	// falls back to one write(2) per connection, logged once).
@@ -239,14 +241,18 @@ type Server struct {
 
 	readBufs sync.Pool // *[]byte of MaxMessageBytes+1: a client message being read
 
+	pollOnce sync.Once
+	poll     *readPoller // the parked connections' sockets; nil: a reader goroutine each
+
 	mu       sync.Mutex // protects the fields below
 	closed   bool
 	sessions map[*subscriber.Mailbox]*session
 	perToken map[string]int
 }
 
-// readBufferSize is gorilla's read buffer of each connection.
-const readBufferSize = 512
+// usePoller says whether connections park on the server's poller
+// (where there is one); tests turn it off to run the reader goroutines.
+var usePoller = true
 
 // ErrServerClosed is returned by Shutdown when called twice.
 var ErrServerClosed = errors.New("wsapi: server closed")
@@ -266,10 +272,9 @@ func NewServer(o Options) *Server {
 	o.Hub.Registry().LimitNamed(o.Limits.MaxNamed, perToken)
 	s.up = websocket.Upgrader{
 		HandshakeTimeout: 10 * time.Second,
-		// Client messages are small commands; a larger one is read past
-		// the buffer, straight into the reader's message buffer. Each
-		// connection holds this much while idle.
-		ReadBufferSize: readBufferSize,
+		// gorilla reads only the handshake (the session reads the frames,
+		// read.go): it keeps net/http's reader, which is then dropped.
+		ReadBufferSize: 0,
 		// Frames are written by this package (writer.writeFrame), not
 		// through gorilla's write buffer, which then only serves the
 		// rare write gorilla makes itself (a close frame on a protocol
@@ -360,6 +365,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusBadRequest, api.CodeBadRequest, err.Error())
 		return
 	}
+	lowLatency := tok != nil && tok.LowLatency
+	switch query.Get("latency") {
+	case "", api.LatencyBatched:
+	case api.LatencyLow:
+		lowLatency = true
+	default:
+		refuse(http.StatusBadRequest, api.CodeBadRequest, "latency must be low or batched")
+		return
+	}
 	tokName := owner(tok)
 	if name != "" {
 		reg := s.o.Hub.Registry()
@@ -429,7 +443,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			tc.SetWriteBuffer(s.o.SendBuffer)
 		}
 	}
-	sess := newSession(s, ws, tok)
+	sess := newSession(s, ws.NetConn(), tok, lowLatency)
 	if name != "" {
 		sess.connID, sess.written = connID, map[venue.Stream]uint64{}
 	}
@@ -481,15 +495,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// request, the handler goroutine's deep stack) is freed rather than
 	// held for the connection's life.
 	spawned = true
-	go func() {
+	sess.run(func(reason CloseReason) {
 		defer s.wg.Done()
-		s.serveSession(sess, name, connID, tokName, releaseSlot)
-	}()
+		s.sessionEnded(sess, reason, name, connID, tokName, releaseSlot)
+	})
 }
 
-// serveSession runs sess until it ends and then releases what it held.
-func (s *Server) serveSession(sess *session, name, connID, tokName string, releaseSlot func()) {
-	reason := sess.run()
+// sessionEnded releases what sess held once it is over.
+func (s *Server) sessionEnded(sess *session, reason CloseReason, name, connID, tokName string, releaseSlot func()) {
 	s.mu.Lock()
 	delete(s.sessions, sess.q)
 	s.mu.Unlock()
@@ -637,6 +650,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	defer s.stopPool()
 	select {
 	case <-done:
+		s.stopPoller()
 		return nil
 	case <-ctx.Done():
 	}
@@ -647,6 +661,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	<-done
+	s.stopPoller()
 	return ctx.Err()
 }
 
@@ -669,6 +684,7 @@ func (s *Server) Close() {
 	s.mu.Unlock()
 	s.wg.Wait()
 	s.stopPool()
+	s.stopPoller()
 }
 
 // appendTakenOver is the last message a taken-over connection receives.

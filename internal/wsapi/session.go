@@ -3,12 +3,11 @@ package wsapi
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/fanoutd/fanoutd/internal/api"
@@ -65,13 +64,14 @@ const (
 )
 
 // session is one websocket connection: its protocol (commands, replies,
-// the token's clock) and its life. Its reader runs on a goroutine of its
-// own; its write side is w (writer.go), whose goroutine runs only while it
-// has work when there is a write pool, so an idle connection has one
-// goroutine.
+// the token's clock) and its life. Its read side is read.go's: parked on
+// the server's poller while there is nothing to read, or a goroutine of
+// its own; its write side is w (writer.go), whose goroutine runs only
+// while it has work when there is a write pool, so an idle connection has
+// no goroutine.
 type session struct {
 	srv *Server
-	ws  *websocket.Conn
+	ws  wsConn
 	q   *subscriber.Mailbox
 	sub *subscriber.Subscriber    // set before run, under Server.mu (TakeOver reads it from another goroutine)
 	tok atomic.Pointer[api.Token] // replaced by a refresh or a reload
@@ -94,30 +94,45 @@ type session struct {
 	// reader's own state
 	allowance float64   // command tokens available
 	last      time.Time // when allowance was computed
+
+	rc     syscall.RawConn          // the socket, for the poller; nil if it has none
+	rstate atomic.Int32             // rRunning, rParked or rClosed (read.go)
+	polled atomic.Bool              // the socket is registered with the server's poller
+	pslot  uint32                   // the poller's slot and its generation
+	pgen   uint32                   //
+	idle   *time.Timer              // the read deadline: ends the session with ReadTimeout
+	onEnd  func(reason CloseReason) // called once the session is over
 }
 
-func newSession(srv *Server, ws *websocket.Conn, tok *api.Token) *session {
-	s := &session{srv: srv, ws: ws, q: subscriber.NewMailbox(),
+// wsConn is a session's socket. Closing it takes it out of the poller
+// first (Close), and ends a parked reader.
+type wsConn struct {
+	c net.Conn
+	s *session
+}
+
+// NetConn returns the socket.
+func (w *wsConn) NetConn() net.Conn { return w.c }
+
+// Close closes the socket.
+func (w *wsConn) Close() error {
+	w.s.unpoll()
+	return w.c.Close()
+}
+
+func newSession(srv *Server, nc net.Conn, tok *api.Token, lowLatency bool) *session {
+	s := &session{srv: srv, q: subscriber.NewMailbox(),
 		stop: make(chan struct{}), flush: make(chan struct{}), readerDone: make(chan struct{}), allowance: float64(srv.o.Limits.CommandBurst), last: time.Now()}
+	s.ws = wsConn{c: nc, s: s}
 	s.tok.Store(tok)
 	s.exp = expiry{lead: srv.o.ExpiringNotice, expire: func() { s.end(TokenExpired) },
 		// A daemon notice, on the notice path (not a reply: never dropped);
 		// at most one per refresh, which the command rate bounds.
 		warn: func(exp time.Time) { s.q.Notify(&subscriber.Message{Data: appendTokenExpiring(nil, exp, time.Now())}) }}
-	s.w.init(s, ws.NetConn())
-	// Every frame is written by this package under the writer's lock (see
-	// writeFrame), so gorilla's default handlers, which write through
-	// gorilla's own lock, are replaced by ones that write under it. A pong or a close
-	// echo is skipped while a frame's tail is pending (the socket is
-	// backed up): the client's ping is answered by the next one.
-	ws.SetPingHandler(func(data string) error {
-		s.w.control(websocket.PongMessage, []byte(data), time.Second, false)
-		return nil
-	})
-	ws.SetCloseHandler(func(code int, _ string) error {
-		s.w.control(websocket.CloseMessage, websocket.FormatCloseMessage(code, ""), time.Second, false)
-		return nil
-	})
+	s.w.init(s, nc, lowLatency)
+	if sc, ok := nc.(syscall.Conn); ok {
+		s.rc, _ = sc.SyscallConn()
+	}
 	return s
 }
 
@@ -135,50 +150,17 @@ func (s *session) beginFlush() {
 	s.w.poke()
 }
 
-// run serves the connection until it ends, then detaches the subscriber
-// (an ephemeral one is removed everywhere; a named one keeps its
-// subscriptions) and returns why it ended.
-func (s *session) run() CloseReason {
+// run starts serving the connection and returns; once it is over the
+// subscriber is detached (an ephemeral one is removed everywhere; a named
+// one keeps its subscriptions) and onEnd is called with why it ended.
+func (s *session) run(onEnd func(CloseReason)) {
+	s.onEnd = onEnd
+	s.idle = time.AfterFunc(2*s.srv.o.PingInterval, func() { s.end(ReadTimeout) })
 	if tok := s.tok.Load(); tok != nil {
 		s.exp.set(tok.Expires)
 	}
 	s.w.start()
-	s.readLoopRecovered()
-	close(s.readerDone)
-	s.end(ClientClosed)
-	if CloseReason(s.reason.Load()) == UnreadReplies {
-		// The writer may be blocked on a socket the client does not
-		// read: it has a second for the close frame, not the write
-		// deadline.
-		t := time.AfterFunc(time.Second, s.closeSocket)
-		defer t.Stop()
-	}
-	<-s.w.done
-	s.w.stop()
-	s.exp.stop()
-	if s.srv.o.Hub.Detach(s.sub, s.q) && s.srv.o.NamedTTL > 0 {
-		s.srv.o.Hub.ExpireAfter(s.sub, s.srv.o.NamedTTL)
-	}
-	s.closeSocket()
-	return CloseReason(s.reason.Load())
-}
-
-// readLoopRecovered runs readLoop. A panic while serving the client's
-// messages ends this connection, logged with its stack, not the daemon
-// (the reader runs outside net/http's handler, whose recover does not
-// cover it).
-func (s *session) readLoopRecovered() {
-	defer func() {
-		if r := recover(); r != nil {
-			stack := debug.Stack()
-			if p, ok := r.(commandPanic); ok {
-				r, stack = p.value, p.stack
-			}
-			s.srv.log.Error("wsapi: panic serving a connection; closing it", "panic", r, "stack", string(stack))
-			s.end(InternalError)
-		}
-	}()
-	s.readLoop()
+	s.startReader()
 }
 
 // commandPanic carries a panic of a command's goroutine, with its stack,
@@ -196,75 +178,6 @@ func (s *session) closeSocket() {
 	s.w.fdMu.Lock()
 	defer s.w.fdMu.Unlock()
 	s.ws.Close()
-}
-
-// readLoop reads and answers commands until the connection fails.
-func (s *session) readLoop() {
-	o := &s.srv.o
-	lim := o.Limits.MaxMessageBytes
-	s.ws.SetReadLimit(int64(16 * lim))
-	idle := 2 * o.PingInterval
-	s.ws.SetReadDeadline(time.Now().Add(idle))
-	s.ws.SetPongHandler(func(string) error { return s.ws.SetReadDeadline(time.Now().Add(idle)) })
-	for {
-		_, rd, err := s.ws.NextReader()
-		if err != nil {
-			s.end(readReason(err))
-			return
-		}
-		s.ws.SetReadDeadline(time.Now().Add(idle))
-		// The message buffer is the server's, taken for one message: an
-		// idle connection holds none.
-		bp := s.srv.readBufs.Get().(*[]byte)
-		err = s.readMessage(rd, (*bp)[:lim+1])
-		s.srv.readBufs.Put(bp)
-		if err != nil {
-			s.end(readReason(err))
-			return
-		}
-		if isClosed(s.stop) { // the replies overflowed, or the writer ended
-			return
-		}
-	}
-}
-
-// readMessage reads one client message into buf (limits.max_message_bytes
-// plus one) and answers it, or refuses it if it does not fit. It returns
-// the read's error.
-func (s *session) readMessage(rd io.Reader, buf []byte) error {
-	n, err := io.ReadFull(rd, buf)
-	switch {
-	case err == io.EOF || err == io.ErrUnexpectedEOF:
-		// Answered on a goroutine of its own, which ends with it: parsing
-		// and subscribing need a deep stack, and the reader's would stay
-		// that deep for the connection's life once grown.
-		done := make(chan *commandPanic, 1)
-		go func() {
-			defer func() {
-				var p *commandPanic
-				if r := recover(); r != nil {
-					p = &commandPanic{r, debug.Stack()}
-				}
-				done <- p
-			}()
-			s.handle(buf[:n])
-		}()
-		if p := <-done; p != nil {
-			panic(*p) // to the reader's recovery
-		}
-	case err != nil:
-		return err
-	default: // lim+1 bytes: too large
-		if _, err := io.Copy(io.Discard, rd); err != nil {
-			return err
-		}
-		if !s.allow() {
-			s.refuse("", api.CodeRateLimited, "message rate above limits.commands_per_second")
-		} else {
-			s.refuse("", api.CodeMessageTooLarge, "message longer than limits.max_message_bytes")
-		}
-	}
-	return nil
 }
 
 func readReason(err error) CloseReason {

@@ -182,11 +182,25 @@ func dialSubscribed(t *testing.T, url string) *websocket.Conn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ws.Close() })
-	ws.WriteMessage(websocket.TextMessage, []byte(`{"op":"subscribe","id":"1","streams":["coinbase:trades:BTC-USD"]}`))
-	if _, m, err := ws.ReadMessage(); err != nil || !bytes.Contains(m, []byte(`"ack"`)) {
-		t.Fatalf("subscribe: %q %v", m, err)
-	}
+	subscribed(t, ws)
 	return ws
+}
+
+// subscribed subscribes ws to coinbase:trades:BTC-USD and returns once the
+// subscription is in place: the ack is queued before the hub subscribes,
+// so it is followed by a ping, which the server answers only once the
+// subscribe command is done.
+func subscribed(t *testing.T, ws *websocket.Conn) {
+	t.Helper()
+	ws.WriteMessage(websocket.TextMessage, []byte(`{"op":"subscribe","id":"1","streams":["coinbase:trades:BTC-USD"]}`))
+	ws.WriteMessage(websocket.TextMessage, []byte(`{"op":"ping","id":"2"}`))
+	for got := ""; !strings.Contains(got, `"pong"`); {
+		_, m, err := ws.ReadMessage()
+		if err != nil || (!bytes.Contains(m, []byte(`"ack"`)) && !bytes.Contains(m, []byte(`"pong"`))) {
+			t.Fatalf("subscribe: %q %v", m, err)
+		}
+		got += string(m)
+	}
 }
 
 // TestWritePoolChurn publishes without pause while clients connect,
@@ -330,10 +344,7 @@ func slowReader(t *testing.T, url string, pace time.Duration, pings *int) *webso
 		*pings++
 		return ws.WriteControl(websocket.PongMessage, []byte(p), time.Now().Add(time.Second))
 	})
-	ws.WriteMessage(websocket.TextMessage, []byte(`{"op":"subscribe","id":"1","streams":["coinbase:trades:BTC-USD"]}`))
-	if _, m, err := ws.ReadMessage(); err != nil || !bytes.Contains(m, []byte(`"ack"`)) {
-		t.Fatalf("subscribe: %q %v", m, err)
-	}
+	subscribed(t, ws)
 	return ws
 }
 

@@ -35,19 +35,24 @@ import (
 // goroutine runs) and fdMu (the descriptor an io_uring send names) are
 // leaves. docs/lock-order.md has the daemon's whole order.
 //
-// How it batches: without a write pool (Options.WriteDelay 0) the writer
-// goroutine runs for the connection's life and writes each drain of the
-// queue as one websocket message as soon as the queue signals Ready. With
-// a pool, a worker of the connection's shard drains and writes it with
-// non-blocking writes on its rounds (writeShard), and the writer goroutine
-// runs only while it has work the pool does not do: a backed-up socket to
-// finish under the write deadline, a ping, a close. An idle connection
-// then has no writer goroutine.
+// How it batches: without a write pool (Options.WriteDelay 0), or for a
+// connection that asked for low latency (?latency=low, or its token), the
+// writer goroutine runs for the connection's life and writes each drain of
+// the queue as one websocket message as soon as the queue signals Ready.
+// Otherwise a worker of the connection's shard drains and writes it with
+// non-blocking writes when it is due (writeShard, flushAt: at once after
+// an idle spell, at most WriteDelay after the last write under load), and
+// the writer goroutine runs only while it has work the pool does not do:
+// a backed-up socket to finish under the write deadline, a ping, a close.
+// An idle connection then has no writer goroutine.
 type writer struct {
 	sess   *session
 	q      *subscriber.Mailbox
 	o      *Options
-	pooled bool // the server has a write pool
+	pooled bool // a write pool writes the connection's batches
+
+	readySince atomic.Int64 // monotime when the queue went from empty to not, unseen by the pool; 0 when none
+	lastWrite  atomic.Int64 // monotime of the last write of data (replies and notices alone leave it)
 
 	kick    chan struct{} // capacity 1: a write-pool worker hands the connection to the writer goroutine
 	ctl     chan struct{} // capacity 1: stop, flush or a ping is due
@@ -72,13 +77,18 @@ type writer struct {
 	raw         bool         // sock is set (else every write blocks on net.Conn.Write)
 
 	fdMu     sync.RWMutex // read-locked by a write-pool worker while an io_uring send names sock's descriptor; closeSocket write-locks it
-	pool     *writeShard  // the shard serving this connection; nil without a write pool
+	pool     *writeShard  // the shard serving this connection; nil unless pooled
 	shardIdx int          // index in pool.conns; guarded by pool.mu
 }
 
-// init sets w up for sess, whose socket is c.
-func (w *writer) init(sess *session, c net.Conn) {
-	w.sess, w.q, w.o, w.pooled = sess, sess.q, &sess.srv.o, sess.srv.shards != nil
+// init sets w up for sess, whose socket is c; lowLatency keeps it out of
+// the write pool.
+func (w *writer) init(sess *session, c net.Conn, lowLatency bool) {
+	w.sess, w.q, w.o, w.pooled = sess, sess.q, &sess.srv.o, sess.srv.shards != nil && !lowLatency
+	if w.pooled {
+		w.pool = sess.srv.pickShard()
+		w.q.OnReady(w.readied)
+	}
 	w.kick, w.ctl, w.done = make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{})
 	w.ping = time.AfterFunc(time.Hour, func() { w.pingDue.Store(true); w.poke() })
 	w.ping.Stop()
@@ -91,7 +101,7 @@ func (w *writer) init(sess *session, c net.Conn) {
 func (w *writer) start() {
 	w.ping.Reset(w.o.PingInterval)
 	if w.pooled {
-		w.sess.srv.addToShard(w)
+		w.pool.add(w)
 	}
 	w.stateMu.Lock()
 	w.started = true
@@ -102,6 +112,18 @@ func (w *writer) start() {
 		go w.goroutine()
 	}
 }
+
+// readied is the queue's OnReady: the pool has something to write.
+func (w *writer) readied() {
+	w.readySince.CompareAndSwap(0, monotime())
+	w.pool.wakeUp()
+}
+
+// epoch is monotime's zero.
+var epoch = time.Now()
+
+// monotime is the time in ns on the monotonic clock, never 0.
+func monotime() int64 { return int64(time.Since(epoch)) + 1 }
 
 // stop is the end of the writer's part once its work is done (done
 // closed): the ping timer stops and the pool forgets the connection.
@@ -499,9 +521,12 @@ func firstPublished(data []*subscriber.Message) time.Time {
 	return time.Time{}
 }
 
-// observe records a written batch of msgs messages (nn of them notices)
+// observe records a written batch (its time, for the flush policy) of msgs messages (nn of them notices)
 // in a frame of frameLen bytes in the metrics.
 func (w *writer) observe(msgs, nn, frameLen int, published time.Time) {
+	if msgs > nn {
+		w.lastWrite.Store(monotime())
+	}
 	m := w.o.Metrics
 	if m == nil {
 		return

@@ -95,6 +95,20 @@ func Run(t *testing.T, v Venue) {
 		h.reconnects(t, v, func() { v.Server().SetSilent(true) }, func() { v.Server().SetSilent(false) })
 		h.recovered(t, v, 5)
 	})
+	t.Run("UnsubscribeThenSubscribe", func(t *testing.T) {
+		h := start(t, v)
+		if err := h.ad.Unsubscribe(v.Symbol()); err != nil {
+			t.Fatal(err)
+		}
+		from := h.sink.NumEvents()
+		if err := h.ad.Subscribe(v.Symbol()); err != nil {
+			t.Fatal(err)
+		}
+		h.sink.WaitEvent(t, Wait, from, "a snapshot of "+string(h.l2)+" after subscribing again", func(ev *venue.Event) bool {
+			return ev.Stream == h.l2 && ev.Snapshot
+		})
+		h.recovered(t, v, 5)
+	})
 	t.Run("RefusedSymbol", func(t *testing.T) {
 		h := start(t, v)
 		from := h.sink.NumNotices()

@@ -273,6 +273,16 @@ func (a *Adapter) Unsubscribe(symbols ...string) error {
 			a.decs[i].Forget(s)
 			a.decs[i].sink.Forget(now, venue.NewStream(Name, venue.Level2, s), venue.NewStream(Name, venue.Trades, s),
 				venue.NewStream(Name, venue.Ticker, s))
+			// Unsubscribed at once, so that a Subscribe right after asks
+			// again (and the book gets a new snapshot).
+			a.smu.Lock()
+			if l := a.connAt(i); l != nil && a.pool.Link(i).Connected() {
+				for _, ch := range a.cfg.ChannelsOrAll() {
+					l.subs.Unwant(streamName(s, ch))
+				}
+				a.send(l, l.subs.Flush(now, nil))
+			}
+			a.smu.Unlock()
 		}
 	})
 	poke(a.kick)

@@ -76,19 +76,6 @@ func makeDecimal(m uint64, frac int, neg bool) decimal.Decimal {
 	return decimal.New(v, int32(-frac))
 }
 
-// parsePrice parses a price as written, with its book key (see priceKey).
-func parsePrice(b []byte) (venue.Fixed, int64, bool) {
-	m, frac, neg, res := decimalParts(b)
-	if res != partsOK || neg {
-		return venue.Fixed{}, 0, false // over 18 digits or negative: no Binance price
-	}
-	key, ok := priceKey(m, frac)
-	if !ok {
-		return venue.Fixed{}, 0, false
-	}
-	return venue.Fixed{M: int64(m), Scale: uint8(frac)}, key, true
-}
-
 // parseDecimalSlow handles values with more than 18 significant digits.
 func parseDecimalSlow(b []byte) (decimal.Decimal, bool) {
 	if len(b) > 2*maxFrac {
@@ -115,23 +102,22 @@ func levels(s *scan.Scanner, dst []lvl) []lvl {
 		if !s.Expect('[') {
 			return dst
 		}
-		p, key, ok1 := parsePrice(s.Str())
+		pd := s.Decimal()
 		if !s.Expect(',') {
 			return dst
 		}
-		qb := s.Str()
+		qd := s.Decimal()
 		var big decimal.Decimal
 		var qt qty
-		qm, qfrac, qneg, res := decimalParts(qb)
-		ok2 := res != partsBad && !qneg
+		ok2 := qd.St != scan.Bad && !qd.Neg && qd.Frac <= maxFrac
 		switch {
 		case !ok2:
-		case res == partsBig:
-			big, ok2 = parseDecimalSlow(qb)
+		case qd.St == scan.Big:
+			big, ok2 = parseDecimalSlow(qd.Text)
 			qt.frac = bigQty
 			ok2 = ok2 && big.Sign() >= 0
 		default:
-			qt = qty{qm, uint8(qfrac)}
+			qt = qty{uint64(qd.M), uint8(qd.Frac)}
 		}
 		// Later Binance versions may add fields to a level; ignore them.
 		for s.Eat(',') {
@@ -140,11 +126,12 @@ func levels(s *scan.Scanner, dst []lvl) []lvl {
 		if !s.Expect(']') {
 			return dst
 		}
-		if !ok1 || !ok2 || p.M <= 0 {
+		key, ok1 := priceKey(uint64(pd.M), pd.Frac)
+		if pd.St != scan.OK || pd.Neg || !ok1 || !ok2 || pd.M <= 0 {
 			s.Fail()
 			return dst
 		}
-		dst = append(dst, lvl{key: key, size: qt, px: p, big: big})
+		dst = append(dst, lvl{key: key, size: qt, px: venue.Fixed{M: pd.M, Scale: uint8(pd.Frac)}, big: big})
 	}
 	return dst
 }

@@ -587,15 +587,16 @@ func (d *Decoder) best(t *topic) (bid, ask venue.Level, ok bool) {
 func (d *Decoder) levels(s *scan.Scanner, t *topic, dst []lvl, snap bool, why errText) ([]lvl, errText) {
 	for more := s.Array(); more; more = s.More(']') {
 		s.Expect('[')
-		pb := s.Str()
+		pd := s.Decimal()
 		s.Expect(',')
-		sb := s.Str()
+		sd := s.Decimal()
 		s.Expect(']')
 		if s.Failed() {
 			return dst, why
 		}
-		pm, pexp, pok := parseFixed(pb)
-		zm, zexp, zok := parseFixed(sb)
+		pb, sb := pd.Text, sd.Text
+		pm, pexp, pok := pd.Coef(), -int32(pd.Frac), pd.St == scan.OK
+		zm, zexp, zok := sd.Coef(), -int32(sd.Frac), sd.St == scan.OK
 		if pok && zok && pexp >= -venue.MaxScale && zexp >= -venue.MaxScale {
 			switch {
 			case pm <= 0:

@@ -27,7 +27,8 @@ type product struct {
 	l2Pending, l2Active bool   // adapter bookkeeping: level2 requested / confirmed
 	// gone is set when the adapter unsubscribed the product: frames still
 	// in flight for it are dropped, so coverage never reports a stream the
-	// user left, until a subscriptions ack lists the product again.
+	// user left, until the adapter subscribes it again or a subscriptions
+	// ack lists it again.
 	gone bool
 }
 
@@ -948,13 +949,15 @@ func (d *Decoder) refuse(recv time.Time, id, channel, message, reason string) {
 	}
 }
 
-// expect records a request the adapter is about to send.
+// expect records a request the adapter is about to send. A product
+// subscribed again is no longer gone: its snapshot comes before the
+// subscriptions ack that lists it.
 func (d *Decoder) expect(r request) {
 	d.pending = append(d.pending, r)
 	if !r.unsubscribe {
 		for _, id := range r.products {
 			p := d.product([]byte(id))
-			p.refused = false
+			p.refused, p.gone = false, false
 			if r.channel == "level2" {
 				p.l2Pending = true
 			}

@@ -428,21 +428,25 @@ func parseLevels(s *scan.Scanner, dst []rawLevel) []rawLevel {
 	for more := s.Array(); more; more = s.More(']') {
 		var l rawLevel
 		s.Expect('[')
-		l.px = s.Str()
+		pd := s.Decimal()
 		s.Expect(',')
-		l.sz = s.Str()
+		sd := s.Decimal()
 		for s.Eat(',') { // the deprecated "0" and the order count
 			s.Skip()
 		}
 		if !s.Expect(']') {
 			return dst
 		}
-		var st scan.Status
-		if l.pm, l.pf, st = parseNum(l.px); st != scan.OK || l.pm == 0 {
+		l.px, l.sz = pd.Text, sd.Text
+		if l.pm, l.pf = pd.M, int32(pd.Frac); pd.St != scan.OK || pd.Neg || l.pm == 0 {
 			s.Fail() // a price of more than 18 digits is not a price
 			return dst
 		}
-		switch l.sm, l.sf, st = parseNum(l.sz); st {
+		st := sd.St
+		if sd.Neg {
+			st = scan.Bad // OKX writes no sign
+		}
+		switch l.sm, l.sf = sd.M, int32(sd.Frac); st {
 		case scan.Bad:
 			s.Fail()
 			return dst

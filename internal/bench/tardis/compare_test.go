@@ -589,8 +589,10 @@ var largeDir = flag.String("large", "", "write the 200,000-frame captures of the
 
 // TestLargeCaptures writes, with -large DIR, each venue's testdata capture
 // 20 times into one file, each copy shifted to follow the one before (the
-// captures end with a disconnect, so each copy replays as a new session):
-// the captures of docs/performance.md.
+// captures end with a disconnect, so each copy replays as a new session),
+// and for Binance, OKX and Bybit a real-shaped capture of 200,000 level2
+// updates of 5–7 level changes each (writeRealCapture): the captures of
+// docs/performance.md.
 func TestLargeCaptures(t *testing.T) {
 	if *largeDir == "" {
 		t.Skip("run with -args -large DIR to write the 200,000-frame captures")
@@ -599,5 +601,10 @@ func TestLargeCaptures(t *testing.T) {
 		path := filepath.Join(*largeDir, v+"-200k.jsonl.gz")
 		frames := replaytest.ReadCapture(t, capturePath(v)).WriteShifted(t, path, 0, 20)
 		t.Logf("%s: %d frames", path, frames)
+	}
+	for _, v := range venues {
+		path := filepath.Join(*largeDir, v+"-real-200k.jsonl.gz")
+		writeRealCapture(t, v, path, 200_000)
+		t.Logf("%s: 200,000 updates after the snapshot", path)
 	}
 }

@@ -72,6 +72,7 @@ type Server struct {
 	bin  string
 	dir  string
 	port int
+	http int    // the monitoring port, if any
 	conf string // a configuration file, if any (-c)
 	cmd  *exec.Cmd
 	done chan struct{} // closes when the process exited

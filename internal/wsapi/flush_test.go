@@ -1,0 +1,200 @@
+package wsapi
+
+import (
+	"bytes"
+	"math"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/fanoutd/fanoutd/subscriber"
+)
+
+// TestFlushAt checks the flush policy: a connection not written within
+// the last max age is due at once; a busy one is due max age after its
+// last write, which is never more than max age after its queue went
+// ready.
+func TestFlushAt(t *testing.T) {
+	const age = int64(3 * time.Millisecond)
+	for _, tc := range []struct {
+		name             string
+		ready, last, due int64
+	}{
+		{"never written", 10 * age, 0, 10 * age},
+		{"never written, early on the clock", age / 2, 0, age / 2},
+		{"idle for longer than max age", 10 * age, 8 * age, 10 * age},
+		{"idle for exactly max age", 10 * age, 9 * age, 10 * age},
+		{"written a moment ago", 10 * age, 10*age - 1000, 11*age - 1000},
+		{"written as the queue went ready", 10 * age, 10 * age, 11 * age},
+		{"a write completed after the queue went ready", 10 * age, 10*age + 500, 11 * age},
+	} {
+		if got := flushAt(tc.ready, tc.last, age); got != tc.due {
+			t.Errorf("%s: flushAt(%d, %d) = %d, want %d", tc.name, tc.ready, tc.last, got, tc.due)
+		}
+	}
+	for last := int64(1); last <= 10*age; last += age / 7 {
+		for ready := last - age; ready <= 12*age; ready += age / 5 {
+			if at := flushAt(ready, last, age); at < ready || at > ready+age {
+				t.Fatalf("flushAt(%d, %d) = %d: outside [ready, ready+max age]", ready, last, at)
+			}
+		}
+	}
+}
+
+// TestScanDue checks a worker's round: an idle connection is written at
+// once, a busy one waits until max age after its last write (the worker
+// sleeps until then) and then is written, one with flushBytes pending is
+// written at once however busy, and one whose queue did not go ready is
+// left alone.
+func TestScanDue(t *testing.T) {
+	const age = int64(3 * time.Millisecond)
+	w := &writeShard{maxAge: age}
+	mk := func(ready, last int64, pending int) *writer {
+		cw := &writer{q: subscriber.NewMailbox()}
+		cw.readySince.Store(ready)
+		cw.lastWrite.Store(last)
+		if pending > 0 {
+			cw.q.Offer(&subscriber.Message{Data: make([]byte, pending)}, 10, 0)
+		}
+		return cw
+	}
+	now := 100 * age
+	idle := mk(now-10, now-2*age, 100)
+	busy := mk(now-10, now-age/3, 100)
+	full := mk(now-10, now-age/3, flushBytes)
+	quiet := mk(0, now-age/3, 0)
+	next := w.scan([]*writer{idle, busy, full, quiet}, now)
+	if len(w.due) != 2 || w.due[0] != idle || w.due[1] != full {
+		t.Fatalf("due at once: %d connections, want the idle one and the one with flushBytes pending", len(w.due))
+	}
+	if want := now - age/3 + age; next != want {
+		t.Fatalf("next wake-up at %d, want %d (max age after the busy one's last write)", next, want)
+	}
+	if idle.readySince.Load() != 0 || full.readySince.Load() != 0 || busy.readySince.Load() == 0 {
+		t.Fatal("the ready marks of the connections due are cleared, the busy one's kept")
+	}
+	next = w.scan([]*writer{busy, quiet}, next-1)
+	if len(w.due) != 0 {
+		t.Fatal("the busy connection was written before max age after its last write")
+	}
+	at := next
+	next = w.scan([]*writer{busy, quiet}, at)
+	if len(w.due) != 1 || w.due[0] != busy || next != math.MaxInt64 {
+		t.Fatalf("at its due time: %d due, next %d; want the busy one, and no further wake-up", len(w.due), next)
+	}
+	if waited := at - (now - 10); waited > age {
+		t.Fatalf("the busy connection's oldest message waited %d ns, past the max age %d", waited, age)
+	}
+}
+
+// TestLowLatencyConnection: with a max coalescing age of an hour, a
+// connection that asks ?latency=low gets every event at once, while a
+// batched one gets the first (it was idle) and then holds the next for
+// the max age. Both get the same wire form.
+func TestLowLatencyConnection(t *testing.T) {
+	for _, uring := range []bool{false, true} {
+		t.Run(map[bool]string{false: "write", true: "io_uring"}[uring], func(t *testing.T) {
+			feed, url, _ := poolServer(t, Options{WriteDelay: time.Hour, Uring: uring}, 0)
+			batched := dialSubscribed(t, url)
+			low := dialSubscribed(t, url+"?latency=low")
+			read := func(ws *websocket.Conn, d time.Duration) ([]byte, error) {
+				ws.SetReadDeadline(time.Now().Add(d))
+				_, m, err := ws.ReadMessage()
+				return m, err
+			}
+			publishTrades(feed, 0, 1)
+			b1, err := read(batched, 10*time.Second)
+			if err != nil {
+				t.Fatalf("the idle batched connection did not get the first event at once: %v", err)
+			}
+			l1, err := read(low, 10*time.Second)
+			if err != nil || !bytes.Equal(b1, l1) {
+				t.Fatalf("low-latency connection read %q (%v), the batched one %q", l1, err, b1)
+			}
+			for i := 2; i <= 4; i++ {
+				publishTrades(feed, i-1, 1)
+				if _, err := read(low, 10*time.Second); err != nil {
+					t.Fatalf("event %d not written at once to the low-latency connection: %v", i, err)
+				}
+			}
+			// The batched connection holds events 2 to 4 until an hour
+			// after its last write.
+			if m, err := read(batched, 300*time.Millisecond); err == nil {
+				t.Fatalf("the busy batched connection was written before its max age: %q", m)
+			}
+		})
+	}
+}
+
+// TestLatencyQuery: a latency other than low or batched is refused
+// before the upgrade.
+func TestLatencyQuery(t *testing.T) {
+	_, url, _ := poolServer(t, Options{WriteDelay: time.Millisecond}, 0)
+	_, resp, err := websocket.DefaultDialer.Dial(url+"?latency=fast", nil)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("?latency=fast: %v, %v; want 400", resp, err)
+	}
+	ws, _, err := websocket.DefaultDialer.Dial(url+"?latency=batched", nil)
+	if err != nil {
+		t.Fatalf("?latency=batched: %v", err)
+	}
+	ws.Close()
+}
+
+// TestEveryEventInOrder publishes a burst faster than the max age to
+// batched and low-latency connections alike: each reads every event,
+// in seq order, whatever its batching.
+func TestEveryEventInOrder(t *testing.T) {
+	for _, uring := range []bool{false, true} {
+		t.Run(map[bool]string{false: "write", true: "io_uring"}[uring], func(t *testing.T) {
+			feed, url, _ := poolServer(t, Options{WriteDelay: 2 * time.Millisecond, Uring: uring}, 0)
+			var conns []*websocket.Conn
+			for i := range 6 {
+				u := url
+				if i%2 == 1 {
+					u += "?latency=low"
+				}
+				conns = append(conns, dialSubscribed(t, u))
+			}
+			const events = 3000
+			go func() {
+				for i := 0; i < events; i += 100 {
+					publishTrades(feed, i, 100)
+				}
+			}()
+			var pings int
+			for _, ws := range conns {
+				last := uint64(0)
+				for last < events {
+					last = readSeqs(t, ws, last, &pings)
+				}
+			}
+		})
+	}
+}
+
+// TestFlushPolicyAllocs: a worker's scan and a queue's OnReady (on every
+// delivery that makes a queue ready) allocate nothing.
+func TestFlushPolicyAllocs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation counts")
+	}
+	w := &writeShard{maxAge: int64(3 * time.Millisecond), wake: make(chan struct{}, 1)}
+	var list []*writer
+	for range 64 {
+		cw := &writer{q: subscriber.NewMailbox(), pool: w}
+		cw.lastWrite.Store(monotime())
+		list = append(list, cw)
+	}
+	w.due = make([]*writer, 0, len(list))
+	if n := testing.AllocsPerRun(100, func() {
+		for _, cw := range list {
+			cw.readied()
+		}
+		w.scan(list, monotime())
+	}); n != 0 {
+		t.Fatalf("%v allocations per round of OnReady and scan, want 0", n)
+	}
+}
