@@ -42,6 +42,10 @@ type scenario struct {
 			Path   string  `json:"path"`
 			Faults []fault `json:"faults"`
 		} `json:"captures"`
+		Cluster *struct {
+			Edges      int    `json:"edges"`
+			EdgeConfig string `json:"edge_config"`
+		} `json:"cluster"`
 	} `json:"daemon"`
 	Steps []step `json:"steps"`
 }
@@ -70,6 +74,7 @@ type step struct {
 	Timeout  float64  `json:"timeout_s"`
 	Venue    string   `json:"venue"`
 	Count    int      `json:"count"`
+	Node     string   `json:"node"`
 }
 
 func repoRoot(t *testing.T) string {
@@ -146,6 +151,26 @@ type run struct {
 	log     *syncBuf
 	clients map[string]*rec
 	holds   []*websocket.Conn
+	// A cluster's (daemon.cluster): the NATS URL the ingest embeds, and
+	// each edge's address and process, edge1 first.
+	natsURL string
+	edges   []*node
+}
+
+// node is an edge process of a cluster scenario.
+type node struct {
+	addr   string
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 type syncBuf struct {
@@ -167,12 +192,13 @@ func (s *syncBuf) String() string {
 
 func play(t *testing.T, root, bin string, sc *scenario) {
 	r := &run{t: t, root: root, bin: bin, sc: sc, dir: t.TempDir(), clients: map[string]*rec{}, log: &syncBuf{}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	r.addr = freeAddr(t)
+	if cl := sc.Daemon.Cluster; cl != nil {
+		r.natsURL = "nats://" + freeAddr(t)
+		for range cl.Edges {
+			r.edges = append(r.edges, &node{addr: freeAddr(t)})
+		}
 	}
-	r.addr = ln.Addr().String()
-	ln.Close()
 	r.prepare()
 	t.Cleanup(func() {
 		for _, c := range r.clients {
@@ -183,6 +209,9 @@ func play(t *testing.T, root, bin string, sc *scenario) {
 			h.CloseNow()
 		}
 		r.kill()
+		for _, e := range r.edges {
+			e.kill()
+		}
 		if t.Failed() {
 			t.Logf("daemon log:\n%s", r.log.String())
 		}
@@ -204,6 +233,12 @@ func play(t *testing.T, root, bin string, sc *scenario) {
 func (r *run) prepare() {
 	d := &r.sc.Daemon
 	r.args = []string{d.Command, "--listen", r.addr}
+	if d.Cluster != nil {
+		// The ingest: the venues, the embedded NATS server, and its
+		// generated credentials in the scenario's directory.
+		r.args = append(r.args, "--role", "ingest", "--embedded-nats", "--nats", r.natsURL)
+		d.Config += "cluster:\n  nats_dir: " + filepath.Join(r.dir, "nats") + "\n  node: ingest\n"
+	}
 	if d.Config != "" {
 		p := filepath.Join(r.dir, "fanoutd.yaml")
 		if err := os.WriteFile(p, []byte(d.Config), 0o600); err != nil {
@@ -299,6 +334,70 @@ func (r *run) start() error {
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	})
+}
+
+// startEdges starts every edge of a cluster scenario, with the edge
+// token the ingest generated, and waits until each is ready (its venues'
+// links up through the bus).
+func (r *run) startEdges() error {
+	var token []byte
+	err := waitFor(30*time.Second, "the ingest's edge token", func() bool {
+		b, err := os.ReadFile(filepath.Join(r.dir, "nats", "edge.token"))
+		token = bytes.TrimSpace(b)
+		return err == nil && len(token) > 0
+	})
+	if err != nil {
+		return err
+	}
+	cfg := filepath.Join(r.dir, "edge.yaml")
+	if err := os.WriteFile(cfg, []byte(r.sc.Daemon.Cluster.EdgeConfig), 0o600); err != nil {
+		return err
+	}
+	for _, e := range r.edges {
+		cmd := exec.Command(r.bin, "serve", "--role", "edge", "--nats", r.natsURL, "--listen", e.addr, "--config", cfg)
+		cmd.Env = append(os.Environ(), "FANOUTD_NATS_TOKEN="+string(token))
+		cmd.Stdout, cmd.Stderr = r.log, r.log
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		e.cmd, e.exited = cmd, make(chan struct{})
+		go func() { cmd.Wait(); close(e.exited) }()
+	}
+	for _, e := range r.edges {
+		err := waitFor(30*time.Second, "the edge's /readyz", func() bool {
+			resp, err := http.Get("http://" + e.addr + "/readyz")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == 200
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *node) kill() {
+	if e.cmd == nil {
+		return
+	}
+	e.cmd.Process.Kill()
+	<-e.exited
+	e.cmd = nil
+}
+
+// urls is what a client connects to: the daemon, or every edge.
+func (r *run) urls() []string {
+	if len(r.edges) == 0 {
+		return []string{r.url()}
+	}
+	var out []string
+	for _, e := range r.edges {
+		out = append(out, "ws://"+e.addr+"/v1/stream")
+	}
+	return out
 }
 
 func (r *run) kill() {
@@ -402,8 +501,35 @@ func (r *run) step(s *step) error {
 	}
 	switch s.Op {
 	case "start":
-		return r.start()
+		if err := r.start(); err != nil || len(r.edges) == 0 {
+			return err
+		}
+		return r.startEdges()
 	case "kill":
+		if i, ok := strings.CutPrefix(s.Node, "edge"); ok {
+			n, err := strconv.Atoi(i)
+			if err != nil || n < 1 || n > len(r.edges) {
+				return fmt.Errorf("no node %q", s.Node)
+			}
+			before := map[*rec]int{}
+			for _, c := range r.clients {
+				c.mu.Lock()
+				before[c] = c.disconnects
+				c.mu.Unlock()
+			}
+			r.edges[n-1].kill()
+			for name, c := range r.clients {
+				err := waitFor(timeout, name+" to lose its connection", func() bool {
+					c.mu.Lock()
+					defer c.mu.Unlock()
+					return c.disconnects > before[c]
+				})
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 		r.kill()
 		return nil
 	case "hold":
@@ -413,7 +539,7 @@ func (r *run) step(s *step) error {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		conn, _, err := websocket.Dial(ctx, r.url(), &websocket.DialOptions{HTTPHeader: h})
+		conn, _, err := websocket.Dial(ctx, r.urls()[0], &websocket.DialOptions{HTTPHeader: h})
 		if err != nil {
 			return err
 		}
@@ -423,7 +549,7 @@ func (r *run) step(s *step) error {
 	case "connect":
 		c := &rec{token: s.Token, states: map[string][]string{}, events: map[string][]evAt{}, lastRead: map[string]uint64{},
 			targets: map[string]uint64{}, captured: map[string]client.BookSnapshot{}}
-		cl, err := client.New(client.Options{URLs: []string{r.url()}, Token: s.Token, Name: s.Name, Handler: c.handle, MinBackoff: 50 * time.Millisecond, MaxBackoff: time.Second})
+		cl, err := client.New(client.Options{URLs: r.urls(), Token: s.Token, Name: s.Name, Handler: c.handle, MinBackoff: 50 * time.Millisecond, MaxBackoff: time.Second})
 		if err != nil {
 			return err
 		}

@@ -62,12 +62,14 @@ func lastBefore(ms []wireMsg, i int, st string) uint64 {
 // ingest is heard again, link_up and a snapshot:true after it, the level2
 // loss announced by one book_resync (bus_gap, from the seq after the last
 // the subscriber had), the trades loss by a stream_gap, and an exact book.
+// The ingest keeps no recovery window (with one, the loss is recovered:
+// TestClusterBusGapRecovered).
 func TestClusterIngestSilent(t *testing.T) {
 	t.Cleanup(http.DefaultClient.CloseIdleConnections)
 	ns := natstest.Run(t)
 	proxy := newNATSProxy(t, strings.TrimPrefix(ns.ClientURL(), "nats://"))
 	src := &source{}
-	ingest := daemontest.Start(t, "cluster:\n  role: ingest\n  node: in-1\n  nats_url: "+proxy.URL()+"\nvenues:\n  coinbase:\n    symbols: [BTC-USD]\n",
+	ingest := daemontest.Start(t, "cluster:\n  role: ingest\n  node: in-1\n  nats_url: "+proxy.URL()+"\nvenues:\n  coinbase:\n    symbols: [BTC-USD]\n"+noRecovery,
 		daemon.Options{Venues: []venues.Venue{src.adapter()}})
 	edge := daemontest.Start(t, fmt.Sprintf(edgeOnlyYAML, ns.ClientURL()), daemon.Options{})
 	waitReady(t, edge)

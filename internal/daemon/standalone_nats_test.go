@@ -68,7 +68,7 @@ func TestClusterStandaloneNATSServer(t *testing.T) {
 	js := jetStream(t, url)
 
 	src := &source{}
-	ingYAML := "cluster:\n  role: ingest\n  node: %s\n  nats_url: " + url + "\nvenues:\n  coinbase:\n    symbols: [BTC-USD]\n"
+	ingYAML := "cluster:\n  role: ingest\n  node: %s\n  nats_url: " + url + "\nvenues:\n  coinbase:\n    symbols: [BTC-USD]\n" + noRecovery // exact gaps, not recovery
 	in1 := daemontest.Start(t, fmt.Sprintf(ingYAML, "in-1"), daemon.Options{Venues: []venues.Venue{src.adapter()}})
 	waitFor(t, 10*time.Second, "in-1 to lead", func() bool { l, _ := coverageLeader(t, in1.URL("http")); return l == "in-1" })
 	var lease cluster.Lease

@@ -150,16 +150,30 @@ class Rec {
 }
 
 class Run {
-  constructor(sc, tmp, port) {
+  // ports: the daemon's (the ingest's in a cluster), then NATS's and each
+  // edge's for a cluster scenario (daemon.cluster).
+  constructor(sc, tmp, ports) {
     this.sc = sc;
-    this.addr = `127.0.0.1:${port}`;
+    this.dir = tmp;
+    this.addr = `127.0.0.1:${ports[0]}`;
     this.clients = new Map();
     this.holds = [];
     this.log = [];
     const d = sc.daemon;
     const cfg = path.join(tmp, 'fanoutd.yaml');
-    fs.writeFileSync(cfg, d.config || '{}\n');
-    this.args = [d.command, '--listen', this.addr, '--config', cfg, ...(d.args ?? [])];
+    let config = d.config || '';
+    const role = [];
+    this.edges = [];
+    if (d.cluster) {
+      // The ingest: the venues, the embedded NATS server, and its
+      // generated credentials in the scenario's directory.
+      this.natsURL = `nats://127.0.0.1:${ports[1]}`;
+      for (let i = 0; i < d.cluster.edges; i++) this.edges.push({ addr: `127.0.0.1:${ports[2 + i]}` });
+      role.push('--role', 'ingest', '--embedded-nats', '--nats', this.natsURL);
+      config += `cluster:\n  nats_dir: ${path.join(tmp, 'nats')}\n  node: ingest\n`;
+    }
+    fs.writeFileSync(cfg, config || '{}\n');
+    this.args = [d.command, '--listen', this.addr, '--config', cfg, ...role, ...(d.args ?? [])];
     d.captures.forEach((c, i) => {
       const src = path.join(ROOT, c.path);
       if (!c.faults?.length) { this.args.push(src); return; }
@@ -169,7 +183,52 @@ class Run {
     });
   }
 
-  get url() { return `ws://${this.addr}/v1/stream`; }
+  get url() { return this.urls[0]; }
+
+  // What a client connects to: the daemon, or every edge.
+  get urls() {
+    if (this.edges.length) return this.edges.map((e) => `ws://${e.addr}/v1/stream`);
+    return [`ws://${this.addr}/v1/stream`];
+  }
+
+  // startEdges starts every edge with the ingest's generated edge token
+  // and waits until each is ready.
+  async startEdges() {
+    const tokenFile = path.join(this.dir, 'nats', 'edge.token');
+    const read = () => { try { return fs.readFileSync(tokenFile, 'utf8').trim(); } catch { return ''; } };
+    await waitFor(() => read() !== '', 30, "the ingest's edge token");
+    const cfg = path.join(this.dir, 'edge.yaml');
+    fs.writeFileSync(cfg, this.sc.daemon.cluster.edge_config);
+    const env = { ...process.env, FANOUTD_NATS_TOKEN: read() };
+    for (const e of this.edges) {
+      e.proc = spawn(fanoutdBin(), ['serve', '--role', 'edge', '--nats', this.natsURL, '--listen', e.addr, '--config', cfg],
+        { stdio: ['ignore', 'pipe', 'pipe'], env });
+      e.exited = new Promise((r) => e.proc.once('exit', r));
+      e.proc.stdout.on('data', (b) => this.log.push(b.toString()));
+      e.proc.stderr.on('data', (b) => this.log.push(b.toString()));
+    }
+    for (const e of this.edges) {
+      const deadline = Date.now() + 30000;
+      for (;;) {
+        let ok = false;
+        try { ok = (await fetch(`http://${e.addr}/readyz`)).status === 200; } catch { ok = false; }
+        if (ok) break;
+        if (Date.now() > deadline) throw new Error("the edge's /readyz is not ready");
+        await sleep(20);
+      }
+    }
+  }
+
+  async killEdge(name) {
+    const i = Number(name.slice(4));
+    assert.ok(name.startsWith('edge') && i >= 1 && i <= this.edges.length, `no node ${name}`);
+    const e = this.edges[i - 1];
+    if (e.proc) {
+      e.proc.kill('SIGKILL');
+      await e.exited;
+      e.proc = undefined;
+    }
+  }
 
   async start() {
     this.proc = spawn(fanoutdBin(), this.args, { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -186,6 +245,7 @@ class Run {
       await poll();
       if (!up) await sleep(20);
     }
+    if (this.edges.length) await this.startEdges();
   }
 
   async kill() {
@@ -200,6 +260,7 @@ class Run {
     for (const c of this.clients.values()) await c.c.close();
     for (const h of this.holds) h.terminate();
     await this.kill();
+    for (let i = 0; i < this.edges.length; i++) await this.killEdge(`edge${i + 1}`);
   }
 
   async match(c, stream, timeoutS) {
@@ -236,7 +297,13 @@ class Run {
     const c = this.clients.get(name);
     switch (s.op) {
       case 'start': await this.start(); break;
-      case 'kill': await this.kill(); break;
+      case 'kill':
+        if (s.node?.startsWith('edge')) {
+          const before = new Map([...this.clients].map(([n, r]) => [n, r.disconnects]));
+          await this.killEdge(s.node);
+          for (const [n, r] of this.clients) await waitFor(() => r.disconnects > before.get(n), timeout, `${n} to lose its connection`);
+        } else await this.kill();
+        break;
       case 'hold': {
         const ws = new WS(this.url, { headers: s.token ? { Authorization: `Bearer ${s.token}` } : {} });
         await new Promise((resolve, reject) => { ws.once('open', resolve); ws.once('error', reject); });
@@ -248,7 +315,7 @@ class Run {
       }
       case 'connect': {
         const r = new Rec(s.token);
-        r.c = new Client({ urls: [this.url], token: s.token, name: s.name, onMessage: (m) => r.handle(m), minBackoff: 50, maxBackoff: 1000 });
+        r.c = new Client({ urls: this.urls, token: s.token, name: s.name, onMessage: (m) => r.handle(m), minBackoff: 50, maxBackoff: 1000 });
         r.c.start().catch(() => {});
         this.clients.set(name, r);
         break;
@@ -336,7 +403,9 @@ for (const f of FILES) {
   const sc = JSON.parse(fs.readFileSync(path.join(DIR, f), 'utf8'));
   test(`scenario ${f}`, { skip, timeout: 600000 }, async () => {
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'fanoutd-scn-'));
-    const run = new Run(sc, tmp, await freePort());
+    const ports = [await freePort()];
+    if (sc.daemon.cluster) for (let i = 0; i <= sc.daemon.cluster.edges; i++) ports.push(await freePort());
+    const run = new Run(sc, tmp, ports);
     try {
       for (const [i, s] of sc.steps.entries()) {
         try {

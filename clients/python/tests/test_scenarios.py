@@ -131,22 +131,46 @@ class Rec:
                     del self.targets[m.stream]
 
 
+def free_addr():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    addr = "127.0.0.1:%d" % s.getsockname()[1]
+    s.close()
+    return addr
+
+
+def http_ok(url):
+    try:
+        with urllib.request.urlopen(url, timeout=1) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
 class Run:
     def __init__(self, sc, tmp):
         self.sc, self.dir = sc, tmp
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        self.addr = "127.0.0.1:%d" % s.getsockname()[1]
-        s.close()
+        self.addr = free_addr()
         self.proc = None
+        # A cluster's (daemon.cluster): the ingest's embedded NATS URL and
+        # each edge's address and process, edge1 first.
+        cl = sc["daemon"].get("cluster")
+        self.nats_url = "nats://" + free_addr() if cl else None
+        self.edges = [{"addr": free_addr(), "proc": None} for _ in range(cl["edges"])] if cl else []
         self.clients = {}
         self.holds = []
         self.log = open(os.path.join(tmp, "daemon.log"), "wb")
         d = sc["daemon"]
         cfg = os.path.join(tmp, "fanoutd.yaml")
+        config, role = d.get("config") or "", []
+        if cl:
+            # The ingest: the venues, the embedded NATS server, and its
+            # generated credentials in the scenario's directory.
+            role = ["--role", "ingest", "--embedded-nats", "--nats", self.nats_url]
+            config += "cluster:\n  nats_dir: %s\n  node: ingest\n" % os.path.join(tmp, "nats")
         with open(cfg, "w") as f:
-            f.write(d.get("config") or "{}\n")
-        self.args = [fanoutd_bin(), d["command"], "--listen", self.addr, "--config", cfg] + d.get("args", [])
+            f.write(config or "{}\n")
+        self.args = [fanoutd_bin(), d["command"], "--listen", self.addr, "--config", cfg] + role + d.get("args", [])
         for i, c in enumerate(d["captures"]):
             src = os.path.join(ROOT, c["path"])
             if not c.get("faults"):
@@ -158,18 +182,44 @@ class Run:
 
     @property
     def url(self):
-        return f"ws://{self.addr}/v1/stream"
+        return self.urls[0]
+
+    @property
+    def urls(self):
+        """What a client connects to: the daemon, or every edge."""
+        if self.edges:
+            return [f"ws://{e['addr']}/v1/stream" for e in self.edges]
+        return [f"ws://{self.addr}/v1/stream"]
+
+    async def start_edges(self):
+        """Start every edge with the ingest's generated edge token; wait until each is ready."""
+        path = os.path.join(self.dir, "nats", "edge.token")
+        await wait_for(lambda: os.path.exists(path) and open(path).read().strip(), 30, "the ingest's edge token")
+        token = open(path).read().strip()
+        cfg = os.path.join(self.dir, "edge.yaml")
+        with open(cfg, "w") as f:
+            f.write(self.sc["daemon"]["cluster"]["edge_config"])
+        env = dict(os.environ, FANOUTD_NATS_TOKEN=token)
+        for e in self.edges:
+            e["proc"] = subprocess.Popen([fanoutd_bin(), "serve", "--role", "edge", "--nats", self.nats_url, "--listen", e["addr"],
+                                          "--config", cfg], stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        for e in self.edges:
+            await wait_for(lambda: http_ok(f"http://{e['addr']}/readyz"), 30, "the edge's /readyz")
+
+    def kill_edge(self, name):
+        assert name.startswith("edge") and 1 <= int(name[4:]) <= len(self.edges), f"no node {name}"
+        e = self.edges[int(name[4:]) - 1]
+        if e["proc"] is not None:
+            e["proc"].send_signal(signal.SIGKILL)
+            e["proc"].wait()
+            e["proc"] = None
 
     async def start(self):
         self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT)
 
-        def up():
-            try:
-                with urllib.request.urlopen(f"http://{self.addr}/healthz", timeout=1) as r:
-                    return r.status == 200
-            except OSError:
-                return False
-        await wait_for(up, 30, "/healthz")
+        await wait_for(lambda: http_ok(f"http://{self.addr}/healthz"), 30, "/healthz")
+        if self.edges:
+            await self.start_edges()
 
     def kill(self):
         if self.proc is not None:
@@ -183,6 +233,8 @@ class Run:
         for h in self.holds:
             h.transport.abort()  # it does not read: no close handshake
         self.kill()
+        for i in range(len(self.edges)):
+            self.kill_edge("edge%d" % (i + 1))
 
     def http_book(self, stream, token):
         v, _, sym = stream.split(":", 2)
@@ -227,7 +279,13 @@ class Run:
         if op == "start":
             await self.start()
         elif op == "kill":
-            self.kill()
+            if s.get("node", "").startswith("edge"):
+                before = {n: r.disconnects for n, r in self.clients.items()}
+                self.kill_edge(s["node"])
+                for n, r in self.clients.items():
+                    await wait_for(lambda: r.disconnects > before[n], timeout, f"{n} to lose its connection")
+            else:
+                self.kill()
         elif op == "hold":
             h = {"Authorization": "Bearer " + s["token"]} if s.get("token") else None
             ws = await websockets.connect(self.url, extra_headers=h, max_size=None, ping_interval=None)
@@ -236,7 +294,7 @@ class Run:
             self.holds.append(ws)
         elif op == "connect":
             r = Rec(s.get("token"))
-            r.c = fanoutd.Client([self.url], token=s.get("token"), name=s.get("name"), on_message=r.handle,
+            r.c = fanoutd.Client(self.urls, token=s.get("token"), name=s.get("name"), on_message=r.handle,
                                  min_backoff=0.05, max_backoff=1)
             r.task = r.c.start()
             self.clients[name] = r
@@ -300,7 +358,8 @@ class Run:
             seq, snap = info["first"]
             end = seq if snap else seq - 1  # a snapshot stands for the seqs up to its own
             want = [(last + 1, end)] if end > last else []
-            assert got == want, f"gaps {got} after the reattach, want {want} (last read {last}, first event {info['first']})"
+            assert got == want, f"gaps {got} after the reattach, want {want} (last read {last}, first event {info['first']}; " \
+                f"{c.connects} connections, {c.disconnects} disconnects, gaps {[(g.first, g.last, e) for g, e in c.gaps]})"
         elif op == "fatal":
             await asyncio.wait_for(c.c.wait_closed(), timeout)
             e = c.c.error
