@@ -62,7 +62,7 @@ func BenchmarkFixed(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		for _, x := range in {
-			if _, _, _, st := Fixed(x); st != OK {
+			if _, _, _, st := split(x); st != OK {
 				b.Fatal(st)
 			}
 		}

@@ -2,7 +2,7 @@ package scan
 
 import "encoding/binary"
 
-// Status says how Fixed ended.
+// Status says how Coef or Decimal ended.
 type Status uint8
 
 const (
@@ -16,19 +16,18 @@ const (
 	Big
 )
 
-// maxMantissa bounds the mantissa Fixed accumulates: below it, one more
+// maxMantissa bounds the mantissa split accumulates: below it, one more
 // digit still fits a uint64.
 const maxMantissa = 1e18
 
-// Fixed splits a plain decimal ("63982.70", "0.00047612", "-1.5", "415")
+// split splits a plain decimal ("63982.70", "0.00047612", "-1.5", "415")
 // into its mantissa m, its number of fraction digits and its sign, without
 // allocating: the value is ±m·10^-frac. It accepts an optional '-', digits,
 // and at most one '.' with digits on both sides; nothing else (no '+', no
 // exponent, no space, not empty). Leading zeros are not significant: m <
 // 1e18 holds whenever b has at most 18 significant digits, and then m fits
-// an int64. Callers apply their venue's own bounds on sign, digits and
-// fraction.
-func Fixed(b []byte) (m uint64, frac int, neg bool, st Status) {
+// an int64. Coef turns it into the signed coefficient the venues read.
+func split(b []byte) (m uint64, frac int, neg bool, st Status) {
 	i := 0
 	if len(b) > 0 && b[0] == '-' {
 		neg, i = true, 1
@@ -65,15 +64,15 @@ func Fixed(b []byte) (m uint64, frac int, neg bool, st Status) {
 // coefficient: any such coefficient is below 10^18 and fits an int64.
 const MaxCoefDigits = 18
 
-// Coef reads a plain decimal, as Fixed does, into a signed coefficient of
+// Coef reads a plain decimal, as split does, into a signed coefficient of
 // at most MaxCoefDigits significant digits: the value is coef·10^-frac.
 // neg reports a leading '-' (which coef cannot show for "-0"). st is Big
 // for a well-formed decimal with more digits, which the caller parses
-// another way or refuses, and Bad for what Fixed refuses; coef is then 0.
+// another way or refuses, and Bad for what split refuses; coef is then 0.
 // It is the one reading of prices and sizes every venue's decoder shares;
 // each adds only its venue's bounds (sign, fraction digits).
 func Coef(b []byte) (coef int64, frac int, neg bool, st Status) {
-	m, frac, neg, st := Fixed(b)
+	m, frac, neg, st := split(b)
 	switch {
 	case st == Bad:
 		return 0, 0, false, Bad

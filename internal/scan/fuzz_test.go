@@ -120,7 +120,7 @@ func numbers(s *Scanner, depth int, fn func([]byte)) {
 	}
 }
 
-// FuzzFixed compares Fixed with math/big on any text.
+// FuzzFixed compares split with math/big on any text.
 func FuzzFixed(f *testing.F) {
 	for _, s := range []string{"63982.70", "0", "-1.5", "0.00000000", "12345678901234567890.5", "1e5", "1.", ".5", "-", "00.10"} {
 		f.Add([]byte(s))
@@ -130,7 +130,7 @@ func FuzzFixed(f *testing.F) {
 
 func checkFixed(t *testing.T, b []byte) {
 	t.Helper()
-	m, frac, neg, st := Fixed(b)
+	m, frac, neg, st := split(b)
 	plain := len(b) > 0 && strings.Trim(string(b), "-0123456789.") == "" &&
 		strings.Count(string(b), ".") <= 1 && strings.LastIndex(string(b), "-") <= 0
 	if plain {
@@ -138,7 +138,7 @@ func checkFixed(t *testing.T, b []byte) {
 		plain = digits != "" && digits[0] != '.' && digits[len(digits)-1] != '.'
 	}
 	if (st == Bad) == plain {
-		t.Fatalf("Fixed(%q) status %d; plain decimal: %v", b, st, plain)
+		t.Fatalf("split(%q) status %d; plain decimal: %v", b, st, plain)
 	}
 	if st != OK {
 		return
@@ -152,10 +152,10 @@ func checkFixed(t *testing.T, b []byte) {
 		got.Neg(got)
 	}
 	if got.Cmp(want) != 0 || neg != (b[0] == '-') {
-		t.Fatalf("Fixed(%q) = %d, %d, %v: %s, want %s", b, m, frac, neg, got.RatString(), want.RatString())
+		t.Fatalf("split(%q) = %d, %d, %v: %s, want %s", b, m, frac, neg, got.RatString(), want.RatString())
 	}
 	if i := strings.IndexByte(string(b), '.'); i >= 0 && frac != len(b)-i-1 || i < 0 && frac != 0 {
-		t.Fatalf("Fixed(%q): %d fraction digits", b, frac)
+		t.Fatalf("split(%q): %d fraction digits", b, frac)
 	}
 }
 

@@ -17,7 +17,7 @@
 // written (Text unescapes, allocating only when there is an escape); a
 // string holding a raw control character fails, as JSON requires. Numbers
 // are read as integers (Int), or as their text for the caller to parse
-// (Num, with Fixed for plain decimals). Values the caller does not want
+// (Num, with Coef for plain decimals, or Decimal for those in strings). Values the caller does not want
 // are skipped: Skip checks their structure (brackets, commas, colons,
 // strings, the three literals, and that a number is made of number
 // characters and starts with '-' or a digit; not the number grammar) and
@@ -27,7 +27,7 @@
 //
 // The rules of a venue's data are its own: which signs and how many
 // digits a price or size may have and what happens to a longer one (each
-// venue bounds Fixed's result its own way), Kraken's exponents, the decimal
+// venue bounds Coef's result its own way), Kraken's exponents, the decimal
 // caches, and the exact price and size texts the Kraken and OKX checksums
 // are computed over (Str and Num hand them back untouched).
 //

@@ -388,9 +388,9 @@ func TestFixed(t *testing.T) {
 		"12a":                            {0, 0, false, Bad},
 	} {
 		var got parts
-		got.m, got.frac, got.neg, got.st = Fixed([]byte(in))
+		got.m, got.frac, got.neg, got.st = split([]byte(in))
 		if got != want {
-			t.Errorf("Fixed(%q) = %+v, want %+v", in, got, want)
+			t.Errorf("split(%q) = %+v, want %+v", in, got, want)
 		}
 	}
 }
