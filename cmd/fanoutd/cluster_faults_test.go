@@ -491,8 +491,11 @@ func checkFaultSub(t *testing.T, s *faultSub) {
 				}
 				t.Errorf("%s: level2 seq %d (snapshot %v) after %d without a book_resync and a snapshot; before it:\n%s", s.name, m.Seq, m.Snapshot, prev, strings.Join(before, "\n"))
 			}
-			if !m.Snapshot {
-				resync = false // the snapshots after a resync (one per link_up) are done
+			if m.Snapshot {
+				// The snapshot a resync or link_up announced. Notices are
+				// written ahead of queued events, so updates queued before
+				// the notice may come between it and its snapshot.
+				resync = false
 			}
 		}
 		last[m.Stream] = m.Seq
