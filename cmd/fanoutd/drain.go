@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"flag"
-	"fmt"
 	"io"
 	"net/http"
 	"time"
@@ -23,34 +21,9 @@ func drainCmd(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	url := "http://127.0.0.1:8080/drainz"
-	switch fs.NArg() {
-	case 0:
-	case 1:
-		url = fs.Arg(0)
-	default:
-		fmt.Fprintln(stderr, "usage: fanoutd drain [--wait D] [--timeout D] [URL]")
-		return 2
+	if code := askNode(fs, "drain", http.MethodPost, "http://127.0.0.1:8080/drainz", *timeout, stdout, stderr); code != 0 {
+		return code
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
-	if err != nil {
-		fmt.Fprintf(stderr, "fanoutd: drain: %v\n", err)
-		return 2
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		fmt.Fprintf(stderr, "fanoutd: drain: %v\n", err)
-		return 1
-	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		fmt.Fprintf(stderr, "fanoutd: drain: %s: %s: %s\n", url, resp.Status, body)
-		return 1
-	}
-	fmt.Fprintf(stdout, "%s: %s", url, body)
-	time.Sleep(*wait)
+	time.Sleep(*wait) // the command's job: hold the pod until the balancer has seen it leave
 	return 0
 }

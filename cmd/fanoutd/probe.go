@@ -19,31 +19,39 @@ func probeCmd(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	url := "http://127.0.0.1:8080/readyz"
+	return askNode(fs, "probe", http.MethodGet, "http://127.0.0.1:8080/readyz", *timeout, stdout, stderr)
+}
+
+// askNode sends one request (method, to the URL argument of fs or def)
+// for the command name, and prints the answer: 0 if it is 200, 1 if the
+// node answered otherwise or not at all, 2 on bad usage.
+func askNode(fs *flag.FlagSet, name, method, def string, timeout time.Duration, stdout, stderr io.Writer) int {
+	url := def
 	switch fs.NArg() {
 	case 0:
 	case 1:
 		url = fs.Arg(0)
 	default:
-		fmt.Fprintln(stderr, "usage: fanoutd probe [--timeout D] [URL]")
+		fmt.Fprintf(stderr, "usage: fanoutd %s [flags] [URL]\n", name)
+		fs.PrintDefaults()
 		return 2
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
 	if err != nil {
-		fmt.Fprintf(stderr, "fanoutd: probe: %v\n", err)
+		fmt.Fprintf(stderr, "fanoutd: %s: %v\n", name, err)
 		return 2
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		fmt.Fprintf(stderr, "fanoutd: probe: %v\n", err)
+		fmt.Fprintf(stderr, "fanoutd: %s: %v\n", name, err)
 		return 1
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if resp.StatusCode != http.StatusOK {
-		fmt.Fprintf(stderr, "fanoutd: probe: %s: %s: %s\n", url, resp.Status, body)
+		fmt.Fprintf(stderr, "fanoutd: %s: %s: %s: %s\n", name, url, resp.Status, body)
 		return 1
 	}
 	fmt.Fprintf(stdout, "%s: %s", url, body)
