@@ -443,20 +443,7 @@ func TestClusterTwoEdgesIdenticalBytes(t *testing.T) {
 // gap: book_resync (bus_gap, with the range), a snapshot, an exact book;
 // a trades stream announces its lost range.
 func TestClusterBusGapResyncs(t *testing.T) {
-	_, src, ingest, _, edgeB, proxy := startCluster(t)
-	src.step()
-	b := dialSub(t, edgeB.URL("ws"), l2BTC, trBTC)
-	stop := src.run(t)
-	waitFor(t, 10*time.Second, "events on edge B", func() bool { return lastOf(b.all(), trBTC) > 0 && lastOf(b.all(), l2BTC) > 5 })
-	proxy.drop.Store(true)
-	dropFrom := ingestSeq(t, ingest)
-	waitFor(t, 10*time.Second, "the ingest to go on", func() bool { return ingestSeq(t, ingest) > dropFrom+30 })
-	proxy.drop.Store(false)
-	resumeFrom := ingestSeq(t, ingest)
-	waitFor(t, 10*time.Second, "events after the drop", func() bool { return lastOf(b.all(), l2BTC) > resumeFrom+5 })
-	stop()
-	settle(t, b, ingest, "edge B")
-	ms := b.all()
+	ms, ingest, edgeB := dropOnBus(t, noRecovery)
 	rs := kindsOf(ms, "book_resync")
 	if len(rs) == 0 || rs[0].Details["reason"] != "bus_gap" || rs[0].Stream != l2BTC {
 		t.Fatalf("no bus_gap book_resync: %v", rs)
@@ -534,4 +521,27 @@ func ingestSeq(t *testing.T, ingest *daemontest.Running) uint64 {
 		return 0
 	}
 	return b.Seq
+}
+
+// dropOnBus starts a cluster whose ingest has extra configuration, drops
+// every event between NATS and edge B while the ingest publishes 30 more,
+// then lets them through again, and returns what edge B's subscriber of
+// level2 and trades received once its book settled on the ingest's, with
+// the ingest and edge B.
+func dropOnBus(t *testing.T, extra string) ([]wireMsg, *daemontest.Running, *daemontest.Running) {
+	t.Helper()
+	_, src, ingest, _, edgeB, proxy := startClusterWith(t, extra)
+	src.step()
+	b := dialSub(t, edgeB.URL("ws"), l2BTC, trBTC)
+	stop := src.run(t)
+	waitFor(t, 10*time.Second, "events on edge B", func() bool { return lastOf(b.all(), trBTC) > 0 && lastOf(b.all(), l2BTC) > 5 })
+	proxy.drop.Store(true)
+	dropFrom := ingestSeq(t, ingest)
+	waitFor(t, 10*time.Second, "the ingest to go on", func() bool { return ingestSeq(t, ingest) > dropFrom+30 })
+	proxy.drop.Store(false)
+	resumeFrom := ingestSeq(t, ingest)
+	waitFor(t, 10*time.Second, "events after the drop", func() bool { return lastOf(b.all(), l2BTC) > resumeFrom+5 })
+	stop()
+	settle(t, b, ingest, "edge B")
+	return b.all(), ingest, edgeB
 }

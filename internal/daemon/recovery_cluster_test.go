@@ -88,20 +88,7 @@ func TestClusterNamedRecoveredAcrossEdges(t *testing.T) {
 // updates continue with every seq, in order, no book_resync, no
 // stream_gap, and its book is the ingest's.
 func TestClusterBusGapRecovered(t *testing.T) {
-	_, src, ingest, _, edgeB, proxy := startClusterWith(t, "")
-	src.step()
-	b := dialSub(t, edgeB.URL("ws"), l2BTC, trBTC)
-	stop := src.run(t)
-	waitFor(t, 10*time.Second, "events on edge B", func() bool { return lastOf(b.all(), trBTC) > 0 && lastOf(b.all(), l2BTC) > 5 })
-	proxy.drop.Store(true)
-	dropFrom := ingestSeq(t, ingest)
-	waitFor(t, 10*time.Second, "the ingest to go on", func() bool { return ingestSeq(t, ingest) > dropFrom+30 })
-	proxy.drop.Store(false)
-	resumeFrom := ingestSeq(t, ingest)
-	waitFor(t, 10*time.Second, "events after the drop", func() bool { return lastOf(b.all(), l2BTC) > resumeFrom+5 })
-	stop()
-	settle(t, b, ingest, "edge B")
-	ms := b.all()
+	ms, _, edgeB := dropOnBus(t, "")
 	for _, kind := range []string{"book_resync", "stream_gap"} {
 		if n := kindsOf(ms, kind); len(n) != 0 {
 			t.Fatalf("%s after a recoverable bus loss: %s", kind, n[0].raw)
