@@ -506,15 +506,27 @@ func checkFaultSub(t *testing.T, s *faultSub) {
 // the leader's current book seq, is the leader's book.
 func checkFaultBook(t *testing.T, s *faultSub, leader string) {
 	t.Helper()
+	checkBookReaches(t, s.name+"'s book to be the leader's", leader+"/v1/books/kraken/BTC/USD", faultL2, 30*time.Second, s.all)
+}
+
+// checkBookReaches waits up to within for the level2 book of stream
+// rebuilt from lines (what a subscriber received) up to the seq of the
+// book bookURL answers to be that book. The source moves on meanwhile, so
+// each attempt waits up to 5 s for the subscriber to reach the seq of the
+// book it fetched.
+func checkBookReaches(t *testing.T, what, bookURL, stream string, within time.Duration, lines func() []line) {
+	t.Helper()
 	var want struct {
 		Seq        uint64
 		Bids, Asks [][2]string
 	}
+	// rebuild applies the level2 events up to seq; it reports whether the
+	// last one applied is at seq.
 	rebuild := func(seq uint64) (*venue.Book, bool) {
 		var book venue.Book
 		reached := false
-		for _, l := range s.all() {
-			if l.Type != "book" || l.Stream != faultL2 || l.Seq > seq {
+		for _, l := range lines() {
+			if l.Type != "book" || l.Stream != stream || l.Seq > seq {
 				continue
 			}
 			var ev venue.Event
@@ -526,8 +538,8 @@ func checkFaultBook(t *testing.T, s *faultSub, leader string) {
 		}
 		return &book, reached
 	}
-	checkFor(t, 30*time.Second, s.name+"'s book to be the leader's", func() bool {
-		r, err := http.Get(leader + "/v1/books/kraken/BTC/USD")
+	checkFor(t, within, what, func() bool {
+		r, err := http.Get(bookURL)
 		if err != nil {
 			return false
 		}
@@ -539,7 +551,7 @@ func checkFaultBook(t *testing.T, s *faultSub, leader string) {
 		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 			book, reached := rebuild(want.Seq)
 			if reached {
-				ev := book.Snapshot(faultL2)
+				ev := book.Snapshot(venue.Stream(stream))
 				return fmt.Sprint(venuetest.Strings(ev.Bids)) == fmt.Sprint(want.Bids) && fmt.Sprint(venuetest.Strings(ev.Asks)) == fmt.Sprint(want.Asks)
 			}
 			if time.Now().After(deadline) {

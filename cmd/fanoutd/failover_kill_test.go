@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,8 +15,6 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/fanoutd/fanoutd/internal/cluster/natstest"
-	"github.com/fanoutd/fanoutd/venue"
-	"github.com/fanoutd/fanoutd/venue/venuetest"
 )
 
 // startProcess runs this test binary as `fanoutd args…` in its own
@@ -180,51 +177,7 @@ func TestIngestKilledStandbyTakesOver(t *testing.T) {
 	}
 	// The subscriber's book, rebuilt from what it received up to the new
 	// leader's book seq, is that book.
-	var want struct {
-		Seq        uint64
-		Bids, Asks [][2]string
-	}
-	// rebuild applies the subscriber's level2 events up to seq; it reports
-	// whether the last one applied is at seq.
-	rebuild := func(seq uint64) (*venue.Book, bool) {
-		var book venue.Book
-		reached := false
-		for _, l := range snapshot() {
-			if l.Type != "book" || l.Stream != l2 || l.Seq > seq {
-				continue
-			}
-			var ev venue.Event
-			if ev.UnmarshalJSON(l.raw) != nil {
-				t.Fatalf("bad event %s", l.raw)
-			}
-			book.Apply(&ev)
-			reached = l.Seq == seq
-		}
-		return &book, reached
-	}
-	// The leader moves on while the subscriber catches up: each attempt
-	// waits for the subscriber to reach the seq of the book it fetched.
-	checkFor(t, 20*time.Second, "the subscriber to reach the new leader's book", func() bool {
-		r, err := http.Get(bURL + "/v1/books/kraken/BTC/USD")
-		if err != nil {
-			return false
-		}
-		b, _ := io.ReadAll(r.Body)
-		r.Body.Close()
-		if json.Unmarshal(b, &want) != nil {
-			return false
-		}
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			book, reached := rebuild(want.Seq)
-			if reached {
-				ev := book.Snapshot(l2)
-				return fmt.Sprint(venuetest.Strings(ev.Bids)) == fmt.Sprint(want.Bids) && fmt.Sprint(venuetest.Strings(ev.Asks)) == fmt.Sprint(want.Asks)
-			}
-			if time.Now().After(deadline) {
-				return false
-			}
-		}
-	})
+	checkBookReaches(t, "the subscriber to reach the new leader's book", bURL+"/v1/books/kraken/BTC/USD", l2, 20*time.Second, snapshot)
 }
 
 // startEdgeProcess runs `fanoutd serve --role edge` for kraken in its own
