@@ -13,7 +13,7 @@ import (
 	"github.com/fanoutd/fanoutd/internal/daemon"
 )
 
-func writeConfig(t *testing.T, yml string) string {
+func writeConfig(t testing.TB, yml string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "fanoutd.yaml")
 	if err := os.WriteFile(p, []byte(yml), 0o600); err != nil {

@@ -75,7 +75,7 @@ func startDaemon(t *testing.T, yml string) *testDaemon {
 	return td
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))

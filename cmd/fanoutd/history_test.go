@@ -33,7 +33,7 @@ import (
 
 // historyConfig is a configuration whose claim check is the S3 server s,
 // with two tokens (all, and okx-only) and history.max_range maxRange.
-func historyConfig(t *testing.T, s *claimchecktest.S3Server, maxRange string) string {
+func historyConfig(t testing.TB, s *claimchecktest.S3Server, maxRange string) string {
 	t.Helper()
 	return writeConfig(t, fmt.Sprintf(`
 tokens:
@@ -51,7 +51,7 @@ venues:
 `, maxRange, s.Endpoint, s.Bucket, s.AccessKey, s.SecretKey))
 }
 
-func authGet(t *testing.T, u, token string) (int, http.Header, []byte) {
+func authGet(t testing.TB, u, token string) (int, http.Header, []byte) {
 	t.Helper()
 	req, err := http.NewRequest("GET", u, nil)
 	if err != nil {
@@ -73,7 +73,7 @@ func authGet(t *testing.T, u, token string) (int, http.Header, []byte) {
 }
 
 // importCaptures runs fanoutd history import.
-func importCaptures(t *testing.T, cfgPath string, args ...string) string {
+func importCaptures(t testing.TB, cfgPath string, args ...string) string {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	if code := run(append([]string{"history", "import", "--config", cfgPath}, args...), &stdout, &stderr); code != 0 {
@@ -150,7 +150,7 @@ type historyRange struct {
 	Segments      int
 }
 
-func listHistory(t *testing.T, addr, token string) []historyRange {
+func listHistory(t testing.TB, addr, token string) []historyRange {
 	t.Helper()
 	code, _, b := authGet(t, "http://"+addr+"/v1/history", token)
 	if code != 200 {
@@ -737,7 +737,7 @@ func TestTardisMachineRoutes(t *testing.T) {
 
 // shiftedCopies writes n copies of capture into dir, each shifted to
 // follow the one before: the consecutive segments of one venue connection.
-func shiftedCopies(t *testing.T, capture, dir string, n int) []string {
+func shiftedCopies(t testing.TB, capture, dir string, n int) []string {
 	t.Helper()
 	c := replaytest.ReadCapture(t, capture)
 	var paths []string
@@ -761,6 +761,7 @@ func TestHistoryStreamsBeforeTheRangeIsRead(t *testing.T) {
 	cfgPath := historyConfig(t, via, "24h")
 	segs := shiftedCopies(t, filepath.Join("..", "..", "testdata", "replay", "coinbase.jsonl.gz"), t.TempDir(), 3)
 	packs := map[string]bool{}
+	var first string   // the pack of the first segment
 	var later []string // the packs of the second and third segments
 	for i, seg := range segs {
 		importCaptures(t, cfgPath, seg)
@@ -769,6 +770,8 @@ func TestHistoryStreamsBeforeTheRangeIsRead(t *testing.T) {
 				packs[r.Path] = true
 				if i > 0 {
 					later = append(later, r.Path)
+				} else {
+					first = r.Path
 				}
 			}
 		}
@@ -807,6 +810,11 @@ func TestHistoryStreamsBeforeTheRangeIsRead(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Header.Get(daemon.HistoryHeader) != "segments=3" {
 		t.Fatalf("%d %v", resp.StatusCode, resp.Header)
 	}
+	// The answer's first bytes left after one segment read: the only pack
+	// the store has answered a GET of is the first segment's.
+	if got := answeredPacks(proxy, packs); !slices.Equal(got, []string{first}) {
+		t.Fatalf("packs read when the answer started: %v, want only the first segment's %s", got, first)
+	}
 	// The second segment's read waits on the store; the first segment's
 	// lines are out.
 	checkFor(t, 20*time.Second, "a read of a later segment to wait on the store", func() bool {
@@ -826,6 +834,9 @@ func TestHistoryStreamsBeforeTheRangeIsRead(t *testing.T) {
 		}
 		got = append(got, strings.TrimSuffix(l, "\n"))
 	}
+	if got := answeredPacks(proxy, packs); !slices.Equal(got, []string{first}) {
+		t.Fatalf("packs read when 100 lines were out: %v, want only the first segment's %s", got, first)
+	}
 	proxy.Release()
 	rest, err := io.ReadAll(br)
 	if err != nil {
@@ -833,6 +844,19 @@ func TestHistoryStreamsBeforeTheRangeIsRead(t *testing.T) {
 	}
 	got = append(got, splitLines(rest)...)
 	assertSameLines(t, "three segments", got, cut(t, want, from, to))
+}
+
+// answeredPacks are the packs (of packs) the store answered a GET of so
+// far, sorted.
+func answeredPacks(proxy *claimchecktest.FaultProxy, packs map[string]bool) []string {
+	var out []string
+	for _, r := range proxy.Requests() {
+		if r.Method == "GET" && r.Status != 0 && packs[r.Path] && !slices.Contains(out, r.Path) {
+			out = append(out, r.Path)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // liveBooks is a live subscriber's books, and each book's state after each

@@ -68,7 +68,7 @@ type liveDaemon struct {
 	done   chan error
 }
 
-func startLiveDaemon(t *testing.T, cfgPath string, o daemon.Options) *liveDaemon {
+func startLiveDaemon(t testing.TB, cfgPath string, o daemon.Options) *liveDaemon {
 	t.Helper()
 	cfg, err := config.Load(cfgPath, nil)
 	if err != nil {
@@ -94,7 +94,7 @@ func startLiveDaemon(t *testing.T, cfgPath string, o daemon.Options) *liveDaemon
 	return ld
 }
 
-func (ld *liveDaemon) stop(t *testing.T) {
+func (ld *liveDaemon) stop(t testing.TB) {
 	ld.cancel()
 	select {
 	case err := <-ld.done:

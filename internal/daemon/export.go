@@ -19,12 +19,19 @@ type exportTap struct {
 	mu       sync.Mutex // guards the fields below: the player may call from several goroutines
 	out      *replay.ExportSink
 	patterns []string
-	books    map[venue.Stream]*venue.Book
-	derived  map[venue.Stream][]derive.Deriver // by source; nil slice: resolved, none
-	raw      map[venue.Stream]bool             // whether a raw stream matches
-	seq      map[venue.Stream]uint64           // bars' seq (events take theirs from out)
-	hit      map[string]bool                   // the patterns that matched a stream, raw or derived
+	srcs     map[venue.Stream]*tapSource // by source stream, resolved once
+	last     *tapSource                  // the last event's (a decoder's events mostly repeat a stream)
+	seq      map[venue.Stream]uint64     // bars' seq (events take theirs from out)
+	hit      map[string]bool             // the patterns that matched a stream, raw or derived
 	buf      []byte
+}
+
+// tapSource is what the patterns want of one source stream.
+type tapSource struct {
+	stream  venue.Stream
+	raw     bool             // a pattern matches the stream itself
+	derived []derive.Deriver // the derived streams computed from it
+	book    *venue.Book      // its book, for the derived streams of a level2 stream
 }
 
 // unmatched returns the patterns that matched no stream of the captures.
@@ -41,16 +48,20 @@ func (t *exportTap) unmatched() []string {
 }
 
 func newExportTap(out *replay.ExportSink, patterns []string) *exportTap {
-	return &exportTap{out: out, patterns: patterns, books: map[venue.Stream]*venue.Book{},
-		derived: map[venue.Stream][]derive.Deriver{}, raw: map[venue.Stream]bool{}, seq: map[venue.Stream]uint64{}, hit: map[string]bool{}}
+	return &exportTap{out: out, patterns: patterns, srcs: map[venue.Stream]*tapSource{},
+		seq: map[venue.Stream]uint64{}, hit: map[string]bool{}}
 }
 
 // resolve finds what the patterns want of source stream src: itself, and
 // the derived streams a pattern names with an exact derived channel whose
 // source is src's channel, for src's venue and symbol.
-func (t *exportTap) resolve(src venue.Stream) {
-	if _, ok := t.raw[src]; ok {
-		return
+func (t *exportTap) resolve(src venue.Stream) *tapSource {
+	if ts := t.last; ts != nil && ts.stream == src {
+		return ts
+	}
+	if ts := t.srcs[src]; ts != nil {
+		t.last = ts
+		return ts
 	}
 	matched := false
 	var ds []derive.Deriver
@@ -73,11 +84,12 @@ func (t *exportTap) resolve(src venue.Stream) {
 			t.hit[p] = true
 		}
 	}
-	t.raw[src] = matched
-	t.derived[src] = ds
+	ts := &tapSource{stream: src, raw: matched, derived: ds}
 	if len(ds) > 0 && src.Channel() == venue.Level2 {
-		t.books[src] = &venue.Book{}
+		ts.book = &venue.Book{}
 	}
+	t.srcs[src], t.last = ts, ts
+	return ts
 }
 
 func hasDeriver(ds []derive.Deriver, id venue.Stream) bool {
@@ -104,13 +116,12 @@ func (t *exportTap) emit(o derive.Out) {
 func (t *exportTap) Event(ev *venue.Event) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.resolve(ev.Stream)
-	ds := t.derived[ev.Stream]
-	book := t.books[ev.Stream]
+	ts := t.resolve(ev.Stream)
+	ds, book := ts.derived, ts.book
 	for _, d := range ds {
 		d.Advance(ev.RecvTime, book, t.emit)
 	}
-	if t.raw[ev.Stream] {
+	if ts.raw {
 		t.out.Event(ev)
 	}
 	if book != nil {
@@ -130,14 +141,18 @@ func (t *exportTap) Notice(n notice.Notice) {
 	t.out.Notice(n)
 	switch {
 	case n.Kind == notice.BookResync && n.Stream != "":
-		for _, d := range t.derived[venue.Stream(n.Stream)] {
+		var ds []derive.Deriver
+		if ts := t.srcs[venue.Stream(n.Stream)]; ts != nil {
+			ds = ts.derived
+		}
+		for _, d := range ds {
 			dn := n
 			dn.Stream = string(d.Stream())
 			t.out.Notice(dn)
 		}
 	case n.Kind == notice.LinkDown:
-		for _, ds := range t.derived {
-			for _, d := range ds {
+		for _, ts := range t.srcs {
+			for _, d := range ts.derived {
 				if d.Stream().Venue() == n.Venue {
 					d.Break(n.At)
 				}
