@@ -465,6 +465,7 @@ type ExportSink struct {
 	last    venue.Stream // the stream of the last event, and its state
 	lastSeq *exportStream
 	buf     []byte // encoded lines not yet written
+	limit   int    // how much buf holds before it is written: firstWrite, doubling to exportBuffer
 	err     error
 	// from, to: the window (Window); zero: no bound. now is the receive
 	// time of the last event, the time of a derived line.
@@ -479,12 +480,18 @@ type exportStream struct {
 	head []byte
 }
 
-// exportBuffer is how much an ExportSink encodes before it writes.
-const exportBuffer = 256 << 10
+// exportBuffer is how much an ExportSink encodes before it writes, once
+// it has written; its first write is at firstWrite, and each write's size
+// doubles up to exportBuffer: the first lines of an answer leave as soon
+// as a few are encoded, and the writes are soon few.
+const (
+	exportBuffer = 256 << 10
+	firstWrite   = 4 << 10
+)
 
 // NewExportSink writes to w; call Flush at the end.
 func NewExportSink(w io.Writer) *ExportSink {
-	return &ExportSink{w: w, seq: map[venue.Stream]*exportStream{}, buf: make([]byte, 0, exportBuffer+4<<10)}
+	return &ExportSink{w: w, seq: map[venue.Stream]*exportStream{}, buf: make([]byte, 0, exportBuffer+4<<10), limit: firstWrite}
 }
 
 // Window makes the sink write only what happened within [from, to): the
@@ -554,10 +561,10 @@ func (s *ExportSink) Line(b []byte) {
 	s.written()
 }
 
-// written writes the buffer out once it holds exportBuffer bytes (lines
-// are encoded in place: no copy between encoding and the write).
+// written writes the buffer out once it holds limit bytes (lines are
+// encoded in place: no copy between encoding and the write).
 func (s *ExportSink) written() {
-	if len(s.buf) >= exportBuffer {
+	if len(s.buf) >= s.limit {
 		s.write()
 	}
 }
@@ -565,6 +572,7 @@ func (s *ExportSink) written() {
 func (s *ExportSink) write() {
 	if s.err == nil && len(s.buf) > 0 {
 		_, s.err = s.w.Write(s.buf)
+		s.limit = min(2*s.limit, exportBuffer)
 	}
 	s.buf = s.buf[:0]
 }
