@@ -141,7 +141,8 @@ func printConnsTable(w io.Writer, rounds []connsRound) {
 // subscriber connection. It reads the server's RSS with the publisher
 // running and no subscriber (the baseline), has child processes open
 // o.steps[0] subscriber connections to one stream published at o.rate
-// (at most clientsPerChild each, all dialling at once), waits o.settle,
+// (at most clientsPerChild each, all dialling at once, 64 dials in
+// flight per process, each read only once all are up), waits o.settle,
 // then samples the server's RSS every second for o.dur and reports the
 // growth over the baseline per connection, how fast the connections were
 // accepted and subscribed, and the kernel's socket memory
@@ -222,12 +223,18 @@ func connsMain(srv benchServer, o connsOpts, stdout, stderr io.Writer) (connsRou
 		}
 	}
 	r.connected, r.connectCPU = time.Since(connectStart), srv.cpu()-cpuStart
+	for _, c := range children { // every connection is up: the clients read from now on
+		io.WriteString(c.stdin, "read\n")
+	}
 	if prof != nil {
 		pprof.StopCPUProfile()
 		prof.Close()
 	}
 	time.Sleep(o.settle)
 	var samples []memSample
+	for _, c := range children {
+		io.WriteString(c.stdin, "measure\n")
+	}
 	winStart, winCPU := time.Now(), srv.cpu()
 	for end := time.Now().Add(o.dur); time.Now().Before(end); time.Sleep(time.Second) {
 		samples = append(samples, readMem(pid, inProcess))
@@ -482,8 +489,8 @@ type idleReport struct {
 
 // idleClients is bench-clients --idle: subs connections subscribed to one
 // stream, each read (and Centrifugo's pings answered) by a goroutine from
-// the moment it subscribed, until stdin closes; then it reports how many
-// were still open.
+// the line "read" on stdin, until stdin closes; then it reports how many
+// were still open and the events read since the line "measure".
 func idleClients(url, proto, stream string, subs int, stdout, stderr io.Writer) int {
 	conns := make([]*websocket.Conn, subs)
 	sub := []byte(`{"op":"subscribe","id":"b","streams":["` + stream + `"]}`)
@@ -521,7 +528,6 @@ func idleClients(url, proto, stream string, subs int, stdout, stderr io.Writer) 
 				}
 				conns[i] = ws
 				open.Add(1)
-				go read(ws)
 			}
 		}()
 	}
@@ -530,9 +536,19 @@ func idleClients(url, proto, stream string, subs int, stdout, stderr io.Writer) 
 		fmt.Fprintln(stderr, "bench-clients:", *err)
 		return 1
 	}
-	start, received0 := time.Now(), received.Load()
 	fmt.Fprintln(stdout, "ready")
-	io.Copy(io.Discard, os.Stdin)
+	// The connections are read once every client process has connected
+	// (the parent's "read"): meanwhile the kernel holds what the server
+	// wrote, and the clients take no CPU from the server while it
+	// accepts, so the connect phase's rate is the server's.
+	in := bufio.NewReader(os.Stdin)
+	in.ReadString('\n')
+	for _, ws := range conns {
+		go read(ws)
+	}
+	in.ReadString('\n') // "measure": the backlog is read, the window begins
+	start, received0 := time.Now(), received.Load()
+	io.Copy(io.Discard, in)
 	r := idleReport{Open: int(open.Load()), Received: received.Load() - received0, Seconds: time.Since(start).Seconds()}
 	if e := readErr.Load(); e != nil && r.Open < subs {
 		r.Error = *e
