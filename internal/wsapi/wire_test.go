@@ -59,3 +59,15 @@ func show(w wireCommand) string {
 	b, _ := json.Marshal(w)
 	return string(b)
 }
+
+// BenchmarkParseSubscribe: a connection's subscribe command, as clients
+// send it.
+func BenchmarkParseSubscribe(b *testing.B) {
+	in := []byte(`{"op":"subscribe","id":"b","streams":["coinbase:trades:BTC-USD"]}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseCommand(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
