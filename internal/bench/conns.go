@@ -142,7 +142,8 @@ func printConnsTable(w io.Writer, rounds []connsRound) {
 // running and no subscriber (the baseline), has child processes open
 // o.steps[0] subscriber connections to one stream published at o.rate
 // (at most clientsPerChild each, all dialling at once, 64 dials in
-// flight per process, each read only once all are up), waits o.settle,
+// flight per process, each read once all are up or from readAfter on),
+// waits o.settle,
 // then samples the server's RSS every second for o.dur and reports the
 // growth over the baseline per connection, how fast the connections were
 // accepted and subscribed, and the kernel's socket memory
@@ -479,6 +480,10 @@ func maxMem(ss []memSample, get func(memSample) int64) int64 {
 	return m
 }
 
+// readAfter bounds how long bench-clients --idle leaves its connections
+// unread while connecting: 5 s of the stream is ~12 KB a connection.
+const readAfter = 5 * time.Second
+
 // idleReport is the child's report of bench --idle.
 type idleReport struct {
 	Open     int     // connections still open when told to stop
@@ -489,7 +494,8 @@ type idleReport struct {
 
 // idleClients is bench-clients --idle: subs connections subscribed to one
 // stream, each read (and Centrifugo's pings answered) by a goroutine from
-// the line "read" on stdin, until stdin closes; then it reports how many
+// the line "read" on stdin (or readAfter after it began), until stdin
+// closes; then it reports how many
 // were still open and the events read since the line "measure".
 func idleClients(url, proto, stream string, subs int, stdout, stderr io.Writer) int {
 	conns := make([]*websocket.Conn, subs)
@@ -516,6 +522,25 @@ func idleClients(url, proto, stream string, subs int, stdout, stderr io.Writer) 
 			}
 		}
 	}
+	// A connection is read from the parent's "read" (every client process
+	// has connected), or from readAfter on if connecting takes longer, so
+	// that what the kernel holds for it meanwhile stays within its socket
+	// buffers and the server's write deadline is never reached.
+	var readMu sync.Mutex
+	reading, pending := false, []*websocket.Conn{}
+	startReading := func() {
+		readMu.Lock()
+		defer readMu.Unlock()
+		if !reading {
+			reading = true
+			for _, ws := range pending {
+				go read(ws)
+			}
+			pending = nil
+		}
+	}
+	readTimer := time.AfterFunc(readAfter, startReading)
+	defer readTimer.Stop()
 	for range 64 { // dial in parallel: 10,000 one at a time take long
 		wg.Add(1)
 		go func() {
@@ -528,6 +553,13 @@ func idleClients(url, proto, stream string, subs int, stdout, stderr io.Writer) 
 				}
 				conns[i] = ws
 				open.Add(1)
+				readMu.Lock()
+				if reading {
+					go read(ws)
+				} else {
+					pending = append(pending, ws)
+				}
+				readMu.Unlock()
 			}
 		}()
 	}
@@ -537,15 +569,12 @@ func idleClients(url, proto, stream string, subs int, stdout, stderr io.Writer) 
 		return 1
 	}
 	fmt.Fprintln(stdout, "ready")
-	// The connections are read once every client process has connected
-	// (the parent's "read"): meanwhile the kernel holds what the server
-	// wrote, and the clients take no CPU from the server while it
-	// accepts, so the connect phase's rate is the server's.
+	// Until "read" the kernel holds what the server wrote, and the clients
+	// take no CPU from the server while it accepts, so the connect phase's
+	// rate is the server's.
 	in := bufio.NewReader(os.Stdin)
 	in.ReadString('\n')
-	for _, ws := range conns {
-		go read(ws)
-	}
+	startReading()
 	in.ReadString('\n') // "measure": the backlog is read, the window begins
 	start, received0 := time.Now(), received.Load()
 	io.Copy(io.Discard, in)
