@@ -141,7 +141,9 @@ func printConnsTable(w io.Writer, rounds []connsRound) {
 // subscriber connection. It reads the server's RSS with the publisher
 // running and no subscriber (the baseline), has child processes open
 // o.steps[0] subscriber connections to one stream published at o.rate
-// (at most clientsPerChild each, all dialling at once), waits o.settle,
+// (at most clientsPerChild each, all dialling at once, 64 dials in
+// flight per process, each read once all are up or from readAfter on),
+// waits o.settle,
 // then samples the server's RSS every second for o.dur and reports the
 // growth over the baseline per connection, how fast the connections were
 // accepted and subscribed, and the kernel's socket memory
@@ -222,12 +224,18 @@ func connsMain(srv benchServer, o connsOpts, stdout, stderr io.Writer) (connsRou
 		}
 	}
 	r.connected, r.connectCPU = time.Since(connectStart), srv.cpu()-cpuStart
+	for _, c := range children { // every connection is up: the clients read from now on
+		io.WriteString(c.stdin, "read\n")
+	}
 	if prof != nil {
 		pprof.StopCPUProfile()
 		prof.Close()
 	}
 	time.Sleep(o.settle)
 	var samples []memSample
+	for _, c := range children {
+		io.WriteString(c.stdin, "measure\n")
+	}
 	winStart, winCPU := time.Now(), srv.cpu()
 	for end := time.Now().Add(o.dur); time.Now().Before(end); time.Sleep(time.Second) {
 		samples = append(samples, readMem(pid, inProcess))
@@ -472,6 +480,10 @@ func maxMem(ss []memSample, get func(memSample) int64) int64 {
 	return m
 }
 
+// readAfter bounds how long bench-clients --idle leaves its connections
+// unread while connecting: 5 s of the stream is ~12 KB a connection.
+const readAfter = 5 * time.Second
+
 // idleReport is the child's report of bench --idle.
 type idleReport struct {
 	Open     int     // connections still open when told to stop
@@ -482,8 +494,9 @@ type idleReport struct {
 
 // idleClients is bench-clients --idle: subs connections subscribed to one
 // stream, each read (and Centrifugo's pings answered) by a goroutine from
-// the moment it subscribed, until stdin closes; then it reports how many
-// were still open.
+// the line "read" on stdin (or readAfter after it began), until stdin
+// closes; then it reports how many
+// were still open and the events read since the line "measure".
 func idleClients(url, proto, stream string, subs int, stdout, stderr io.Writer) int {
 	conns := make([]*websocket.Conn, subs)
 	sub := []byte(`{"op":"subscribe","id":"b","streams":["` + stream + `"]}`)
@@ -509,6 +522,25 @@ func idleClients(url, proto, stream string, subs int, stdout, stderr io.Writer) 
 			}
 		}
 	}
+	// A connection is read from the parent's "read" (every client process
+	// has connected), or from readAfter on if connecting takes longer, so
+	// that what the kernel holds for it meanwhile stays within its socket
+	// buffers and the server's write deadline is never reached.
+	var readMu sync.Mutex
+	reading, pending := false, []*websocket.Conn{}
+	startReading := func() {
+		readMu.Lock()
+		defer readMu.Unlock()
+		if !reading {
+			reading = true
+			for _, ws := range pending {
+				go read(ws)
+			}
+			pending = nil
+		}
+	}
+	readTimer := time.AfterFunc(readAfter, startReading)
+	defer readTimer.Stop()
 	for range 64 { // dial in parallel: 10,000 one at a time take long
 		wg.Add(1)
 		go func() {
@@ -521,7 +553,13 @@ func idleClients(url, proto, stream string, subs int, stdout, stderr io.Writer) 
 				}
 				conns[i] = ws
 				open.Add(1)
-				go read(ws)
+				readMu.Lock()
+				if reading {
+					go read(ws)
+				} else {
+					pending = append(pending, ws)
+				}
+				readMu.Unlock()
 			}
 		}()
 	}
@@ -530,9 +568,16 @@ func idleClients(url, proto, stream string, subs int, stdout, stderr io.Writer) 
 		fmt.Fprintln(stderr, "bench-clients:", *err)
 		return 1
 	}
-	start, received0 := time.Now(), received.Load()
 	fmt.Fprintln(stdout, "ready")
-	io.Copy(io.Discard, os.Stdin)
+	// Until "read" the kernel holds what the server wrote, and the clients
+	// take no CPU from the server while it accepts, so the connect phase's
+	// rate is the server's.
+	in := bufio.NewReader(os.Stdin)
+	in.ReadString('\n')
+	startReading()
+	in.ReadString('\n') // "measure": the backlog is read, the window begins
+	start, received0 := time.Now(), received.Load()
+	io.Copy(io.Discard, in)
 	r := idleReport{Open: int(open.Load()), Received: received.Load() - received0, Seconds: time.Since(start).Seconds()}
 	if e := readErr.Load(); e != nil && r.Open < subs {
 		r.Error = *e

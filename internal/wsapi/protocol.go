@@ -63,13 +63,16 @@ type wireCommand struct {
 // *CommandError with a stable code; the id is kept when it was readable.
 func ParseCommand(b []byte) (Command, *CommandError) {
 	var w wireCommand
-	if err := json.Unmarshal(b, &w); err != nil {
-		// A well-formed object with a bad field still gives its id back.
-		var idOnly struct {
-			ID string `json:"id"`
+	if !decodeWire(b, &w) {
+		w = wireCommand{}
+		if err := json.Unmarshal(b, &w); err != nil {
+			// A well-formed object with a bad field still gives its id back.
+			var idOnly struct {
+				ID string `json:"id"`
+			}
+			_ = json.Unmarshal(b, &idOnly)
+			return Command{}, &CommandError{ID: clip(idOnly.ID), Code: api.CodeBadRequest, Message: "want one JSON object: {\"op\":…,\"id\":…}"}
 		}
-		_ = json.Unmarshal(b, &idOnly)
-		return Command{}, &CommandError{ID: clip(idOnly.ID), Code: api.CodeBadRequest, Message: "want one JSON object: {\"op\":…,\"id\":…}"}
 	}
 	var c Command
 	if w.ID != nil {
