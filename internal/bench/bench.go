@@ -55,6 +55,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.delay, "write-delay", "", "websocket.write_delay of the daemon under test (default: the daemon's default)")
 	fs.BoolVar(&o.uring, "io-uring", true, "websocket.io_uring of the daemon under test")
 	fs.IntVar(&o.low, "low-latency", 0, "of --subs, this many connect with ?latency=low (writes without batching delay) and are reported apart (fanoutd only)")
+	fs.StringVar(&o.reader, "reader", readerEpoll, "how the subscriber process reads its sockets, the same for every server: epoll (a reader per core, each over its share of the sockets through its own epoll instance) or goroutines (one per connection, through Go's network poller)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write the server's CPU profile of the measured window to this file (fanoutd only; with --idle, of the last round's connect phase)")
 	fs.StringVar(&o.source, "source", sourceInproc, "what feeds fanoutd: inproc (a test source in this process) or venue (a Bybit venue in a child process, through the bybit adapter over a websocket)")
 	fs.StringVar(&o.peer, "peer", "", "measure this peer instead of fanoutd: centrifugo")
@@ -104,6 +105,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case o.low < 0 || o.low > o.subs || (o.low > 0 && o.peer != ""):
 		fmt.Fprintln(stderr, "fanoutd bench: --low-latency is between 0 and --subs, and measures fanoutd (not --peer)")
 		return 2
+	case o.reader != readerEpoll && o.reader != readerGoroutines:
+		fmt.Fprintf(stderr, "fanoutd bench: --reader %q: want epoll or goroutines\n", o.reader)
+		return 2
 	case o.peerPublish != peerPublishHTTP && o.peerPublish != peerPublishClient:
 		fmt.Fprintf(stderr, "fanoutd bench: --peer-publish %q: want http or client\n", o.peerPublish)
 		return 2
@@ -137,6 +141,7 @@ type options struct {
 	subs, rate, size, low      int
 	dur, warm                  time.Duration
 	delay, cpuprofile, source  string
+	reader                     string
 	uring                      bool
 	peer, peerBin, peerPublish string
 }
@@ -198,7 +203,7 @@ func run(o options, stderr io.Writer) (*result, error) {
 		return nil, err
 	}
 	child := exec.Command(exe, "bench-clients", "--url", srv.wsURL(), "--proto", srv.name(),
-		"--subs", fmt.Sprint(o.subs), "--low-latency", fmt.Sprint(o.low), "--stream", srv.stream(), "--warmup", o.warm.String(), "--duration", o.dur.String())
+		"--subs", fmt.Sprint(o.subs), "--low-latency", fmt.Sprint(o.low), "--stream", srv.stream(), "--warmup", o.warm.String(), "--duration", o.dur.String(), "--reader", o.reader)
 	child.Stderr = stderr
 	out, _ := child.StdoutPipe()
 	if err := child.Start(); err != nil {
@@ -419,6 +424,7 @@ func Clients(args []string, stdout, stderr io.Writer) int {
 	warm := fs.Duration("warmup", 3*time.Second, "")
 	dur := fs.Duration("duration", 20*time.Second, "")
 	idle := fs.Bool("idle", false, "")
+	reader := fs.String("reader", readerEpoll, "")
 	if rest, err := cli.ParseArgs(fs, args); err != nil {
 		return 2
 	} else if len(rest) > 0 {
@@ -428,15 +434,8 @@ func Clients(args []string, stdout, stderr io.Writer) int {
 	if *idle {
 		return idleClients(*url, *proto, *stream, *subs, stdout, stderr)
 	}
-	const bucket = 10 * time.Microsecond
-	const nb = 200000 // 2 s of 10 µs buckets
-	type result struct {
-		hist     []int64
-		received int64
-		total    int64
-	}
 	var wg sync.WaitGroup
-	results := make([]result, *subs)
+	results := make([]latResult, *subs)
 	conns := make([]*websocket.Conn, *subs)
 	sub := []byte(`{"op":"subscribe","id":"b","streams":["` + *stream + `"]}`)
 	for i := range conns {
@@ -465,63 +464,42 @@ func Clients(args []string, stdout, stderr io.Writer) int {
 	}
 	start := time.Now()
 	measureFrom, measureTo := start.Add(*warm), start.Add(*warm+*dur)
+	for i := range results {
+		results[i] = latResult{hist: make([]int64, latBuckets+1), from: measureFrom, to: measureTo, last: measureTo}
+	}
 	fmt.Fprintln(stdout, "ready")
 	cpu0 := processCPU() // replaced by the CPU time when the first measured event arrives
 	var cpuOnce sync.Once
-	key := []byte(`"recv_time":"`)
-	for i, ws := range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := &results[i]
-			r.hist = make([]int64, nb+1)
-			buf := make([]byte, 0, 64<<10)
-			// Read until a second passes without an event after the
-			// window: what was sent in it arrives, however late.
-			last := measureTo
-			for {
-				ws.SetReadDeadline(last.Add(time.Second))
-				_, rd, err := ws.NextReader()
-				if err != nil {
-					return
-				}
-				if buf, err = venue.ReadFrame(rd, buf); err != nil {
-					return
-				}
-				now := time.Now()
-				if now.After(measureTo.Add(30 * time.Second)) {
-					return
-				}
-				for rest := buf; len(rest) > 0; {
-					line := rest
-					if j := bytes.IndexByte(rest, '\n'); j >= 0 {
-						line, rest = rest[:j], rest[j+1:]
-					} else {
-						rest = nil
+	firstMeasured := func() { cpuOnce.Do(func() { cpu0 = processCPU() }) }
+	if *reader == readerEpoll && epollRead(conns, results, measureTo, firstMeasured, &wg) {
+		// read by epoll readers
+	} else {
+		for i, ws := range conns {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := &results[i]
+				buf := make([]byte, 0, 64<<10)
+				pong := func(b []byte) { ws.WriteMessage(websocket.TextMessage, b) }
+				// Read until a second passes without an event after the
+				// window: what was sent in it arrives, however late.
+				for {
+					ws.SetReadDeadline(r.last.Add(time.Second))
+					_, rd, err := ws.NextReader()
+					if err != nil {
+						return
 					}
-					k := bytes.Index(line, key)
-					if k < 0 {
-						if string(line) == "{}" { // Centrifugo's ping: answer with a pong
-							ws.WriteMessage(websocket.TextMessage, line)
-						}
-						continue
+					if buf, err = venue.ReadFrame(rd, buf); err != nil {
+						return
 					}
-					r.total++
-					if now.After(last) {
-						last = now
+					now := time.Now()
+					if now.After(measureTo.Add(30 * time.Second)) {
+						return
 					}
-					ts := line[k+len(key):]
-					pub, ok := fastTime(ts, now)
-					if !ok || pub.Before(measureFrom) || !pub.Before(measureTo) {
-						continue
-					}
-					cpuOnce.Do(func() { cpu0 = processCPU() })
-					r.received++
-					b := int(now.Sub(pub) / bucket)
-					r.hist[min(max(b, 0), nb)]++
+					r.message(buf, now, pong, firstMeasured)
 				}
-			}
-		}()
+			}()
+		}
 	}
 	time.Sleep(time.Until(measureTo))
 	cpu := processCPU() - cpu0
@@ -530,6 +508,7 @@ func Clients(args []string, stdout, stderr io.Writer) int {
 		ws.Close()
 	}
 	// merge sums the histograms of results[from:to].
+	const bucket, nb = latBucket, latBuckets
 	merge := func(from, to int) (hist []int64, total int64) {
 		hist = make([]int64, nb+1)
 		for _, r := range results[from:to] {
@@ -575,6 +554,68 @@ func Clients(args []string, stdout, stderr io.Writer) int {
 	}
 	json.NewEncoder(stdout).Encode(rep)
 	return 0
+}
+
+// The subscriber process's readers (--reader): epoll, a few goroutines
+// each reading its share of the sockets through an epoll instance of its
+// own (one read(2) per readable socket, no goroutine woken per read), or
+// goroutines, one per connection through gorilla/websocket and Go's
+// network poller (a wake-up and a second read that finds the socket
+// empty per frame).
+const (
+	readerEpoll      = "epoll"
+	readerGoroutines = "goroutines"
+)
+
+// latBucket and latBuckets are the latency histogram's: 2 s of 10 µs
+// buckets and one past it.
+const (
+	latBucket  = 10 * time.Microsecond
+	latBuckets = 200000
+)
+
+// latResult is what one subscriber connection read.
+type latResult struct {
+	hist     []int64
+	received int64 // events published in [from, to)
+	total    int64 // events read in the whole run
+	from, to time.Time
+	last     time.Time // of the last event read, at least to
+}
+
+var recvTimeKey = []byte(`"recv_time":"`)
+
+// message counts and times the events of one text message read at now;
+// a line without a recv_time that is Centrifugo's ping ("{}") is answered
+// with pong. measured is called at the first event of the window.
+func (r *latResult) message(buf []byte, now time.Time, pong func([]byte), measured func()) {
+	for rest := buf; len(rest) > 0; {
+		line := rest
+		if j := bytes.IndexByte(rest, '\n'); j >= 0 {
+			line, rest = rest[:j], rest[j+1:]
+		} else {
+			rest = nil
+		}
+		k := bytes.Index(line, recvTimeKey)
+		if k < 0 {
+			if string(line) == "{}" { // Centrifugo's ping: answer with a pong
+				pong(line)
+			}
+			continue
+		}
+		r.total++
+		if now.After(r.last) {
+			r.last = now
+		}
+		pub, ok := fastTime(line[k+len(recvTimeKey):], now)
+		if !ok || pub.Before(r.from) || !pub.Before(r.to) {
+			continue
+		}
+		measured()
+		r.received++
+		b := int(now.Sub(pub) / latBucket)
+		r.hist[min(max(b, 0), latBuckets)]++
+	}
 }
 
 // fastTime reads the RFC3339Nano UTC time at the start of b

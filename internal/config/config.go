@@ -240,7 +240,7 @@ type HTTP struct {
 const (
 	defaultWriteTimeout        = 10 * time.Second
 	defaultPingInterval        = 30 * time.Second
-	defaultWriteDelay          = 3 * time.Millisecond
+	defaultWriteDelay          = 10 * time.Millisecond
 	defaultNamedTTL            = 24 * time.Hour
 	defaultSendBufferBytes     = 65536
 	defaultMaxBatchBytes       = 65536

@@ -21,11 +21,12 @@
 //
 // Without Options.WriteDelay the writer goroutine waits on Mailbox.Ready and
 // drains until the queues are empty. With it (the daemon's default), a
-// pool of GOMAXPROCS write workers does the data writes: every WriteDelay
-// each worker writes the connections of its shard whose queue signalled
-// Ready, with non-blocking writes, so no goroutine is woken per
-// connection and more events share a write; the cost is up to that much
-// latency. With Options.Uring a worker hands all of a tick's writes to
+// pool of GOMAXPROCS write workers does the data writes: each worker
+// writes the connections of its shard whose queue signalled Ready when
+// they are due (at once after an idle spell, else an age after their last
+// write that grows with their rate up to WriteDelay), with non-blocking
+// writes, so no goroutine is woken per connection and more events share a
+// write; the cost is up to WriteDelay of latency. With Options.Uring a worker hands all of a tick's writes to
 // the kernel in one io_uring_enter (sends with MSG_DONTWAIT) instead of
 // one write(2) each. A connection whose socket does not take a whole batch goes to
 // its writer goroutine, which finishes the frame with blocking writes

@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -55,6 +56,7 @@ func TestScanDue(t *testing.T) {
 		cw := &writer{q: subscriber.NewMailbox()}
 		cw.readySince.Store(ready)
 		cw.lastWrite.Store(last)
+		cw.rate.Store(1 << 20) // busy: its age is max age
 		if pending > 0 {
 			cw.q.Offer(&subscriber.Message{Data: make([]byte, pending)}, 10, 0)
 		}
@@ -65,9 +67,11 @@ func TestScanDue(t *testing.T) {
 	busy := mk(now-10, now-age/3, 100)
 	full := mk(now-10, now-age/3, flushBytes)
 	quiet := mk(0, now-age/3, 0)
-	next := w.scan([]*writer{idle, busy, full, quiet}, now)
-	if len(w.due) != 2 || w.due[0] != idle || w.due[1] != full {
-		t.Fatalf("due at once: %d connections, want the idle one and the one with flushBytes pending", len(w.due))
+	slow := mk(now-10, now-age/3, 100) // a low rate: its age is max age/4, past since its last write
+	slow.rate.Store(10)
+	next := w.scan([]*writer{idle, busy, full, quiet, slow}, now)
+	if len(w.due) != 3 || w.due[0] != idle || w.due[1] != full || w.due[2] != slow {
+		t.Fatalf("due at once: %d connections, want the idle one, the one with flushBytes pending and the slow one", len(w.due))
 	}
 	if want := now - age/3 + age; next != want {
 		t.Fatalf("next wake-up at %d, want %d (max age after the busy one's last write)", next, want)
@@ -87,6 +91,67 @@ func TestScanDue(t *testing.T) {
 	if waited := at - (now - 10); waited > age {
 		t.Fatalf("the busy connection's oldest message waited %d ns, past the max age %d", waited, age)
 	}
+}
+
+// TestAgeFor checks that a connection's age grows with its event rate,
+// between a quarter of the max age and the max age.
+func TestAgeFor(t *testing.T) {
+	const maxAge = int64(10 * time.Millisecond)
+	for _, tc := range []struct{ rate, age int64 }{
+		{0, maxAge / 4},
+		{20, maxAge / 4},
+		{200, maxAge / 4},
+		{500, maxAge / 4},
+		{1000, 5 * int64(time.Millisecond)},
+		{1500, 7500 * int64(time.Microsecond)},
+		{2000, maxAge},
+		{100000, maxAge},
+	} {
+		if got := ageFor(tc.rate, maxAge); got != tc.age {
+			t.Errorf("ageFor(%d events/s) = %v, want %v", tc.rate, time.Duration(got), time.Duration(tc.age))
+		}
+	}
+	prev := int64(0)
+	for rate := int64(0); rate <= 5000; rate += 7 {
+		got := ageFor(rate, maxAge)
+		if got < prev || got < maxAge/4 || got > maxAge {
+			t.Fatalf("ageFor(%d) = %d: not growing with the rate within [max age/4, max age]", rate, got)
+		}
+		prev = got
+	}
+}
+
+// TestRateOfWrites checks the rate the flush policy sees: a connection
+// written every 5 ms with 10 events each converges on 2,000 events/s (its
+// age about the max age), then one written an event at a time every 5 ms
+// converges on 200 (a quarter of it), and an idle spell counts as a
+// low rate at the next write.
+func TestRateOfWrites(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const maxAge = int64(10 * time.Millisecond)
+		w := &writer{o: &Options{}}
+		write := func(n, every int, gap time.Duration) {
+			for range n {
+				time.Sleep(gap)
+				w.observe(every, 0, 100, time.Time{})
+			}
+		}
+		near := func(want int64) bool { r := w.rate.Load(); return r > want*9/10 && r < want*11/10 }
+		write(20, 10, 5*time.Millisecond)
+		if !near(2000) || ageFor(w.rate.Load(), maxAge) < maxAge*9/10 {
+			t.Fatalf("10 events every 5 ms: rate %d, age %v; want about 2000 and the max age", w.rate.Load(), time.Duration(ageFor(w.rate.Load(), maxAge)))
+		}
+		write(20, 1, 5*time.Millisecond)
+		if !near(200) || ageFor(w.rate.Load(), maxAge) != maxAge/4 {
+			t.Fatalf("1 event every 5 ms: rate %d, age %v; want about 200 and max age/4", w.rate.Load(), time.Duration(ageFor(w.rate.Load(), maxAge)))
+		}
+		before := w.rate.Load()
+		w.observe(1, 1, 100, time.Time{}) // a notice alone is not data
+		write(1, 1, time.Second)
+		if r := w.rate.Load(); r >= before {
+			t.Fatalf("after an idle second the rate is %d, want below %d", r, before)
+		}
+	})
 }
 
 // TestLowLatencyConnection: with a max coalescing age of an hour, a

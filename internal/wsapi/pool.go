@@ -19,12 +19,14 @@ import (
 // (its queue's OnReady wakes the worker) or until the next one is due,
 // and then drains and writes each connection that is due, with
 // non-blocking writes (writer.poolWrite), so no goroutine is woken per
-// connection. When a connection is due is the flush policy (flushAt): at
-// once if it was not written within the last Options.WriteDelay (it was
-// idle: nothing to coalesce with), else WriteDelay after its last write,
-// so that under load each write carries what came meanwhile and no byte
-// waits longer than WriteDelay; and at once whatever its age once
-// flushBytes are pending. Connections due together go out in one round
+// connection. When a connection is due is the flush policy (flushAt with
+// the connection's age, ageFor): at once if it was not written within the
+// last age (it was idle: nothing to coalesce with), else age after its
+// last write, so that under load each write carries what came meanwhile;
+// and at once whatever its age once flushBytes are pending. The age grows
+// with the connection's event rate, from Options.WriteDelay/4 to
+// WriteDelay, so no byte waits longer than WriteDelay and a busy
+// connection's writes carry more. Connections due together go out in one round
 // (one io_uring_enter with io_uring). A
 // connection leaves the pool for its own writer goroutine only while its
 // socket is backed up, so one slow socket never holds up a worker and the
@@ -37,7 +39,7 @@ type writeShard struct {
 	conns []*writer
 
 	wake   chan struct{} // capacity 1: a connection of the shard went ready
-	maxAge int64         // Options.WriteDelay, in ns
+	maxAge int64         // Options.WriteDelay, in ns: the ceiling of ageFor
 	due    []*writer     // the connections written this round
 
 	ring    *rawio.Ring // nil: one write(2) per connection
@@ -105,6 +107,20 @@ func (w *writeShard) wakeUp() {
 // flushBytes are the pending bytes that have a busy connection written
 // at once rather than at its due time.
 const flushBytes = 16 << 10
+
+// agePerRate is what each event a second of a connection's rate adds to
+// its age (ageFor): 2,000 events/s give 10 ms, and a write carrying 20
+// events.
+const agePerRate = int64(5 * time.Microsecond)
+
+// ageFor is the age of a connection that receives rate events a second:
+// rate × agePerRate, between maxAge/4 and maxAge. A busy connection waits
+// longer and each of its writes carries more (a send costs the same
+// whatever it carries); one at tens or hundreds of events a second is
+// older than maxAge/4 between events and is written event by event.
+func ageFor(rate, maxAge int64) int64 {
+	return min(max(rate*agePerRate, maxAge/4), maxAge)
+}
 
 // flushAt is the flush policy: when a connection is to be written whose
 // queue went from empty to not at readySince and that was last written at
@@ -180,7 +196,7 @@ func (w *writeShard) scan(list []*writer, now int64) (next int64) {
 		if rs == 0 {
 			continue
 		}
-		if at := flushAt(rs, cw.lastWrite.Load(), w.maxAge); at > now && cw.q.Bytes() < flushBytes {
+		if at := flushAt(rs, cw.lastWrite.Load(), ageFor(cw.rate.Load(), w.maxAge)); at > now && cw.q.Bytes() < flushBytes {
 			next = min(next, at)
 			continue
 		}

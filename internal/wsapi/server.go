@@ -46,7 +46,7 @@ const (
 	// DefaultWriteDelay is the daemon's write delay. It is not a zero
 	// field's default: a zero WriteDelay means no write pool. See
 	// docs/design.md for how it was chosen.
-	DefaultWriteDelay = 3 * time.Millisecond
+	DefaultWriteDelay = 10 * time.Millisecond
 )
 
 // Limits are the per-connection and per-token limits. Zero fields take
@@ -129,12 +129,13 @@ type Options struct {
 	MaxBatchBytes int
 	// WriteDelay is the longest writes are coalesced: with it, a pool of
 	// GOMAXPROCS write workers writes each connection (but those that ask
-	// for low latency) at once if it was not written within the last
-	// WriteDelay, else WriteDelay after its last write, so that under load
-	// what arrived meanwhile goes out in one write (writeShard, flushAt).
-	// 0 has each connection's writer write at once. Under load it trades
-	// up to WriteDelay of latency for CPU (DefaultWriteDelay is the
-	// daemon's).
+	// for low latency) at once if it was not written within the last age,
+	// else age after its last write, so that under load what arrived
+	// meanwhile goes out in one write; the age grows with the connection's
+	// event rate from WriteDelay/4 to WriteDelay (writeShard, ageFor,
+	// flushAt). 0 has each connection's writer write at once. Under load
+	// it trades up to WriteDelay of latency for CPU (DefaultWriteDelay is
+	// the daemon's).
 	WriteDelay time.Duration
 	// Uring makes the write pool (WriteDelay > 0) hand each round's writes
 	// to the kernel through io_uring, one system call for all of a

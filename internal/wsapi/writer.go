@@ -41,7 +41,8 @@ import (
 // the queue as one websocket message as soon as the queue signals Ready.
 // Otherwise a worker of the connection's shard drains and writes it with
 // non-blocking writes when it is due (writeShard, flushAt: at once after
-// an idle spell, at most WriteDelay after the last write under load), and
+// an idle spell, under load an age after the last write that grows with
+// the connection's rate up to WriteDelay), and
 // the writer goroutine runs only while it has work the pool does not do:
 // a backed-up socket to finish under the write deadline, a ping, a close.
 // An idle connection then has no writer goroutine.
@@ -53,6 +54,7 @@ type writer struct {
 
 	readySince atomic.Int64 // monotime when the queue went from empty to not, unseen by the pool; 0 when none
 	lastWrite  atomic.Int64 // monotime of the last write of data (replies and notices alone leave it)
+	rate       atomic.Int64 // events a second written, a moving average over writes (observe); the pool's age grows with it
 
 	kick    chan struct{} // capacity 1: a write-pool worker hands the connection to the writer goroutine
 	ctl     chan struct{} // capacity 1: stop, flush or a ping is due
@@ -500,6 +502,10 @@ func (w *writer) ringDone(slot *ringSlot, res int32) bool {
 	return slot.more
 }
 
+// rateWeight is the inverse weight of a write's sample in a connection's
+// rate: a change of rate is seen within a few writes.
+const rateWeight = 4
+
 // ringSlot is one connection's send in a write-pool worker's ring.
 type ringSlot struct {
 	conn          *writer
@@ -521,11 +527,19 @@ func firstPublished(data []*subscriber.Message) time.Time {
 	return time.Time{}
 }
 
-// observe records a written batch (its time, for the flush policy) of msgs messages (nn of them notices)
-// in a frame of frameLen bytes in the metrics.
+// observe records a written batch of msgs messages (nn of them notices)
+// in a frame of frameLen bytes: for the flush policy its time and the
+// connection's rate (the data messages over the time since the last
+// write, averaged over writes with weight 1/rateWeight), and in the
+// metrics.
 func (w *writer) observe(msgs, nn, frameLen int, published time.Time) {
 	if msgs > nn {
-		w.lastWrite.Store(monotime())
+		now := monotime()
+		if prev := w.lastWrite.Swap(now); prev != 0 {
+			sample := int64(msgs-nn) * int64(time.Second) / max(now-prev, int64(time.Microsecond))
+			r := w.rate.Load()
+			w.rate.Store(r + (sample-r)/rateWeight)
+		}
 	}
 	m := w.o.Metrics
 	if m == nil {
