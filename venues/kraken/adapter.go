@@ -61,8 +61,8 @@ type Adapter struct {
 	life venue.Lifecycle
 
 	smu  sync.Mutex    // protects ss and subs; taken after the decode lock, before mu and Link.cmu (docs/lock-order.md)
-	ss   *sessionState // the current connection's requests
-	subs venue.Subs    // "channel|symbol" keys and "instrument|"; a refused key is not asked again
+	ss   *sessionState // the current connection's instrument and send state
+	subs venue.Subs    // "channel|symbol" keys and "instrument|"; requests carry its ids as req_id (Track)
 
 	mu       sync.Mutex      // protects the fields below
 	symbols  []string        // wanted, in subscription order
@@ -102,7 +102,7 @@ func New(cfg venue.Config) (*Adapter, error) {
 		cfg.PingInterval = DefaultPingInterval
 	}
 	a := &Adapter{cfg: cfg, log: cfg.Logger.With("venue", Name), unknown: map[string]bool{},
-		subs: venue.Subs{KeepExpired: true, // an unanswered subscribe drops the link (tick)
+		subs: venue.Subs{Track: true, KeepExpired: true, // an unanswered subscribe drops the link (tick)
 			Limits:  venue.SubLimits{MaxKeys: symbolsPerRequest, Group: keyChannel},
 			Resyncs: venue.Resyncs{Max: maxResyncs}}}
 	a.subs.Want(instrumentKey)
@@ -259,7 +259,7 @@ func (a *Adapter) connected(now time.Time) bool {
 	a.mu.Unlock()
 	a.smu.Lock()
 	defer a.smu.Unlock()
-	ss := &sessionState{a: a, reqChan: map[int64]string{}, instrSent: now}
+	ss := &sessionState{a: a, instrSent: now}
 	a.ss = ss
 	a.subs.Reset()
 	a.subs.Deadline = a.cfg.ReadTimeout
@@ -281,15 +281,12 @@ func (a *Adapter) tick(now time.Time) string {
 	return reason
 }
 
+// pingFrame is a ping whose req_id is the ledger's next id, so no two
+// requests on a connection share one.
 func (a *Adapter) pingFrame() []byte {
 	a.smu.Lock()
 	defer a.smu.Unlock()
-	id := int64(0)
-	if a.ss != nil {
-		a.ss.reqID++
-		id = a.ss.reqID
-	}
-	return fmt.Appendf(nil, `{"method":"ping","req_id":%d}`, id)
+	return fmt.Appendf(nil, `{"method":"ping","req_id":%d}`, a.subs.NextID())
 }
 
 // instrumentKey is the ledger key of the instrument channel, asked first
@@ -308,12 +305,11 @@ func (a *Adapter) keys(syms []string) []string {
 	return out
 }
 
-// sessionState is what one connection has asked for beyond the ledger
-// (Adapter.subs); guarded by Adapter.smu.
+// sessionState is one connection's state beyond the ledger (Adapter.subs):
+// whether books may be asked yet, and whether a send failed; guarded by
+// Adapter.smu.
 type sessionState struct {
 	a         *Adapter
-	reqID     int64
-	reqChan   map[int64]string // req_id → Kraken channel, to name refusals
 	instrSent time.Time
 	booksOK   bool // instrument precisions arrived (or will not): books may be subscribed
 	failed    string
@@ -339,10 +335,9 @@ type reqParams struct {
 // keyChannel is the Kraken channel of a ledger key ("book|BTC/USD").
 func keyChannel(key string) string { ch, _, _ := strings.Cut(key, "|"); return ch }
 
-// request encodes a planned request: its keys are of one Kraken channel
-// (the ledger's Limits.Group).
+// request encodes a planned request, its req_id the ledger's (Track): its
+// keys are of one Kraken channel (the ledger's Limits.Group).
 func (ss *sessionState) request(r venue.SubRequest) []byte {
-	ss.reqID++
 	kch := keyChannel(r.Keys[0])
 	p := reqParams{Channel: kch}
 	if kch != "instrument" {
@@ -364,12 +359,11 @@ func (ss *sessionState) request(r venue.SubRequest) []byte {
 	if kch == "book" {
 		p.Depth = ss.a.cfg.Depth
 	}
-	ss.reqChan[ss.reqID] = kch
 	b, _ := json.Marshal(struct {
 		Method string    `json:"method"`
 		Params reqParams `json:"params"`
 		ReqID  int64     `json:"req_id"`
-	}{r.Op, p, ss.reqID})
+	}{r.Op, p, r.ID})
 	return b
 }
 
@@ -397,9 +391,12 @@ func (ss *sessionState) flush(now time.Time) string {
 		subs.LimitAsked(now)
 	}
 	for _, k := range acked {
+		// The request the ack answers names its channel when the ack
+		// does not (a refusal).
+		r, sent := subs.Sent(k.reqID)
 		ch := k.channel
-		if ch == "" {
-			ch = ss.reqChan[k.reqID]
+		if ch == "" && sent {
+			ch = keyChannel(r.Keys[0])
 		}
 		key := ch + "|" + k.symbol
 		if ch == "instrument" {
@@ -409,6 +406,9 @@ func (ss *sessionState) flush(now time.Time) string {
 			}
 		}
 		if k.method != venue.OpSubscribe {
+			if sent {
+				subs.Answer(k.reqID)
+			}
 			continue
 		}
 		switch {
@@ -426,6 +426,9 @@ func (ss *sessionState) flush(now time.Time) string {
 			if strings.Contains(strings.ToLower(k.err), "not supported") {
 				a.unknown[k.symbol] = true
 			}
+		}
+		if sent && !slices.ContainsFunc(r.Keys, func(key string) bool { return subs.AskedIn(key) == k.reqID }) {
+			subs.Answer(k.reqID) // every key it asked is answered (one ack per symbol)
 		}
 	}
 	want := slices.Clone(a.symbols)
