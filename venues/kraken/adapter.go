@@ -64,15 +64,15 @@ type Adapter struct {
 	ss   *sessionState // the current connection's instrument and send state
 	subs venue.Subs    // "channel|symbol" keys and "instrument|"; requests carry its ids as req_id (Track)
 
-	mu       sync.Mutex      // protects the fields below
-	symbols  []string        // wanted, in subscription order
-	unknown  map[string]bool // symbols the venue refused as not supported
-	resub    []string        // symbols whose book must be resubscribed (resync)
-	whole    []string        // symbols whose book a snapshot made whole since the session last looked
-	acked    []ack           // acks read since the session last looked
-	limited  bool            // a rate-limit error naming no request arrived
-	instrGot bool            // the instrument snapshot arrived on this connection
-	instr    map[string]bool // the venue's pairs, from the instrument snapshot; nil until one arrives
+	mu       sync.Mutex // protects the fields below
+	symbols  []string   // wanted, in subscription order
+	resub    []string   // symbols whose book must be resubscribed (resync)
+	whole    []string   // symbols whose book a snapshot made whole since the session last looked
+	acked    []ack      // acks read since the session last looked
+	limited  bool       // a rate-limit error naming no request arrived
+	instrGot bool       // the instrument snapshot arrived on this connection
+
+	instr venue.Instruments // the instrument snapshot's pairs, and those refused as not supported
 }
 
 var (
@@ -86,22 +86,9 @@ func New(cfg venue.Config) (*Adapter, error) {
 	if err := cfg.Validate(Name, 10, 25, 100, 500, 1000); err != nil {
 		return nil, err
 	}
-	if cfg.Depth == 0 {
-		cfg.Depth = DefaultDepth
-	}
-	if cfg.WSURL == "" {
-		cfg.WSURL = DefaultWSURL
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.ReadTimeout <= 0 {
-		cfg.ReadTimeout = DefaultReadTimeout
-	}
-	if cfg.PingInterval <= 0 {
-		cfg.PingInterval = DefaultPingInterval
-	}
-	a := &Adapter{cfg: cfg, log: cfg.Logger.With("venue", Name), unknown: map[string]bool{},
+	cfg.SetDefaults(venue.Defaults{WSURL: DefaultWSURL,
+		ReadTimeout: DefaultReadTimeout, PingInterval: DefaultPingInterval, Depth: DefaultDepth})
+	a := &Adapter{cfg: cfg, log: cfg.Logger.With("venue", Name),
 		subs: venue.Subs{Track: true, KeepExpired: true, // an unanswered subscribe drops the link (tick)
 			Limits:  venue.SubLimits{MaxKeys: symbolsPerRequest, Group: keyChannel},
 			Resyncs: venue.Resyncs{Max: maxResyncs}}}
@@ -150,12 +137,15 @@ func (a *Adapter) Stop(ctx context.Context) error { return a.life.Stop(ctx) }
 // Subscribe adds symbols on the configured channels. A symbol the venue
 // refused before is asked for again.
 func (a *Adapter) Subscribe(symbols ...string) error {
+	if err := venue.CheckSymbols(Name, "", symbols...); err != nil {
+		return err
+	}
 	a.smu.Lock()
 	a.subs.Want(a.keys(symbols)...) // a refused key is asked again
 	a.smu.Unlock()
+	a.instr.Forget(symbols...)
 	a.mu.Lock()
 	for _, s := range symbols {
-		delete(a.unknown, s)
 		if !slices.Contains(a.symbols, s) {
 			a.symbols = append(a.symbols, s)
 		}
@@ -226,28 +216,18 @@ func (a *Adapter) rateLimited() {
 func (a *Adapter) instrumentArrived(syms []string) {
 	a.mu.Lock()
 	a.instrGot = true
-	a.instr = make(map[string]bool, len(syms))
-	for _, s := range syms {
-		a.instr[s] = true
-	}
 	a.mu.Unlock()
+	if syms == nil {
+		syms = []string{} // a snapshot with no pairs is a list still
+	}
+	a.instr.SetList(syms)
 	a.poke()
 }
 
 // KnownSymbol reports whether sym is one of Kraken's pairs, from the
-// instrument snapshot; before one arrived, a symbol Kraken refused as not
-// supported is unknown and any other is accepted.
-func (a *Adapter) KnownSymbol(sym string) (known, listed bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.instr != nil {
-		return a.instr[sym], true
-	}
-	if a.unknown[sym] {
-		return false, true
-	}
-	return false, false
-}
+// instrument snapshot; a pair Kraken refused as not supported is unknown
+// until Subscribe names it again (venue.Instruments).
+func (a *Adapter) KnownSymbol(sym string) (known, listed bool) { return a.instr.KnownSymbol(sym) }
 
 // Link hooks.
 
@@ -424,7 +404,7 @@ func (ss *sessionState) flush(now time.Time) string {
 		default:
 			subs.Refuse(key)
 			if strings.Contains(strings.ToLower(k.err), "not supported") {
-				a.unknown[k.symbol] = true
+				a.instr.Refuse(k.symbol)
 			}
 		}
 		if sent && !slices.ContainsFunc(r.Keys, func(key string) bool { return subs.AskedIn(key) == k.reqID }) {
