@@ -68,7 +68,7 @@ func TestL2SpreadOverConnections(t *testing.T) {
 	if err := ad.Unsubscribe("P00-USD", "P01-USD"); err != nil {
 		t.Fatal(err)
 	}
-	m.Products = append(m.Products, "NEW1-USD", "NEW2-USD")
+	m.AddProducts("NEW1-USD", "NEW2-USD")
 	if err := ad.Subscribe("NEW1-USD", "NEW2-USD"); err != nil {
 		t.Fatal(err)
 	}
