@@ -153,6 +153,19 @@ func (c *Config) SetDefaults(d Defaults) {
 	}
 }
 
+// AddSymbols appends to wanted each of syms it does not hold, once and in
+// order, and returns it with the symbols it added: an adapter's wanted
+// list, in the order first asked for.
+func AddSymbols(wanted []string, syms ...string) (all, added []string) {
+	for _, s := range syms {
+		if !slices.Contains(wanted, s) {
+			wanted = append(wanted, s)
+			added = append(added, s)
+		}
+	}
+	return wanted, added
+}
+
 // ChannelsOrAll returns c.Channels, or all three channels when none is set.
 func (c *Config) ChannelsOrAll() []Channel {
 	if len(c.Channels) == 0 {

@@ -2,6 +2,7 @@ package venue_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -41,5 +42,14 @@ func TestConfigSetDefaults(t *testing.T) {
 	set.SetDefaults(d)
 	if set.WSURL != "ws://mock" || set.ReadTimeout != time.Second || set.PingInterval != d.PingInterval || set.Depth != 25 {
 		t.Fatalf("set config became %+v", set)
+	}
+}
+
+// AddSymbols keeps each symbol once, in the order first asked for, and
+// names only those it added.
+func TestAddSymbols(t *testing.T) {
+	all, added := venue.AddSymbols([]string{"A", "B"}, "B", "C", "A", "C", "D")
+	if !slices.Equal(all, []string{"A", "B", "C", "D"}) || !slices.Equal(added, []string{"C", "D"}) {
+		t.Fatalf("all %v added %v, want [A B C D] [C D]", all, added)
 	}
 }

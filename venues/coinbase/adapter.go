@@ -129,12 +129,7 @@ func New(cfg venue.Config) (*Adapter, error) {
 		return nil, err
 	}
 	a.pool.Do(func() {
-		var syms []string
-		for _, s := range cfg.Symbols {
-			if !slices.Contains(syms, s) {
-				syms = append(syms, s)
-			}
-		}
+		syms, _ := venue.AddSymbols(nil, cfg.Symbols...)
 		a.symbols = syms
 		now := time.Now()
 		for _, s := range syms {
@@ -188,12 +183,7 @@ func (a *Adapter) Subscribe(symbols ...string) error {
 		a.instr.Forget(symbols...)
 		a.mu.Lock()
 		var add []string
-		for _, s := range symbols {
-			if !slices.Contains(a.symbols, s) && !slices.Contains(add, s) {
-				add = append(add, s)
-			}
-		}
-		a.symbols = append(a.symbols, add...)
+		a.symbols, add = venue.AddSymbols(a.symbols, symbols...)
 		a.mu.Unlock()
 		a.subscribe(time.Now(), add)
 	})

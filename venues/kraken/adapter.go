@@ -93,11 +93,7 @@ func New(cfg venue.Config) (*Adapter, error) {
 			Limits:  venue.SubLimits{MaxKeys: symbolsPerRequest, Group: keyChannel},
 			Resyncs: venue.Resyncs{Max: maxResyncs}}}
 	a.subs.Want(instrumentKey)
-	for _, s := range cfg.Symbols {
-		if !slices.Contains(a.symbols, s) {
-			a.symbols = append(a.symbols, s)
-		}
-	}
+	a.symbols, _ = venue.AddSymbols(nil, cfg.Symbols...)
 	a.dec = NewDecoder(cfg)
 	a.dec.onResync = a.queueResync
 	a.dec.onWhole = a.bookWhole
@@ -145,11 +141,7 @@ func (a *Adapter) Subscribe(symbols ...string) error {
 	a.smu.Unlock()
 	a.instr.Forget(symbols...)
 	a.mu.Lock()
-	for _, s := range symbols {
-		if !slices.Contains(a.symbols, s) {
-			a.symbols = append(a.symbols, s)
-		}
-	}
+	a.symbols, _ = venue.AddSymbols(a.symbols, symbols...)
 	a.mu.Unlock()
 	a.poke()
 	return nil

@@ -94,11 +94,7 @@ func New(cfg venue.Config) (*Adapter, error) {
 		subs: venue.Subs{Deadline: ackDeadline, Shared: true,
 			Limits:  venue.SubLimits{MaxKeys: symbolsPerRequest * len(cfg.Channels)},
 			Resyncs: venue.Resyncs{Max: maxResyncs, Retry: venue.Retry{Base: resyncRetry, Max: resyncRetry << 5}}}}
-	for _, s := range cfg.Symbols {
-		if !slices.Contains(a.symbols, s) {
-			a.symbols = append(a.symbols, s)
-		}
-	}
+	a.symbols, _ = venue.AddSymbols(nil, cfg.Symbols...)
 	a.subs.Want(a.keys(a.symbols)...)
 	a.dec = NewDecoder(cfg)
 	a.dec.hooks = hooks{resync: a.resync, ack: a.ack, refused: a.refused, forced: a.forced, data: a.data,
@@ -146,12 +142,7 @@ func (a *Adapter) Subscribe(symbols ...string) error {
 		a.instr.Forget(symbols...)
 		a.mu.Lock()
 		var add []string
-		for _, s := range symbols {
-			if !slices.Contains(a.symbols, s) {
-				a.symbols = append(a.symbols, s)
-				add = append(add, s)
-			}
-		}
+		a.symbols, add = venue.AddSymbols(a.symbols, symbols...)
 		a.mu.Unlock()
 		a.subs.Want(a.keys(add)...)
 		if a.link.Connected() {
