@@ -2,9 +2,11 @@ package venue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fanoutd/fanoutd/notice"
@@ -102,6 +104,68 @@ func (c *Config) Validate(venueName string, depths ...int) error {
 	return nil
 }
 
+// ErrBadSymbol is returned, wrapped, by an adapter's Subscribe for a
+// symbol it cannot ask for (CheckSymbols).
+var ErrBadSymbol = errors.New("bad symbol")
+
+// CheckSymbols is the symbol check of every adapter's Subscribe: the first
+// of symbols that is not ValidSymbol, or holds a character of reserved (a
+// venue's separators), is an error wrapping ErrBadSymbol,
+// "<venue>: bad symbol "<symbol>"".
+func CheckSymbols(venueName, reserved string, symbols ...string) error {
+	for _, s := range symbols {
+		if !ValidSymbol(s) || strings.ContainsAny(s, reserved) {
+			return fmt.Errorf("%s: %w %q", venueName, ErrBadSymbol, s)
+		}
+	}
+	return nil
+}
+
+// Defaults are one venue's values for the Config fields left zero.
+type Defaults struct {
+	WSURL, RESTURL string
+	ReadTimeout    time.Duration
+	PingInterval   time.Duration // 0: the adapter sends no keepalive of its own unless asked
+	Depth          int
+}
+
+// SetDefaults fills c's zero fields from d: WSURL, RESTURL and Depth when
+// empty or 0, ReadTimeout and PingInterval when not positive; Logger
+// defaults to slog.Default().
+func (c *Config) SetDefaults(d Defaults) {
+	if c.WSURL == "" {
+		c.WSURL = d.WSURL
+	}
+	if c.RESTURL == "" {
+		c.RESTURL = d.RESTURL
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = d.ReadTimeout
+	}
+	if c.PingInterval <= 0 {
+		c.PingInterval = d.PingInterval
+	}
+	if c.Depth == 0 {
+		c.Depth = d.Depth
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// AddSymbols appends to wanted each of syms it does not hold, once and in
+// order, and returns it with the symbols it added: an adapter's wanted
+// list, in the order first asked for.
+func AddSymbols(wanted []string, syms ...string) (all, added []string) {
+	for _, s := range syms {
+		if !slices.Contains(wanted, s) {
+			wanted = append(wanted, s)
+			added = append(added, s)
+		}
+	}
+	return wanted, added
+}
+
 // ChannelsOrAll returns c.Channels, or all three channels when none is set.
 func (c *Config) ChannelsOrAll() []Channel {
 	if len(c.Channels) == 0 {
@@ -126,6 +190,8 @@ type Adapter interface {
 	// Subscribe adds symbols, on the configured channels. It returns once
 	// the request is queued; confirmation arrives as observed coverage, and
 	// a refusal as a Refusal notice.
+	// A symbol the adapter cannot ask for is an error wrapping
+	// ErrBadSymbol (CheckSymbols), and nothing is subscribed.
 	Subscribe(symbols ...string) error
 	// Unsubscribe removes symbols.
 	Unsubscribe(symbols ...string) error

@@ -14,8 +14,10 @@
 // rule (BadFrames: one data_quality notice per burst), the subscription
 // ledger and request planner (Subs: what is wanted, asked, acknowledged,
 // refused or expired, resyncs, retries with backoff, batched within each
-// venue's SubLimits; the adapter only encodes its plan) and config
-// validation (Config.Validate).
+// venue's SubLimits; the adapter only encodes its plan), the instrument
+// list behind KnownSymbol (Instruments), the symbol check of Subscribe
+// (CheckSymbols) and config validation and defaults (Config.Validate,
+// Config.SetDefaults).
 //
 // Import rules, among fanoutd's packages (deps_test.go at the module root
 // enforces them and checks that this list states them):

@@ -250,6 +250,14 @@ func (s *Subs) Request(r SubRequest) int64 {
 	return s.nextID
 }
 
+// NextID returns the next id on this ledger without recording a request,
+// for a message that shares the venue's request ids but answers nothing
+// the ledger keeps (a ping).
+func (s *Subs) NextID() int64 {
+	s.nextID++
+	return s.nextID
+}
+
 // Answer returns request id and forgets it; ok is false if no such
 // request is out. The keys' states are unchanged: the adapter acks or
 // refuses them.

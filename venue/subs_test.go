@@ -295,6 +295,23 @@ func TestSubsFlushExpiry(t *testing.T) {
 	})
 }
 
+// NextID takes an id from the requests' sequence without recording a
+// request, so a ping and a subscribe never share one.
+func TestSubsNextID(t *testing.T) {
+	s := venue.Subs{Track: true}
+	s.Want("a")
+	if id := s.NextID(); id != 1 {
+		t.Fatalf("first id %d, want 1", id)
+	}
+	rs := s.Flush(time.Now(), nil)
+	if len(rs) != 1 || rs[0].ID != 2 {
+		t.Fatalf("plan %+v, want one request with id 2", rs)
+	}
+	if out := s.Out(); !slices.Equal(out, []int64{2}) {
+		t.Fatalf("out %v, want [2]: NextID records nothing", out)
+	}
+}
+
 // BenchmarkSubsFlush is a connection's first plan: 1,024 symbols on three
 // channels, batched within 4 KiB requests and tracked by id.
 func BenchmarkSubsFlush(b *testing.B) {

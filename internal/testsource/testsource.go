@@ -20,10 +20,11 @@ type Source struct {
 	cfg  venue.Config
 	cov  *venue.CoverageTracker
 
-	mu          sync.Mutex // protects the fields below, and serialises the sink
-	symbols     []string
-	started     bool
-	instruments []string // nil: no instrument list
+	instruments venue.Instruments // SetInstruments' list
+
+	mu      sync.Mutex // protects the fields below, and serialises the sink
+	symbols []string
+	started bool
 }
 
 var (
@@ -32,19 +33,11 @@ var (
 )
 
 // SetInstruments gives the source an instrument list (KnownSymbol).
-func (s *Source) SetInstruments(symbols []string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.instruments = slices.Clone(symbols)
-}
+func (s *Source) SetInstruments(symbols []string) { s.instruments.SetList(symbols) }
 
 // KnownSymbol reports whether sym is in the list SetInstruments gave;
 // listed is false before any was given.
-func (s *Source) KnownSymbol(sym string) (known, listed bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Contains(s.instruments, sym), s.instruments != nil
-}
+func (s *Source) KnownSymbol(sym string) (known, listed bool) { return s.instruments.KnownSymbol(sym) }
 
 // New returns a source for venueName built from cfg (cfg.Sink is where
 // Publish delivers).

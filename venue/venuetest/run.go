@@ -1,7 +1,9 @@
 package venuetest
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,6 +113,12 @@ func Run(t *testing.T, v Venue) {
 	})
 	t.Run("RefusedSymbol", func(t *testing.T) {
 		h := start(t, v)
+		// A symbol no stream can carry is the caller's error, the same
+		// on every venue (venue.CheckSymbols); nothing is asked.
+		if err := h.ad.Subscribe(v.Symbol(), "not a symbol"); !errors.Is(err, venue.ErrBadSymbol) ||
+			!strings.HasPrefix(err.Error(), v.Name()+": bad symbol ") {
+			t.Errorf("Subscribe of a malformed symbol = %v, want %s: bad symbol (venue.ErrBadSymbol)", err, v.Name())
+		}
 		from := h.sink.NumNotices()
 		if err := h.ad.Subscribe(v.RefusedSymbol()); err != nil {
 			t.Fatalf("Subscribe(%q) = %v; a refusal is a notice, not an error", v.RefusedSymbol(), err)

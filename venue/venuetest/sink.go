@@ -156,6 +156,17 @@ func (s *Sink) NoticesExcept(kinds ...notice.Kind) []notice.Notice {
 	return out
 }
 
+// NoNotice fails t for each notice of one of kinds recorded from index
+// from on.
+func (s *Sink) NoNotice(t testing.TB, from int, kinds ...notice.Kind) {
+	t.Helper()
+	for _, n := range s.Notices()[from:] {
+		if slices.Contains(kinds, n.Kind) {
+			t.Errorf("unexpected %s: %s", n.Kind, n.Message)
+		}
+	}
+}
+
 // Book returns a copy of the book a consumer of the events holds for stream
 // (empty if none).
 func (s *Sink) Book(stream venue.Stream) *venue.Book {

@@ -76,14 +76,13 @@ type Adapter struct {
 
 	smu      sync.Mutex        // protects the fields below; taken after the decode lock, before Link.cmu (docs/lock-order.md)
 	want     map[string]bool   // symbols wanted, as given
-	known    map[string]bool   // symbols exchangeInfo confirmed
-	listed   map[string]string // every symbol of exchangeInfo and its status; nil until fetched
-	listedAt time.Time
-	over     map[string]bool // wanted symbols told there is no connection left for them
-	conns    []*conn         // each connection's newest subscription state (nil between connections)
-	epoch    uint64          // connection counter
-	fetchQ   []fetchReq      // snapshots to fetch, oldest first (paced by the weight bucket)
-	attempts []time.Time     // recent connection attempts, oldest first
+	instr    venue.Instruments // exchangeInfo's whole list, and the symbols it confirmed
+	listedAt time.Time         // when the whole list was fetched; zero: never
+	over     map[string]bool   // wanted symbols told there is no connection left for them
+	conns    []*conn           // each connection's newest subscription state (nil between connections)
+	epoch    uint64            // connection counter
+	fetchQ   []fetchReq        // snapshots to fetch, oldest first (paced by the weight bucket)
+	attempts []time.Time       // recent connection attempts, oldest first
 
 	kick      chan struct{} // subscriptions changed
 	fetchKick chan struct{} // fetchQ grew
@@ -100,17 +99,12 @@ const listRefresh = time.Hour
 
 // KnownSymbol reports whether sym is in Binance's exchangeInfo, fetched
 // whole once the adapter runs (and hourly after).
-func (a *Adapter) KnownSymbol(sym string) (known, listed bool) {
-	a.smu.Lock()
-	defer a.smu.Unlock()
-	if a.known[sym] {
-		return true, true
-	}
-	if a.listed == nil {
-		return false, false
-	}
-	_, ok := a.listed[sym]
-	return ok, true
+func (a *Adapter) KnownSymbol(sym string) (known, listed bool) { return a.instr.KnownSymbol(sym) }
+
+// confirmed reports whether exchangeInfo has sym.
+func (a *Adapter) confirmed(sym string) bool {
+	known, _ := a.instr.KnownSymbol(sym)
+	return known
 }
 
 // conn is one connection's subscription state, guarded by Adapter.smu.
@@ -140,36 +134,17 @@ func New(cfg venue.Config) (*Adapter, error) {
 	if cfg.Depth > 5000 {
 		return nil, fmt.Errorf("binance: config: depth: %d is over Binance's 5000", cfg.Depth)
 	}
-	for _, s := range cfg.Symbols {
-		if err := checkSymbol(s); err != nil {
-			return nil, err
-		}
+	if err := venue.CheckSymbols(Name, reserved, cfg.Symbols...); err != nil {
+		return nil, err
 	}
-	if cfg.WSURL == "" {
-		cfg.WSURL = DefaultWSURL
-	}
-	if cfg.RESTURL == "" {
-		cfg.RESTURL = DefaultRESTURL
-	}
-	if cfg.ReadTimeout <= 0 {
-		cfg.ReadTimeout = DefaultReadTimeout
-	}
-	if cfg.PingInterval <= 0 {
-		cfg.PingInterval = DefaultPingInterval
-	}
-	if cfg.Depth == 0 {
-		cfg.Depth = DefaultDepth
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.SetDefaults(venue.Defaults{WSURL: DefaultWSURL, RESTURL: DefaultRESTURL,
+		ReadTimeout: DefaultReadTimeout, PingInterval: DefaultPingInterval, Depth: DefaultDepth})
 	a := &Adapter{
 		cfg:       cfg,
 		depth:     cfg.Depth,
 		log:       cfg.Logger.With("venue", Name),
 		rest:      newREST(cfg.RESTURL),
 		want:      map[string]bool{},
-		known:     map[string]bool{},
 		over:      map[string]bool{},
 		kick:      make(chan struct{}, 1),
 		fetchKick: make(chan struct{}, 1),
@@ -215,12 +190,9 @@ func (a *Adapter) newConn(i int, lc *venue.LinkConfig) {
 	lc.Tick = func(t time.Time) string { return a.tick(i, t) }
 }
 
-func checkSymbol(s string) error {
-	if s == "" || len(s) > 64 || strings.ContainsAny(s, " \"\\/@") {
-		return fmt.Errorf("binance: bad symbol %q", s)
-	}
-	return nil
-}
+// reserved are the characters a symbol cannot hold: they separate the
+// parts of Binance's stream names and its combined-stream URL.
+const reserved = "/@"
 
 // Venue implements venue.Adapter.
 func (a *Adapter) Venue() string { return Name }
@@ -242,10 +214,8 @@ func (a *Adapter) Stop(ctx context.Context) error { return a.life.Stop(ctx) }
 // exchangeInfo before they are subscribed; an unknown one is reported as a
 // Refusal notice.
 func (a *Adapter) Subscribe(symbols ...string) error {
-	for _, s := range symbols {
-		if err := checkSymbol(s); err != nil {
-			return err
-		}
+	if err := venue.CheckSymbols(Name, reserved, symbols...); err != nil {
+		return err
 	}
 	a.smu.Lock()
 	for _, s := range symbols {
@@ -382,12 +352,13 @@ func (a *Adapter) reconcile(ctx context.Context) error {
 	// request, weight 20), then alone those it lacks (a listing newer
 	// than the list).
 	a.smu.Lock()
-	stale := a.listed == nil || time.Since(a.listedAt) > listRefresh
+	stale := a.listedAt.IsZero() || time.Since(a.listedAt) > listRefresh
 	a.smu.Unlock()
 	if stale {
 		if all, err := a.rest.symbols(ctx, nil); err == nil {
+			a.instr.SetList(slices.Collect(maps.Keys(all)))
 			a.smu.Lock()
-			a.listed, a.listedAt = all, time.Now()
+			a.listedAt = time.Now()
 			a.smu.Unlock()
 		} else {
 			a.log.Warn("binance: exchangeInfo list", "err", err)
@@ -396,11 +367,8 @@ func (a *Adapter) reconcile(ctx context.Context) error {
 	a.smu.Lock()
 	var unknown []string
 	for s := range a.want {
-		if a.known[s] {
-			continue
-		}
-		if _, ok := a.listed[s]; ok {
-			a.known[s] = true
+		if a.confirmed(s) {
+			a.instr.Confirm(s) // it stays known when a newer list lacks it
 			continue
 		}
 		unknown = append(unknown, s)
@@ -421,7 +389,7 @@ func (a *Adapter) reconcile(ctx context.Context) error {
 		a.smu.Lock()
 		for _, s := range unknown {
 			if _, ok := known[s]; ok {
-				a.known[s] = true
+				a.instr.Confirm(s)
 			} else if a.want[s] {
 				delete(a.want, s)
 				refused = append(refused, s)
@@ -455,7 +423,7 @@ func (a *Adapter) reconcile(ctx context.Context) error {
 		defer a.smu.Unlock()
 		var syms []string
 		for s := range a.want {
-			if a.known[s] {
+			if a.confirmed(s) {
 				syms = append(syms, s)
 			}
 		}

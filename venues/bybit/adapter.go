@@ -106,21 +106,8 @@ func New(cfg venue.Config) (*Adapter, error) {
 	if err := cfg.Validate(Name, spotDepths...); err != nil {
 		return nil, err
 	}
-	if cfg.WSURL == "" {
-		cfg.WSURL = DefaultWSURL
-	}
-	if cfg.Depth == 0 {
-		cfg.Depth = DefaultDepth
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.PingInterval <= 0 {
-		cfg.PingInterval = DefaultPingInterval
-	}
-	if cfg.ReadTimeout <= 0 {
-		cfg.ReadTimeout = DefaultReadTimeout
-	}
+	cfg.SetDefaults(venue.Defaults{WSURL: DefaultWSURL,
+		ReadTimeout: DefaultReadTimeout, PingInterval: DefaultPingInterval, Depth: DefaultDepth})
 	if cfg.PingInterval*2 > cfg.ReadTimeout {
 		// A quiet link (trades of an idle symbol) lives on pongs alone: at
 		// least two pings must fit in the read timeout.
@@ -189,10 +176,8 @@ func (a *Adapter) Stop(ctx context.Context) error { return a.life.Stop(ctx) }
 // Refusal notice and dropped. Subscribe returns an error only for a
 // malformed symbol.
 func (a *Adapter) Subscribe(symbols ...string) error {
-	for _, s := range symbols {
-		if !venue.ValidSymbol(s) {
-			return fmt.Errorf("bybit: bad symbol %q", s)
-		}
+	if err := venue.CheckSymbols(Name, "", symbols...); err != nil {
+		return err
 	}
 	a.pool.Do(func() {
 		for _, s := range symbols {

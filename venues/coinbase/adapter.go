@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -51,9 +50,9 @@ type Adapter struct {
 	pool *venue.Pool
 	life venue.Lifecycle
 
-	mu      sync.Mutex // protects symbols and unknown
-	symbols []string   // wanted symbols, in the order first asked for
-	unknown map[string]bool
+	mu      sync.Mutex        // protects symbols
+	symbols []string          // wanted symbols, in the order first asked for
+	instr   venue.Instruments // products Coinbase refused as not valid
 
 	// Under the decode lock.
 	conns []*conn         // one per connection of the pool
@@ -106,16 +105,8 @@ func New(cfg venue.Config) (*Adapter, error) {
 	if err := cfg.Validate(Name); err != nil {
 		return nil, err
 	}
-	if cfg.WSURL == "" {
-		cfg.WSURL = DefaultWSURL
-	}
-	if cfg.ReadTimeout <= 0 {
-		cfg.ReadTimeout = DefaultReadTimeout
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	a := &Adapter{cfg: cfg, unknown: map[string]bool{}, l2off: map[string]bool{}}
+	cfg.SetDefaults(venue.Defaults{WSURL: DefaultWSURL, ReadTimeout: DefaultReadTimeout})
+	a := &Adapter{cfg: cfg, l2off: map[string]bool{}}
 	capacity := 0
 	if a.l2Wanted() {
 		capacity = maxL2Products
@@ -138,12 +129,7 @@ func New(cfg venue.Config) (*Adapter, error) {
 		return nil, err
 	}
 	a.pool.Do(func() {
-		var syms []string
-		for _, s := range cfg.Symbols {
-			if !slices.Contains(syms, s) {
-				syms = append(syms, s)
-			}
-		}
+		syms, _ := venue.AddSymbols(nil, cfg.Symbols...)
 		a.symbols = syms
 		now := time.Now()
 		for _, s := range syms {
@@ -188,23 +174,16 @@ func (a *Adapter) Stop(ctx context.Context) error { return a.life.Stop(ctx) }
 // Subscribe adds symbols on the configured channels. A symbol Coinbase
 // does not know comes back as a refusal notice.
 func (a *Adapter) Subscribe(symbols ...string) error {
-	for _, s := range symbols {
-		if !venue.ValidSymbol(s) {
-			return fmt.Errorf("coinbase: bad symbol %q", s)
-		}
+	if err := venue.CheckSymbols(Name, "", symbols...); err != nil {
+		return err
 	}
 	// Under the decode lock, so a connection opening meanwhile subscribes
 	// each symbol once: here or in connected.
 	a.pool.Do(func() {
+		a.instr.Forget(symbols...)
 		a.mu.Lock()
 		var add []string
-		for _, s := range symbols {
-			delete(a.unknown, s)
-			if !slices.Contains(a.symbols, s) && !slices.Contains(add, s) {
-				add = append(add, s)
-			}
-		}
-		a.symbols = append(a.symbols, add...)
+		a.symbols, add = venue.AddSymbols(a.symbols, symbols...)
 		a.mu.Unlock()
 		a.subscribe(time.Now(), add)
 	})
@@ -331,23 +310,16 @@ func (a *Adapter) tick(c *conn, now time.Time) string {
 }
 
 // KnownSymbol reports a product Coinbase refused ("… is not a valid
-// product") as unknown; the product list is not fetched, so any other is
-// accepted.
-func (a *Adapter) KnownSymbol(sym string) (known, listed bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.unknown[sym] {
-		return false, true
-	}
-	return false, false
-}
+// product") as unknown until Subscribe names it again; the product list is
+// not fetched, so any other is accepted.
+func (a *Adapter) KnownSymbol(sym string) (known, listed bool) { return a.instr.KnownSymbol(sym) }
 
 // refused is c's decoder's callback for a refused symbol: it is not asked
 // for again (no retry loop) until Subscribe names it again.
 func (a *Adapter) refused(c *conn, symbol string) {
 	a.mu.Lock()
 	a.symbols = slices.DeleteFunc(a.symbols, func(s string) bool { return s == symbol })
-	a.unknown[symbol] = true
+	a.instr.Refuse(symbol)
 	a.mu.Unlock()
 	c.subs.Forget(a.keys([]string{symbol}, true)...)
 	a.pool.Remove(symbol)

@@ -11,17 +11,6 @@ import (
 	"github.com/fanoutd/fanoutd/venues/coinbase/coinbasetest"
 )
 
-func noNotice(t *testing.T, sink *venuetest.Sink, from int, kinds ...notice.Kind) {
-	t.Helper()
-	for _, n := range sink.Notices()[from:] {
-		for _, k := range kinds {
-			if n.Kind == k {
-				t.Errorf("unexpected %s: %s", n.Kind, n.Message)
-			}
-		}
-	}
-}
-
 // products starts a mock serving n products (Symbol first) and an
 // adapter subscribed to them all.
 func products(t *testing.T, m *coinbasetest.Mock, n int) (venue.Adapter, *venuetest.Sink, []string) {
@@ -64,7 +53,7 @@ func TestL2SpreadOverConnections(t *testing.T) {
 	if len(perConn) != 3 || !slices.Equal(all, want) {
 		t.Errorf("level2 on %d connections: %v; want 3 with %v", len(perConn), perConn, want)
 	}
-	noNotice(t, sink, 0, notice.Refusal, notice.LinkDown, notice.BookResync)
+	sink.NoNotice(t, 0, notice.Refusal, notice.LinkDown, notice.BookResync)
 	sink.WaitFor(t, venuetest.Wait, "coverage of every level2 stream, link up", func() bool {
 		c := ad.Coverage()
 		n := 0
@@ -79,14 +68,14 @@ func TestL2SpreadOverConnections(t *testing.T) {
 	if err := ad.Unsubscribe("P00-USD", "P01-USD"); err != nil {
 		t.Fatal(err)
 	}
-	m.Products = append(m.Products, "NEW1-USD", "NEW2-USD")
+	m.AddProducts("NEW1-USD", "NEW2-USD")
 	if err := ad.Subscribe("NEW1-USD", "NEW2-USD"); err != nil {
 		t.Fatal(err)
 	}
 	syms = append(slices.DeleteFunc(syms, func(s string) bool { return s == "P00-USD" || s == "P01-USD" }), "NEW1-USD", "NEW2-USD")
 	booksExact(t, m, sink, syms)
 	sink.WaitFor(t, venuetest.Wait, "3 connections", func() bool { return len(m.Level2()) == 3 })
-	noNotice(t, sink, 0, notice.Refusal, notice.LinkDown)
+	sink.NoNotice(t, 0, notice.Refusal, notice.LinkDown)
 	sink.Check(t)
 }
 
@@ -125,7 +114,7 @@ func TestConnectionDropResyncsOnlyItsBooks(t *testing.T) {
 			t.Errorf("%s got a new snapshot; its connection stayed up", e.Stream)
 		}
 	}
-	noNotice(t, sink, from, notice.BookResync, notice.Refusal)
+	sink.NoNotice(t, from, notice.BookResync, notice.Refusal)
 	sink.Check(t)
 }
 
@@ -146,7 +135,7 @@ func TestLowerL2LimitMovesProducts(t *testing.T) {
 	if got := m.Level2(); len(got) != 2 {
 		t.Errorf("level2 per connection %v, want one product on each of 2", got)
 	}
-	noNotice(t, sink, 0, notice.Refusal, notice.LinkDown)
+	sink.NoNotice(t, 0, notice.Refusal, notice.LinkDown)
 	sink.Check(t)
 }
 
@@ -161,7 +150,7 @@ func TestBadTickerCostsNoBook(t *testing.T) {
 	sink.WaitNotice(t, venuetest.Wait, from, notice.DataQuality)
 	m.Step(5)
 	sink.WaitBook(t, venuetest.Wait, l2, m.Book)
-	noNotice(t, sink, from, notice.LinkDown, notice.BookResync)
+	sink.NoNotice(t, from, notice.LinkDown, notice.BookResync)
 	sink.Check(t)
 }
 
@@ -182,7 +171,7 @@ func TestBadUpdateResubscribesItsBook(t *testing.T) {
 	sink.WaitEvent(t, venuetest.Wait, ev, "a new snapshot", func(e *venue.Event) bool { return e.Stream == l2 && e.Snapshot })
 	m.Step(5)
 	sink.WaitBook(t, venuetest.Wait, l2, m.Book)
-	noNotice(t, sink, from, notice.LinkDown)
+	sink.NoNotice(t, from, notice.LinkDown)
 	for _, n := range sink.Notices()[from:] {
 		if n.Kind == notice.BookResync && n.Stream != string(l2) {
 			t.Errorf("resync of another book: %+v", n)

@@ -61,18 +61,18 @@ type Adapter struct {
 	life venue.Lifecycle
 
 	smu  sync.Mutex    // protects ss and subs; taken after the decode lock, before mu and Link.cmu (docs/lock-order.md)
-	ss   *sessionState // the current connection's requests
-	subs venue.Subs    // "channel|symbol" keys and "instrument|"; a refused key is not asked again
+	ss   *sessionState // the current connection's instrument and send state
+	subs venue.Subs    // "channel|symbol" keys and "instrument|"; requests carry its ids as req_id (Track)
 
-	mu       sync.Mutex      // protects the fields below
-	symbols  []string        // wanted, in subscription order
-	unknown  map[string]bool // symbols the venue refused as not supported
-	resub    []string        // symbols whose book must be resubscribed (resync)
-	whole    []string        // symbols whose book a snapshot made whole since the session last looked
-	acked    []ack           // acks read since the session last looked
-	limited  bool            // a rate-limit error naming no request arrived
-	instrGot bool            // the instrument snapshot arrived on this connection
-	instr    map[string]bool // the venue's pairs, from the instrument snapshot; nil until one arrives
+	mu       sync.Mutex // protects the fields below
+	symbols  []string   // wanted, in subscription order
+	resub    []string   // symbols whose book must be resubscribed (resync)
+	whole    []string   // symbols whose book a snapshot made whole since the session last looked
+	acked    []ack      // acks read since the session last looked
+	limited  bool       // a rate-limit error naming no request arrived
+	instrGot bool       // the instrument snapshot arrived on this connection
+
+	instr venue.Instruments // the instrument snapshot's pairs, and those refused as not supported
 }
 
 var (
@@ -86,31 +86,14 @@ func New(cfg venue.Config) (*Adapter, error) {
 	if err := cfg.Validate(Name, 10, 25, 100, 500, 1000); err != nil {
 		return nil, err
 	}
-	if cfg.Depth == 0 {
-		cfg.Depth = DefaultDepth
-	}
-	if cfg.WSURL == "" {
-		cfg.WSURL = DefaultWSURL
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.ReadTimeout <= 0 {
-		cfg.ReadTimeout = DefaultReadTimeout
-	}
-	if cfg.PingInterval <= 0 {
-		cfg.PingInterval = DefaultPingInterval
-	}
-	a := &Adapter{cfg: cfg, log: cfg.Logger.With("venue", Name), unknown: map[string]bool{},
-		subs: venue.Subs{KeepExpired: true, // an unanswered subscribe drops the link (tick)
+	cfg.SetDefaults(venue.Defaults{WSURL: DefaultWSURL,
+		ReadTimeout: DefaultReadTimeout, PingInterval: DefaultPingInterval, Depth: DefaultDepth})
+	a := &Adapter{cfg: cfg, log: cfg.Logger.With("venue", Name),
+		subs: venue.Subs{Track: true, KeepExpired: true, // an unanswered subscribe drops the link (tick)
 			Limits:  venue.SubLimits{MaxKeys: symbolsPerRequest, Group: keyChannel},
 			Resyncs: venue.Resyncs{Max: maxResyncs}}}
 	a.subs.Want(instrumentKey)
-	for _, s := range cfg.Symbols {
-		if !slices.Contains(a.symbols, s) {
-			a.symbols = append(a.symbols, s)
-		}
-	}
+	a.symbols, _ = venue.AddSymbols(nil, cfg.Symbols...)
 	a.dec = NewDecoder(cfg)
 	a.dec.onResync = a.queueResync
 	a.dec.onWhole = a.bookWhole
@@ -150,16 +133,15 @@ func (a *Adapter) Stop(ctx context.Context) error { return a.life.Stop(ctx) }
 // Subscribe adds symbols on the configured channels. A symbol the venue
 // refused before is asked for again.
 func (a *Adapter) Subscribe(symbols ...string) error {
+	if err := venue.CheckSymbols(Name, "", symbols...); err != nil {
+		return err
+	}
 	a.smu.Lock()
 	a.subs.Want(a.keys(symbols)...) // a refused key is asked again
 	a.smu.Unlock()
+	a.instr.Forget(symbols...)
 	a.mu.Lock()
-	for _, s := range symbols {
-		delete(a.unknown, s)
-		if !slices.Contains(a.symbols, s) {
-			a.symbols = append(a.symbols, s)
-		}
-	}
+	a.symbols, _ = venue.AddSymbols(a.symbols, symbols...)
 	a.mu.Unlock()
 	a.poke()
 	return nil
@@ -226,28 +208,18 @@ func (a *Adapter) rateLimited() {
 func (a *Adapter) instrumentArrived(syms []string) {
 	a.mu.Lock()
 	a.instrGot = true
-	a.instr = make(map[string]bool, len(syms))
-	for _, s := range syms {
-		a.instr[s] = true
-	}
 	a.mu.Unlock()
+	if syms == nil {
+		syms = []string{} // a snapshot with no pairs is a list still
+	}
+	a.instr.SetList(syms)
 	a.poke()
 }
 
 // KnownSymbol reports whether sym is one of Kraken's pairs, from the
-// instrument snapshot; before one arrived, a symbol Kraken refused as not
-// supported is unknown and any other is accepted.
-func (a *Adapter) KnownSymbol(sym string) (known, listed bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.instr != nil {
-		return a.instr[sym], true
-	}
-	if a.unknown[sym] {
-		return false, true
-	}
-	return false, false
-}
+// instrument snapshot; a pair Kraken refused as not supported is unknown
+// until Subscribe names it again (venue.Instruments).
+func (a *Adapter) KnownSymbol(sym string) (known, listed bool) { return a.instr.KnownSymbol(sym) }
 
 // Link hooks.
 
@@ -259,7 +231,7 @@ func (a *Adapter) connected(now time.Time) bool {
 	a.mu.Unlock()
 	a.smu.Lock()
 	defer a.smu.Unlock()
-	ss := &sessionState{a: a, reqChan: map[int64]string{}, instrSent: now}
+	ss := &sessionState{a: a, instrSent: now}
 	a.ss = ss
 	a.subs.Reset()
 	a.subs.Deadline = a.cfg.ReadTimeout
@@ -281,15 +253,12 @@ func (a *Adapter) tick(now time.Time) string {
 	return reason
 }
 
+// pingFrame is a ping whose req_id is the ledger's next id, so no two
+// requests on a connection share one.
 func (a *Adapter) pingFrame() []byte {
 	a.smu.Lock()
 	defer a.smu.Unlock()
-	id := int64(0)
-	if a.ss != nil {
-		a.ss.reqID++
-		id = a.ss.reqID
-	}
-	return fmt.Appendf(nil, `{"method":"ping","req_id":%d}`, id)
+	return fmt.Appendf(nil, `{"method":"ping","req_id":%d}`, a.subs.NextID())
 }
 
 // instrumentKey is the ledger key of the instrument channel, asked first
@@ -308,12 +277,11 @@ func (a *Adapter) keys(syms []string) []string {
 	return out
 }
 
-// sessionState is what one connection has asked for beyond the ledger
-// (Adapter.subs); guarded by Adapter.smu.
+// sessionState is one connection's state beyond the ledger (Adapter.subs):
+// whether books may be asked yet, and whether a send failed; guarded by
+// Adapter.smu.
 type sessionState struct {
 	a         *Adapter
-	reqID     int64
-	reqChan   map[int64]string // req_id → Kraken channel, to name refusals
 	instrSent time.Time
 	booksOK   bool // instrument precisions arrived (or will not): books may be subscribed
 	failed    string
@@ -339,10 +307,9 @@ type reqParams struct {
 // keyChannel is the Kraken channel of a ledger key ("book|BTC/USD").
 func keyChannel(key string) string { ch, _, _ := strings.Cut(key, "|"); return ch }
 
-// request encodes a planned request: its keys are of one Kraken channel
-// (the ledger's Limits.Group).
+// request encodes a planned request, its req_id the ledger's (Track): its
+// keys are of one Kraken channel (the ledger's Limits.Group).
 func (ss *sessionState) request(r venue.SubRequest) []byte {
-	ss.reqID++
 	kch := keyChannel(r.Keys[0])
 	p := reqParams{Channel: kch}
 	if kch != "instrument" {
@@ -364,12 +331,11 @@ func (ss *sessionState) request(r venue.SubRequest) []byte {
 	if kch == "book" {
 		p.Depth = ss.a.cfg.Depth
 	}
-	ss.reqChan[ss.reqID] = kch
 	b, _ := json.Marshal(struct {
 		Method string    `json:"method"`
 		Params reqParams `json:"params"`
 		ReqID  int64     `json:"req_id"`
-	}{r.Op, p, ss.reqID})
+	}{r.Op, p, r.ID})
 	return b
 }
 
@@ -397,9 +363,12 @@ func (ss *sessionState) flush(now time.Time) string {
 		subs.LimitAsked(now)
 	}
 	for _, k := range acked {
+		// The request the ack answers names its channel when the ack
+		// does not (a refusal).
+		r, sent := subs.Sent(k.reqID)
 		ch := k.channel
-		if ch == "" {
-			ch = ss.reqChan[k.reqID]
+		if ch == "" && sent {
+			ch = keyChannel(r.Keys[0])
 		}
 		key := ch + "|" + k.symbol
 		if ch == "instrument" {
@@ -409,6 +378,9 @@ func (ss *sessionState) flush(now time.Time) string {
 			}
 		}
 		if k.method != venue.OpSubscribe {
+			if sent {
+				subs.Answer(k.reqID)
+			}
 			continue
 		}
 		switch {
@@ -424,8 +396,11 @@ func (ss *sessionState) flush(now time.Time) string {
 		default:
 			subs.Refuse(key)
 			if strings.Contains(strings.ToLower(k.err), "not supported") {
-				a.unknown[k.symbol] = true
+				a.instr.Refuse(k.symbol)
 			}
+		}
+		if sent && !slices.ContainsFunc(r.Keys, func(key string) bool { return subs.AskedIn(key) == k.reqID }) {
+			subs.Answer(k.reqID) // every key it asked is answered (one ack per symbol)
 		}
 	}
 	want := slices.Clone(a.symbols)

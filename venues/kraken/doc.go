@@ -29,8 +29,8 @@
 // limit is 32 MiB: the instrument snapshot lists every pair.
 //
 // Known symbols: the instrument snapshot's pairs are the venue's list
-// (venue.SymbolChecker); before it arrives, a pair Kraken refused as "not
-// supported" is reported unknown.
+// (venue.SymbolChecker, kept by venue.Instruments); a pair Kraken refused
+// as "not supported" is reported unknown until Subscribe names it again.
 //
 // Keepalive: Kraken sends {"channel":"heartbeat"} about once a second on a
 // subscribed link; the adapter also sends {"method":"ping","req_id":n}

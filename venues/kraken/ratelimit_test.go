@@ -12,18 +12,6 @@ import (
 	"github.com/fanoutd/fanoutd/venues/kraken/krakentest"
 )
 
-// noNotice fails if sink has a notice of one of kinds after from.
-func noNotice(t *testing.T, sink *venuetest.Sink, from int, kinds ...notice.Kind) {
-	t.Helper()
-	for _, n := range sink.Notices()[from:] {
-		for _, k := range kinds {
-			if n.Kind == k {
-				t.Errorf("unexpected %s: %s", n.Kind, n.Message)
-			}
-		}
-	}
-}
-
 // A rate-limited subscribe is asked again after a backoff: the book
 // arrives, nothing is refused, and the link stays up (Kraken's bare rate
 // limit names no request: the subscribe is not left pending until the
@@ -41,7 +29,7 @@ func TestRateLimitedSubscribeRetried(t *testing.T) {
 			sink.WaitBook(t, 2*venuetest.Wait, l2, m.Book)
 			m.Step(3)
 			sink.WaitBook(t, venuetest.Wait, l2, m.Book)
-			noNotice(t, sink, 0, notice.Refusal, notice.LinkDown)
+			sink.NoNotice(t, 0, notice.Refusal, notice.LinkDown)
 			if asked := m.Asked("subscribe", "book"); len(asked) != 3 {
 				t.Errorf("book subscribed %d times, want 3", len(asked))
 			} else if gap := asked[2].Sub(asked[1]); gap < 1500*time.Millisecond {
@@ -69,7 +57,7 @@ func TestResyncRateLimited(t *testing.T) {
 	sink.WaitEvent(t, 2*venuetest.Wait, n, "a new snapshot", func(e *venue.Event) bool { return e.Stream == l2 && e.Snapshot })
 	m.Step(3)
 	sink.WaitBook(t, venuetest.Wait, l2, m.Book)
-	noNotice(t, sink, from, notice.Refusal, notice.LinkDown)
+	sink.NoNotice(t, from, notice.Refusal, notice.LinkDown)
 	sink.Check(t)
 }
 
@@ -88,7 +76,7 @@ func TestBadSnapshotReasked(t *testing.T) {
 			sink.WaitBook(t, 2*venuetest.Wait, l2, m.Book)
 			m.Step(3)
 			sink.WaitBook(t, venuetest.Wait, l2, m.Book)
-			noNotice(t, sink, 0, notice.LinkDown)
+			sink.NoNotice(t, 0, notice.LinkDown)
 			asked := m.Asked("subscribe", "book")
 			if len(asked) != len(kinds)+1 {
 				t.Errorf("book subscribed %d times, want %d", len(asked), len(kinds)+1)

@@ -3,7 +3,6 @@ package okx
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -38,8 +37,8 @@ const (
 
 // Errors New and Start return.
 var (
-	ErrStarted    = venue.ErrStarted // wrapped by a second Start
-	ErrBadSymbol  = errors.New("okx: bad symbol")
+	ErrStarted    = venue.ErrStarted   // wrapped by a second Start
+	ErrBadSymbol  = venue.ErrBadSymbol // wrapped by Subscribe for a symbol it cannot ask for
 	ErrNotStarted = errors.New("okx: adapter not started")
 )
 
@@ -70,9 +69,9 @@ type Adapter struct {
 	dec  *Decoder // under the link's decode lock
 	life venue.Lifecycle
 
-	mu      sync.Mutex      // protects symbols and unknown
-	symbols []string        // wanted, in order of Subscribe
-	unknown map[string]bool // instIds OKX refused as not existing (60018)
+	mu      sync.Mutex        // protects symbols
+	symbols []string          // wanted, in order of Subscribe
+	instr   venue.Instruments // instIds OKX refused as not existing (60018)
 
 	// Under the link's decode lock: the current connection's requests.
 	start time.Time
@@ -89,28 +88,13 @@ func New(cfg venue.Config) (*Adapter, error) {
 	if err := cfg.Validate(Name); err != nil {
 		return nil, err
 	}
-	if cfg.WSURL == "" {
-		cfg.WSURL = DefaultWSURL
-	}
-	if cfg.PingInterval <= 0 {
-		cfg.PingInterval = DefaultPingInterval
-	}
-	if cfg.ReadTimeout <= 0 {
-		cfg.ReadTimeout = DefaultReadTimeout
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.SetDefaults(venue.Defaults{WSURL: DefaultWSURL, ReadTimeout: DefaultReadTimeout, PingInterval: DefaultPingInterval})
 	cfg.Channels = cfg.ChannelsOrAll()
-	a := &Adapter{cfg: cfg, log: cfg.Logger.With("venue", Name), unknown: map[string]bool{},
+	a := &Adapter{cfg: cfg, log: cfg.Logger.With("venue", Name),
 		subs: venue.Subs{Deadline: ackDeadline, Shared: true,
 			Limits:  venue.SubLimits{MaxKeys: symbolsPerRequest * len(cfg.Channels)},
 			Resyncs: venue.Resyncs{Max: maxResyncs, Retry: venue.Retry{Base: resyncRetry, Max: resyncRetry << 5}}}}
-	for _, s := range cfg.Symbols {
-		if !slices.Contains(a.symbols, s) {
-			a.symbols = append(a.symbols, s)
-		}
-	}
+	a.symbols, _ = venue.AddSymbols(nil, cfg.Symbols...)
 	a.subs.Want(a.keys(a.symbols)...)
 	a.dec = NewDecoder(cfg)
 	a.dec.hooks = hooks{resync: a.resync, ack: a.ack, refused: a.refused, forced: a.forced, data: a.data,
@@ -128,13 +112,6 @@ func New(cfg venue.Config) (*Adapter, error) {
 		return nil, err
 	}
 	return a, nil
-}
-
-func checkSymbol(s string) error {
-	if !venue.ValidSymbol(s) {
-		return fmt.Errorf("%w %q", ErrBadSymbol, s)
-	}
-	return nil
 }
 
 // Venue returns "okx".
@@ -156,23 +133,16 @@ func (a *Adapter) Stop(ctx context.Context) error { return a.life.Stop(ctx) }
 // Subscribe adds symbols on the configured channels. A symbol OKX refuses
 // comes back as a Refusal notice and is dropped from the wanted set.
 func (a *Adapter) Subscribe(symbols ...string) error {
-	for _, s := range symbols {
-		if err := checkSymbol(s); err != nil {
-			return err
-		}
+	if err := venue.CheckSymbols(Name, "", symbols...); err != nil {
+		return err
 	}
 	// Under the decode lock, so a connection opening meanwhile subscribes
 	// each symbol once: here or in connected.
 	a.link.Do(func() {
+		a.instr.Forget(symbols...)
 		a.mu.Lock()
 		var add []string
-		for _, s := range symbols {
-			delete(a.unknown, s)
-			if !slices.Contains(a.symbols, s) {
-				a.symbols = append(a.symbols, s)
-				add = append(add, s)
-			}
-		}
+		a.symbols, add = venue.AddSymbols(a.symbols, symbols...)
 		a.mu.Unlock()
 		a.subs.Want(a.keys(add)...)
 		if a.link.Connected() {
@@ -241,15 +211,9 @@ func (a *Adapter) keys(syms []string) []string {
 func bookKey(instID string) string { return okxChannel(venue.Level2) + "\x00" + instID }
 
 // KnownSymbol reports a symbol OKX refused as not existing (60018) as
-// unknown; OKX's instrument list is not fetched, so any other is accepted.
-func (a *Adapter) KnownSymbol(sym string) (known, listed bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.unknown[sym] {
-		return false, true
-	}
-	return false, false
-}
+// unknown until Subscribe names it again; OKX's instrument list is not
+// fetched, so any other is accepted.
+func (a *Adapter) KnownSymbol(sym string) (known, listed bool) { return a.instr.KnownSymbol(sym) }
 
 // Link hooks.
 
@@ -327,7 +291,7 @@ func (a *Adapter) refused(channel, instID string) {
 	}
 	a.mu.Lock()
 	a.symbols = slices.DeleteFunc(a.symbols, func(s string) bool { return s == instID })
-	a.unknown[instID] = true
+	a.instr.Refuse(instID)
 	a.mu.Unlock()
 	now := time.Now()
 	a.subs.Forget(a.keys([]string{instID})...)

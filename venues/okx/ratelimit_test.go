@@ -12,17 +12,6 @@ import (
 	"github.com/fanoutd/fanoutd/venues/okx/okxtest"
 )
 
-func noNotice(t *testing.T, sink *venuetest.Sink, from int, kinds ...notice.Kind) {
-	t.Helper()
-	for _, n := range sink.Notices()[from:] {
-		for _, k := range kinds {
-			if n.Kind == k {
-				t.Errorf("unexpected %s: %s", n.Kind, n.Message)
-			}
-		}
-	}
-}
-
 // The startup subscribe answered with 60014 is asked again after a backoff
 // on the same link: the book arrives well before the 10 s ack deadline,
 // nothing is refused, the link does not drop.
@@ -36,7 +25,7 @@ func TestStartupRateLimited(t *testing.T) {
 	sink.WaitBook(t, 6*time.Second, l2(m), m.Book)
 	m.Step(5)
 	sink.WaitBook(t, venuetest.Wait, l2(m), m.Book)
-	noNotice(t, sink, 0, notice.Refusal, notice.LinkDown)
+	sink.NoNotice(t, 0, notice.Refusal, notice.LinkDown)
 	if n := len(m.Asked("subscribe")); n != 3 {
 		t.Errorf("%d subscribes, want 3 (two rate-limited): %v", n, m.Asked("subscribe"))
 	}
@@ -58,7 +47,7 @@ func TestResyncSubscribeRateLimited(t *testing.T) {
 	sink.WaitEvent(t, venuetest.Wait, n, "a new snapshot", func(e *venue.Event) bool { return e.Stream == l2(m) && e.Snapshot })
 	m.Step(3)
 	sink.WaitBook(t, venuetest.Wait, l2(m), m.Book)
-	noNotice(t, sink, from, notice.Refusal, notice.LinkDown)
+	sink.NoNotice(t, from, notice.Refusal, notice.LinkDown)
 	sink.Check(t)
 }
 

@@ -39,7 +39,7 @@ type Mock struct {
 	// (the venue sends one a second; tests want silence found fast).
 	HeartbeatInterval time.Duration
 	// Products are more products the mock serves (with empty books),
-	// besides Symbol and Other.
+	// besides Symbol and Other; set before Start, then AddProducts.
 	Products []string
 	// MaxL2 is how many products one connection may have on level2; past
 	// it a level2 subscribe is answered, as Coinbase does, with
@@ -99,6 +99,20 @@ func (m *Mock) Serve(n int) []string {
 		syms = append(syms, p)
 	}
 	return syms
+}
+
+// AddProducts makes the running mock serve ids too.
+func (m *Mock) AddProducts(ids ...string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.Products = append(m.Products, ids...)
+}
+
+// serves reports whether the mock serves product id.
+func (m *Mock) serves(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return id == Symbol || id == Other || slices.Contains(m.Products, id)
 }
 
 // RefusedSymbol returns a product the mock does not know.
@@ -392,7 +406,7 @@ func (m *Mock) Message(vc *venuetest.Conn, msg []byte) {
 		}
 	}
 	for _, id := range req.ProductIDs {
-		if req.Type == "subscribe" && id != Symbol && id != Other && !slices.Contains(m.Products, id) {
+		if req.Type == "subscribe" && !m.serves(id) {
 			vc.Send(fmt.Appendf(nil, `{"type":"error","message":"Failed to subscribe","reason":"%s is not a valid product"}`, id))
 			continue
 		}
