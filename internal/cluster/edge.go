@@ -574,19 +574,16 @@ func (es *edgeStream) forward(h heldMsg) {
 // that took the venue over continues the seqs it saw, which may be behind
 // what the old leader published meanwhile (across a partition, or while
 // the standby's view lagged), so the same seq can carry two publishers'
-// updates. That is an event of another instance than the last forwarded
-// (except its failover snapshot at the next seq, which replaces the book),
-// or a snapshot of the same instance at or below the last seq forwarded
-// (its second takeover, the other's events never seen here). es.mu must
-// be held.
+// updates. That is an event of another instance than the last forwarded,
+// except its failover snapshot at the next seq, which replaces the book.
+// (The same instance's snapshot at or below the last seq is no sign: a
+// book answer overtakes the events still in the inbox.) es.mu must be
+// held.
 func (es *edgeStream) renumbered(h heldMsg) bool {
-	if h.epoch != es.epoch || h.leader == "" || es.from == "" {
+	if h.epoch != es.epoch || h.leader == "" || es.from == "" || h.leader == es.from {
 		return false
 	}
-	if h.leader != es.from {
-		return h.seq != es.last+1 || !isSnapshot(h.data)
-	}
-	return h.seq <= es.last && isSnapshot(h.data)
+	return h.seq != es.last+1 || !isSnapshot(h.data)
 }
 
 // isSnapshot reports whether data, a level2 event's wire form, is a
