@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fanoutd/fanoutd/internal/cluster/natstest"
+	"github.com/fanoutd/fanoutd/internal/testutil"
 )
 
 // TestLeaseRenewalWrittenUnseen: a renewal whose answer was lost (the
@@ -158,4 +161,40 @@ func TestLeaseSurvivesStoreOutage(t *testing.T) {
 	if lp.lead.Load() {
 		t.Fatal("still leading after another node's revision")
 	}
+}
+
+// TestLeaseLostOnReplicatedBucket: on a three-server cluster with the
+// lease bucket replicated (R3, whose refused compare-and-set is code
+// 10164, not 10071), a leader whose renewal is refused because another
+// process took the lease stops publishing and stands by.
+func TestLeaseLostOnReplicatedBucket(t *testing.T) {
+	servers := natstest.Cluster(t, 3, "")
+	nc, js := jsReady(t, natstest.URLs(servers))
+	ctx := context.Background()
+	in := NewIngest(Subjects{Prefix: "t"}, "in-1", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	in.nc = nc
+	in.Tap("coinbase")
+	p := in.pubs["coinbase"]
+	var kv jetstream.KeyValue
+	testutil.WaitFor(t, 30*time.Second, "an R3 lease bucket", func() bool {
+		var err error
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: in.leaseBucket(), Replicas: 3})
+		return err == nil
+	})
+	mine, _ := json.Marshal(Lease{Node: in.node, Instance: in.instance})
+	rev, err := kv.Create(ctx, "coinbase", mine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.lead.Store(true)
+	st := &leaseState{rev: rev, lastRenew: time.Now().Add(-LeaseRenew)}
+	theirs, _ := json.Marshal(Lease{Node: "in-2", Instance: "in-2~abc"})
+	if _, err := kv.Put(ctx, "coinbase", theirs); err != nil {
+		t.Fatal(err)
+	}
+	in.leaseStep(kv, "coinbase", p, st)
+	if p.lead.Load() {
+		t.Fatal("still leading after another process's revision refused the renewal")
+	}
+	p.unfollow()
 }
