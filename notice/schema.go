@@ -75,7 +75,7 @@ var schemas = map[Kind]Schema{
 		{"connection", Int, false, "which of the venue's connections, from 0 (a venue spread over connections)"},
 	}},
 	BookResync: {Doc: "a book was found wrong (gap, checksum) and is being rebuilt; a `snapshot:true` event follows", Evidence: true, Fields: []Field{
-		{"reason", String, true, "`gap`, `checksum`, `bad_frame`, … what was found wrong; on an edge node `bus_gap` or `epoch_change` (evidence `first`, `last`: the seq range lost, `epoch`: the ingest's new epoch); `failover` when a standby ingest took the venue over (evidence `node`: the new leader, `previous`: the old, `seq`: the seq of the snapshot:true that follows)"},
+		{"reason", String, true, "`gap`, `checksum`, `bad_frame`, … what was found wrong; on an edge node `bus_gap` or `epoch_change` (evidence `first`, `last`: the seq range lost, `epoch`: the ingest's new epoch); `failover` when a standby ingest took the venue over (evidence `node`: the new leader, `previous`: the old, `seq`: the seq of the snapshot:true that follows; sent by an edge when the new leader's seqs do not continue the ones it forwarded, evidence `first`: the seq after its last, `node`, `previous`, the snapshot:true following past `first`)"},
 		{"claim", Object, false, "claim check of the newest stored snapshot (added by the daemon)"},
 	}},
 	Dropping: {Doc: "this subscriber's queue is full: newest events are dropped", Fields: []Field{

@@ -1,11 +1,13 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -459,12 +461,15 @@ type edgeStream struct {
 	gen        int  // the resync in progress (a fetch of another gen gives up)
 	held       []heldMsg
 	hbSeq      uint64 // the last seq the previous heartbeat named (same epoch), 0 if none
+	from       string // the instance (HeaderLeader) that published the last event forwarded, "" if not known
+	after      uint64 // level2: the resync's book must be past this seq (0: any), see renumbered
 }
 
 type heldMsg struct {
-	epoch string
-	seq   uint64
-	data  []byte
+	epoch  string
+	seq    uint64
+	data   []byte
+	leader string // its HeaderLeader: the instance that published it
 }
 
 // onMsg takes a message of the stream's subject. One that is not an event
@@ -486,7 +491,7 @@ func (es *edgeStream) onMsg(m *nats.Msg) {
 	es.mu.Lock()
 	defer es.mu.Unlock()
 	if !es.closed && m.Sub == es.sub { // not one of a previous subscription's, still in the inbox
-		es.handle(heldMsg{m.Header.Get(HeaderEpoch), seq, m.Data})
+		es.handle(heldMsg{m.Header.Get(HeaderEpoch), seq, m.Data, m.Header.Get(HeaderLeader)})
 	}
 }
 
@@ -512,6 +517,11 @@ func (es *edgeStream) handle(h heldMsg) {
 		}
 		es.started, es.epoch = true, h.epoch
 		es.forward(h)
+		return
+	}
+	if es.level2 && es.renumbered(h) {
+		es.renumber(h)
+		es.held = append(es.held, h)
 		return
 	}
 	if h.epoch != es.epoch {
@@ -554,6 +564,45 @@ func (es *edgeStream) forward(h heldMsg) {
 	}
 	es.v.feed.Forward(es.id, h.seq, h.data, ev)
 	es.last = h.seq
+	if h.leader != "" {
+		es.from = h.leader
+	}
+}
+
+// renumbered reports whether h, of a level2 stream, is numbered by another
+// publisher than the events forwarded so far, in the same epoch: a standby
+// that took the venue over continues the seqs it saw, which may be behind
+// what the old leader published meanwhile (across a partition, or while
+// the standby's view lagged), so the same seq can carry two publishers'
+// updates. That is an event of another instance than the last forwarded,
+// except its failover snapshot at the next seq, which replaces the book.
+// (The same instance's snapshot at or below the last seq is no sign: a
+// book answer overtakes the events still in the inbox.) es.mu must be
+// held.
+func (es *edgeStream) renumbered(h heldMsg) bool {
+	if h.epoch != es.epoch || h.leader == "" || es.from == "" || h.leader == es.from {
+		return false
+	}
+	return h.seq != es.last+1 || !isSnapshot(h.data)
+}
+
+// isSnapshot reports whether data, a level2 event's wire form, is a
+// snapshot:true book.
+func isSnapshot(data []byte) bool { return bytes.Contains(data, []byte(`,"snapshot":true`)) }
+
+// renumber invalidates the book and fetches the new publisher's, which is
+// forwarded only once its seq is past the last forwarded (seq never goes
+// back): no update of one publisher is applied to the other's book. es.mu
+// must be held.
+func (es *edgeStream) renumber(h heldMsg) {
+	node, _, _ := strings.Cut(h.leader, "~")
+	prev, _, _ := strings.Cut(es.from, "~")
+	es.v.feed.Notice(notice.Must(notice.BookResync, es.id.Venue(), string(es.id), time.Now(),
+		"the ingest publishing the stream changed and its seq does not continue this edge's: the book is rebuilt from the new publisher's",
+		map[string]any{"reason": "failover", "first": es.last + 1, "node": node, "previous": prev}))
+	es.v.feed.Invalidate(es.id)
+	es.after = es.last
+	es.resync()
 }
 
 // gap announces a loss, from first to last (0: unknown), and for a level2
@@ -611,13 +660,14 @@ func (es *edgeStream) fetch(gen int) {
 			}
 			if why == "" {
 				es.mu.Lock()
-				if !es.closed && es.gen == gen {
-					es.book(heldMsg{r.Header.Get(HeaderEpoch), seq, r.Data})
-				}
+				done := es.closed || es.gen != gen || es.book(heldMsg{r.Header.Get(HeaderEpoch), seq, r.Data, r.Header.Get(HeaderLeader)})
 				es.mu.Unlock()
-				return
+				if done {
+					return
+				}
+			} else {
+				es.e.rejects.reject(es.id.Venue(), why, "subject", subj, "seq", seq) // asked again, as if unanswered
 			}
-			es.e.rejects.reject(es.id.Venue(), why, "subject", subj, "seq", seq) // asked again, as if unanswered
 		}
 		select {
 		case <-es.e.stop:
@@ -629,8 +679,13 @@ func (es *edgeStream) fetch(gen int) {
 }
 
 // book forwards the book h (a snapshot:true event) and then what was held
-// past its seq. es.mu must be held.
-func (es *edgeStream) book(h heldMsg) {
+// past its seq, from its publisher, and reports true; a book not past
+// es.after (renumber) is not forwarded: false, it is asked again. es.mu
+// must be held.
+func (es *edgeStream) book(h heldMsg) bool {
+	if es.after > 0 && h.epoch == es.epoch && h.seq <= es.after {
+		return false
+	}
 	if es.verify && es.started {
 		switch {
 		case h.epoch != es.epoch:
@@ -641,7 +696,7 @@ func (es *edgeStream) book(h heldMsg) {
 		// gap restarted the resync only if the book was wrong; this book
 		// is the answer either way.
 	}
-	es.verify, es.resyncing = false, false
+	es.verify, es.resyncing, es.after = false, false, 0
 	es.gen++ // any fetch still running gives up
 	es.epoch, es.started = h.epoch, true
 	es.forward(h)
@@ -649,11 +704,12 @@ func (es *edgeStream) book(h heldMsg) {
 	es.held = nil
 	es.hbSeq = 0
 	for _, m := range held {
-		if m.epoch != es.epoch {
-			continue // older than the book's epoch
+		if m.epoch != es.epoch || m.seq <= es.last || m.leader != "" && h.leader != "" && m.leader != h.leader {
+			continue // in the book, older than its epoch, or another publisher's numbering
 		}
 		es.handle(m)
 	}
+	return true
 }
 
 // heldFrom reports whether the events held during the resync carry every

@@ -258,10 +258,16 @@ func (in *Ingest) wroteLast(ctx context.Context, kv jetstream.KeyValue, name str
 	return true
 }
 
+// isWrongRevision reports whether err is a compare-and-set refused because
+// the key has another revision: code 10071 from a one-replica stream,
+// 10164 from a replicated one.
 func isWrongRevision(err error) bool {
 	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		errors.Is(err, jetstream.ErrKeyExists)
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		return true
+	}
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
 }
 
 // takeover makes this node the venue's publisher: its feed continues the

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -158,4 +159,55 @@ func TestLeaseSurvivesStoreOutage(t *testing.T) {
 	if lp.lead.Load() {
 		t.Fatal("still leading after another node's revision")
 	}
+}
+
+// replicatedKV refuses a compare-and-set whose revision is not the key's
+// as a replicated (R>1) stream can under load: code 10164, not 10071 (seen
+// from nats-server 2.15.2 in TestClusterFaultsProcesses).
+type replicatedKV struct{ jetstream.KeyValue }
+
+func (r replicatedKV) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	e, err := r.Get(ctx, key)
+	if err == nil && e.Revision() != rev {
+		return 0, fmt.Errorf("%w: %w", &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequenceConstant,
+			Description: "wrong last sequence"}, jetstream.ErrKeyRevisionMismatch)
+	}
+	return r.KeyValue.Update(ctx, key, value, rev)
+}
+
+// TestLeaseLostOnReplicatedBucket: a leader whose renewal a replicated
+// bucket refuses (code 10164) because another process took the lease
+// stops publishing and stands by, as with a one-replica bucket.
+func TestLeaseLostOnReplicatedBucket(t *testing.T) {
+	nc := testNATS(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	in := NewIngest(Subjects{Prefix: "t"}, "in-1", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	in.nc = nc
+	in.Tap("coinbase")
+	p := in.pubs["coinbase"]
+	bucket, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: in.leaseBucket()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := replicatedKV{bucket}
+	mine, _ := json.Marshal(Lease{Node: in.node, Instance: in.instance})
+	rev, err := kv.Create(ctx, "coinbase", mine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.lead.Store(true)
+	st := &leaseState{rev: rev, lastRenew: time.Now().Add(-LeaseRenew)}
+	theirs, _ := json.Marshal(Lease{Node: "in-2", Instance: "in-2~abc"})
+	if _, err := kv.Put(ctx, "coinbase", theirs); err != nil {
+		t.Fatal(err)
+	}
+	in.leaseStep(kv, "coinbase", p, st)
+	if p.lead.Load() {
+		t.Fatal("still leading after a refused renewal (10164): another process holds the lease")
+	}
+	p.unfollow()
 }

@@ -201,7 +201,7 @@ func (es *edgeStream) endRecovery(first, last uint64, data [][]byte, ok bool) {
 	es.held = nil
 	if ok {
 		for i, d := range data {
-			es.forward(heldMsg{es.epoch, first + uint64(i), d})
+			es.forward(heldMsg{es.epoch, first + uint64(i), d, es.from})
 		}
 		es.e.busRecovered.add(es.id.Venue(), 1)
 	} else {
