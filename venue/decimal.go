@@ -86,6 +86,10 @@ func appendCoef(dst []byte, c int64, exp int) []byte {
 		u /= 10000
 		frac -= 4
 	}
+	if frac >= 2 && u%100 == 0 {
+		u /= 100
+		frac -= 2
+	}
 	for frac > 0 && u%10 == 0 {
 		u /= 10
 		frac--

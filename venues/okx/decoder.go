@@ -432,7 +432,11 @@ func parseLevels(s *scan.Scanner, dst []rawLevel) []rawLevel {
 		s.Expect(',')
 		sd := s.Decimal()
 		for s.Eat(',') { // the deprecated "0" and the order count
-			s.Skip()
+			if s.Peek() == '"' {
+				s.Str() // what Skip does with a string, without its container walk
+			} else {
+				s.Skip()
+			}
 		}
 		if !s.Expect(']') {
 			return dst
