@@ -25,12 +25,12 @@ const noPatch = 1 << 30
 // (on either side) that may have changed since: sum rebuilds and rehashes
 // only from there. The zero checksum has everything to build.
 type checksum struct {
-	cstr   []byte
-	coff   [checksumDepth]int32
-	cst    []uint32 // cst[j] is the CRC of cstr[:j*csBlock]
-	sum    uint32
-	dirty  int // first rank changed since the last sum
-	from   int // first byte of cstr patched since (noPatch when none)
+	cstr  []byte
+	coff  [checksumDepth]int32
+	cst   []uint32 // cst[j] is the CRC of cstr[:j*csBlock]
+	sum   uint32
+	dirty int // first rank changed since the last sum
+	from  int // first byte of cstr patched since (noPatch when none)
 }
 
 // reset makes everything dirty, as after a new snapshot.

@@ -77,8 +77,8 @@ type inst struct {
 	book               venue.Book
 	scale              int32    // most price decimals since the snapshot (see scaleFor)
 	sum                checksum // the book's, while OKX sends checksums
-	valid              bool // book holds a snapshot and every update since
-	resyncing          bool // a resync was asked for and no snapshot came yet
+	valid              bool     // book holds a snapshot and every update since
+	resyncing          bool     // a resync was asked for and no snapshot came yet
 	resyncAt           time.Time
 	haveSeq            bool  // lastSeq holds the seqId of the last frame applied
 	lastSeq            int64 // seqId of the last frame applied
