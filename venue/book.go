@@ -209,22 +209,38 @@ func (b *Book) search(s BookSide, levels []level, price decimal.Decimal, k price
 	return lo, false
 }
 
-// searchKey is search by key alone, for a book that is not slow.
+// searchKey is search by key alone, for a book that is not slow: a lower
+// bound with one branch-free 128-bit compare per probe, the equality
+// tested once at the end.
 func searchKey(s BookSide, levels []level, k priceKey) (int, bool) {
 	lo, hi := 0, len(levels)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		c := levels[m].key.cmp(k)
-		if c == 0 {
-			return m, true
+	if s == Bid { // ascending: the first level not below k
+		for lo < hi {
+			m := int(uint(lo+hi) >> 1)
+			if levels[m].key.less(k) {
+				lo = m + 1
+			} else {
+				hi = m
+			}
 		}
-		if (s == Bid) == (c < 0) { // levels[m] is worse than price
-			lo = m + 1
-		} else {
-			hi = m
+	} else { // descending: the first level not above k
+		for lo < hi {
+			m := int(uint(lo+hi) >> 1)
+			if k.less(levels[m].key) {
+				lo = m + 1
+			} else {
+				hi = m
+			}
 		}
 	}
-	return lo, false
+	return lo, lo < len(levels) && levels[lo].key == k
+}
+
+// less reports whether k is below o, by a 128-bit subtraction's borrow.
+func (k priceKey) less(o priceKey) bool {
+	_, borrow := bits.Sub64(k.lo, o.lo, 0)
+	_, borrow = bits.Sub64(k.hi, o.hi, borrow)
+	return borrow != 0
 }
 
 // newSlot returns a cleared slot's index.
