@@ -30,9 +30,10 @@ const (
 // holds no pointer, so inserting and removing is a plain memmove with no GC
 // write barriers, and the binary search compares two machine words instead
 // of two big.Ints. A slot holds the price and size in fixed point (SetFixed,
-// ReplaceFixed) or as decimals (Set, Replace), a cache of the decimals of a
-// fixed level (built on the first read that hands one out), and, in a book
-// that keeps text (KeepText), the text the venue wrote for them. A price
+// ReplaceFixed), or the index of their decimals (Set, Replace, or the cache
+// of a fixed level's, built on the first read that hands one out) in a
+// table apart, so that slots hold no pointer either; and, in a book that
+// keeps text (KeepText), where the text the venue wrote for them is. A price
 // that has no key (negative, more than 18 significant digits, finer than
 // 1e-18) switches the book to decimal.Decimal.Cmp until Reset; no venue's
 // spot prices do that.
@@ -45,7 +46,8 @@ type Book struct {
 
 	slots []slot  // the values of the levels, by level.slot
 	free  []int32 // unused slots
-	decs  int     // slots that may hold a decimal (cleared on Reset)
+	decs  []Level // the decimals of the slots that have them, by slot.dec-1
+	dfree []int32 // unused entries of decs
 
 	// The text of the levels, while KeepText is on: one arena per book
 	// rather than a string per level (an allocation per update), appended
@@ -61,13 +63,15 @@ type level struct {
 	slot int32
 }
 
-// slot holds one level's values. A level set with decimals (Set, Replace)
-// holds them in Level; one set in fixed point holds px and sz, and Level is
-// a cache of their decimals (have says which are built). txt, pl and sl
-// place the price and size text in the book's arena (pl 0: none kept).
+// slot holds one level's values, and no pointer (the GC does not scan a
+// book's slots). A level set with decimals (Set, Replace) holds them in
+// the book's decs at dec-1; one set in fixed point holds px and sz, and an
+// entry of decs, once a read hands its decimals out, is their cache (have
+// says which are built). txt, pl and sl place the price and size text in
+// the book's arena (pl 0: none kept).
 type slot struct {
 	px, sz Fixed
-	Level
+	dec    int32 // 1 + index in Book.decs; 0: none
 	fixed  bool
 	have   uint8 // fixed levels: haveP | haveS
 	txt    uint32
@@ -79,27 +83,47 @@ const (
 	haveS
 )
 
-// dec returns p's decimals, building and caching those not built yet.
-func (p *slot) dec() Level {
-	if p.fixed && p.have != haveP|haveS {
+// newDec stores l in decs and returns its slot.dec.
+func (b *Book) newDec(l Level) int32 {
+	if n := len(b.dfree); n > 0 {
+		i := b.dfree[n-1]
+		b.dfree = b.dfree[:n-1]
+		b.decs[i] = l
+		return i + 1
+	}
+	b.decs = append(b.decs, l)
+	return int32(len(b.decs))
+}
+
+// decOf returns p's decimals, building and caching those not built yet.
+func (b *Book) decOf(p *slot) Level {
+	if !p.fixed {
+		return b.decs[p.dec-1]
+	}
+	if p.have != haveP|haveS {
+		if p.dec == 0 {
+			p.dec = b.newDec(Level{})
+		}
+		d := &b.decs[p.dec-1]
 		if p.have&haveP == 0 {
-			p.Price = p.px.Decimal()
+			d.Price = p.px.Decimal()
 		}
 		if p.have&haveS == 0 {
-			p.Size = p.sz.Decimal()
+			d.Size = p.sz.Decimal()
 		}
 		p.have = haveP | haveS
 	}
-	return p.Level
+	return b.decs[p.dec-1]
 }
 
-// fix returns p in fixed point, and false if it has none.
-func (p *slot) fix() (FixedLevel, bool) {
+// fixOf returns p in fixed point, and false if it has none.
+func (b *Book) fixOf(p *slot) (FixedLevel, bool) {
 	if p.fixed {
 		return FixedLevel{p.px, p.sz}, true
 	}
-	px, ok1 := FixedOf(p.Price)
-	sz, ok2 := FixedOf(p.Size)
+	l := b.decs[p.dec-1]
+	px, ok1 := FixedOf(l.Price)
+	sz, ok2 := FixedOf(l.Size)
 	return FixedLevel{px, sz}, ok1 && ok2
 }
 
@@ -260,11 +284,11 @@ func (b *Book) freeSlot(l level) {
 	if p.pl != 0 {
 		b.dropText(p)
 	}
-	if !p.fixed || p.have != 0 {
-		*p = slot{} // let the decimals go
-	} else {
-		p.pl = 0
+	if p.dec != 0 {
+		b.decs[p.dec-1] = Level{} // let the decimals go
+		b.dfree = append(b.dfree, p.dec-1)
 	}
+	*p = slot{}
 	b.free = append(b.free, l.slot)
 }
 
@@ -293,14 +317,17 @@ func (b *Book) Set(s BookSide, price, size decimal.Decimal) bool {
 			b.dropText(l)
 			l.pl = 0
 		}
-		l.Price = l.dec().Price
-		l.Size, l.fixed = size, false
-		b.decs++
+		price := b.decOf(l).Price
+		if l.dec == 0 {
+			l.dec = b.newDec(Level{})
+		}
+		b.decs[l.dec-1] = Level{Price: price, Size: size}
+		l.fixed = false
 		return true
 	}
 	n := b.newSlot()
-	*b.at(level{slot: n}) = slot{Level: Level{Price: price, Size: size}}
-	b.decs++
+	d := b.newDec(Level{Price: price, Size: size})
+	*b.at(level{slot: n}) = slot{dec: d}
 	*p = slices.Insert(*p, i, level{key: k, slot: n})
 	return true
 }
@@ -432,7 +459,7 @@ func (b *Book) Get(s BookSide, price decimal.Decimal) (decimal.Decimal, bool) {
 	if !found {
 		return decimal.Decimal{}, false
 	}
-	return b.at((*p)[i]).dec().Size, true
+	return b.decAt((*p)[i]).Size, true
 }
 
 // Reset empties the book, keeping its memory and its KeepText setting.
@@ -440,10 +467,8 @@ func (b *Book) Reset() {
 	b.bids = b.bids[:0]
 	b.asks = b.asks[:0]
 	b.slow = false
-	if b.decs > 0 {
-		clear(b.slots) // let the decimals go
-		b.decs = 0
-	}
+	clear(b.decs) // let the decimals go
+	b.decs, b.dfree = b.decs[:0], b.dfree[:0]
 	b.slots, b.free = b.slots[:0], b.free[:0]
 	b.text, b.dead = b.text[:0], 0
 }
@@ -473,8 +498,8 @@ func (b *Book) fill(s BookSide, src []Level) {
 	for i := len(src) - 1; i >= 0; i-- {
 		if !src[i].Size.IsZero() {
 			n := b.newSlot()
-			*b.at(level{slot: n}) = slot{Level: src[i]}
-			b.decs++
+			d := b.newDec(src[i])
+			*b.at(level{slot: n}) = slot{dec: d}
 			*p = append(*p, level{key: b.key(src[i].Price), slot: n})
 		}
 	}
@@ -521,8 +546,8 @@ func (b *Book) fillFixed(s BookSide, src []FixedLevel, txt []LevelText) {
 		sl := b.at(level{slot: n})
 		if !ok {
 			b.slow = true
-			*sl = slot{Level: l.Level()}
-			b.decs++
+			d := b.newDec(l.Level())
+			*b.at(level{slot: n}) = slot{dec: d}
 		} else {
 			sl.px, sl.sz, sl.fixed = l.Price, l.Size, true
 			b.addText(sl, text(i))
@@ -574,14 +599,8 @@ func (b *Book) Best(s BookSide) (Level, bool) {
 	return b.decAt(p[len(p)-1]), true
 }
 
-// decAt returns l's decimals, caching them in its slot.
-func (b *Book) decAt(l level) Level {
-	p := b.at(l)
-	if p.fixed && p.have != haveP|haveS {
-		b.decs++
-	}
-	return p.dec()
-}
+// decAt returns l's decimals, caching them.
+func (b *Book) decAt(l level) Level { return b.decOf(b.at(l)) }
 
 // BestFixed returns the best level of side s in fixed point, and false if
 // the side is empty or the level has no fixed point form.
@@ -590,7 +609,7 @@ func (b *Book) BestFixed(s BookSide) (FixedLevel, bool) {
 	if len(p) == 0 {
 		return FixedLevel{}, false
 	}
-	return b.at(p[len(p)-1]).fix()
+	return b.fixOf(b.at(p[len(p)-1]))
 }
 
 // Crossed reports whether the best bid is at or above the best ask, which a
@@ -630,7 +649,7 @@ func (b *Book) Level(s BookSide, i int) Level {
 // point form.
 func (b *Book) LevelFixed(s BookSide, i int) (FixedLevel, bool) {
 	p := *b.side(s)
-	return b.at(p[len(p)-1-i]).fix()
+	return b.fixOf(b.at(p[len(p)-1-i]))
 }
 
 // Truncate removes every level of side s beyond the best depth and appends
@@ -670,7 +689,7 @@ func (b *Book) TruncateFixed(dst []FixedLevel, s BookSide, depth int) ([]FixedLe
 	}
 	n := len(dst)
 	for i := extra - 1; i >= 0; i-- {
-		l, ok := b.at((*p)[i]).fix()
+		l, ok := b.fixOf(b.at((*p)[i]))
 		if !ok {
 			return dst[:n], false
 		}
@@ -717,7 +736,7 @@ func (b *Book) SnapshotFixed(stream Stream) *Event {
 func (b *Book) topFixed(dst []FixedLevel, s BookSide) ([]FixedLevel, bool) {
 	p := *b.side(s)
 	for i := len(p) - 1; i >= 0; i-- {
-		l, ok := b.at(p[i]).fix()
+		l, ok := b.fixOf(b.at(p[i]))
 		if !ok {
 			return dst, false
 		}
