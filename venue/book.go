@@ -17,36 +17,65 @@ const (
 )
 
 // Book is a level2 order book: for each side, the price levels with a
-// non-zero size. The zero Book is an empty book ready to use.
+// non-zero size. The zero Book is an empty book ready to use. Every
+// adapter keeps its books in this type.
 //
 // Each side is a slice kept sorted worst price first and best price last,
 // so the changes that dominate a live feed (levels near the top) insert and
 // remove at the end of the slice and move little memory; a price is found
 // by binary search.
 //
-// Each level also carries its price as a 128-bit fixed-point integer at
-// 10^-18, so the binary search compares two machine words instead of two
-// big.Ints. A price that does not fit (negative, more than 18
-// significant digits, finer than 1e-18) switches the book to
-// decimal.Decimal.Cmp until Reset; no venue's spot prices do that.
+// A level in that slice is its price as a 128-bit fixed-point integer at
+// 10^-18 and the index of a slot holding its values, and nothing else: it
+// holds no pointer, so inserting and removing is a plain memmove with no GC
+// write barriers, and the binary search compares two machine words instead
+// of two big.Ints. A slot holds the price and size in fixed point (SetFixed,
+// ReplaceFixed), or the index of their decimals (Set, Replace, or the cache
+// of a fixed level's, built on the first read that hands one out) in a
+// table apart, so that slots hold no pointer either; and, in a book that
+// keeps text (KeepText), where the text the venue wrote for them is. A price
+// that has no key (negative, more than 18 significant digits, finer than
+// 1e-18) switches the book to decimal.Decimal.Cmp until Reset; no venue's
+// spot prices do that.
 //
 // A Book is not safe for concurrent use.
 type Book struct {
 	bids []level // ascending: best (highest) last
 	asks []level // descending: best (lowest) last
 	slow bool    // some price has no key: compare decimals
+
+	slots []slot  // the values of the levels, by level.slot
+	free  []int32 // unused slots
+	decs  []Level // the decimals of the slots that have them, by slot.dec-1
+	dfree []int32 // unused entries of decs
+
+	// The text of the levels, while KeepText is on: one arena per book
+	// rather than a string per level (an allocation per update), appended
+	// to and compacted into spare when most of it is dead.
+	keepText    bool
+	text, spare []byte
+	dead        int // bytes of text no level refers to
 }
 
-// level is one level of a side. A level set with decimals (Set, Replace)
-// holds them in Level; one set in fixed point (SetFixed, ReplaceFixed)
-// holds px and sz, and Level is a cache of their decimals, built on the
-// first read that hands a decimal out (have says which are built).
+// level is one level of a side.
 type level struct {
-	key    priceKey
+	key  priceKey
+	slot int32
+}
+
+// slot holds one level's values, and no pointer (the GC does not scan a
+// book's slots). A level set with decimals (Set, Replace) holds them in
+// the book's decs at dec-1; one set in fixed point holds px and sz, and an
+// entry of decs, once a read hands its decimals out, is their cache (have
+// says which are built). txt, pl and sl place the price and size text in
+// the book's arena (pl 0: none kept).
+type slot struct {
 	px, sz Fixed
-	Level
-	fixed bool
-	have  uint8 // fixed levels: haveP | haveS
+	dec    int32 // 1 + index in Book.decs; 0: none
+	fixed  bool
+	have   uint8 // fixed levels: haveP | haveS
+	txt    uint32
+	pl, sl uint32
 }
 
 const (
@@ -54,28 +83,73 @@ const (
 	haveS
 )
 
-// dec returns p's decimals, building and caching those not built yet.
-func (p *level) dec() Level {
-	if p.fixed && p.have != haveP|haveS {
+// newDec stores l in decs and returns its slot.dec.
+func (b *Book) newDec(l Level) int32 {
+	if n := len(b.dfree); n > 0 {
+		i := b.dfree[n-1]
+		b.dfree = b.dfree[:n-1]
+		b.decs[i] = l
+		return i + 1
+	}
+	b.decs = append(b.decs, l)
+	return int32(len(b.decs))
+}
+
+// decOf returns p's decimals, building and caching those not built yet.
+func (b *Book) decOf(p *slot) Level {
+	if !p.fixed {
+		return b.decs[p.dec-1]
+	}
+	if p.have != haveP|haveS {
+		if p.dec == 0 {
+			p.dec = b.newDec(Level{})
+		}
+		d := &b.decs[p.dec-1]
 		if p.have&haveP == 0 {
-			p.Price = p.px.Decimal()
+			d.Price = p.px.Decimal()
 		}
 		if p.have&haveS == 0 {
-			p.Size = p.sz.Decimal()
+			d.Size = p.sz.Decimal()
 		}
 		p.have = haveP | haveS
 	}
-	return p.Level
+	return b.decs[p.dec-1]
 }
 
-// fix returns p in fixed point, and false if it has none.
-func (p *level) fix() (FixedLevel, bool) {
+// fixOf returns p in fixed point, and false if it has none.
+func (b *Book) fixOf(p *slot) (FixedLevel, bool) {
 	if p.fixed {
 		return FixedLevel{p.px, p.sz}, true
 	}
-	px, ok1 := FixedOf(p.Price)
-	sz, ok2 := FixedOf(p.Size)
+	l := b.decs[p.dec-1]
+	px, ok1 := FixedOf(l.Price)
+	sz, ok2 := FixedOf(l.Size)
 	return FixedLevel{px, sz}, ok1 && ok2
+}
+
+// LevelText is the text a venue wrote for a level's price and size, for
+// the books whose venue computes a checksum over it (OKX).
+type LevelText struct{ Price, Size []byte }
+
+// ChangeKind says what a change did to a level.
+type ChangeKind uint8
+
+// What SetFixedText can do to a level.
+const (
+	Unchanged ChangeKind = iota // a removal of a price the side lacks
+	Added                       // a new level: every rank from Rank on moved
+	Removed                     // a level went: every rank from Rank on moved
+	Resized                     // a new size (and text) at a level that stays
+)
+
+// Change is what a change did to its side: the level's rank (0 is the
+// best) and, for Resized, the length of the level's text before it
+// (price, size and one byte between them; 0 when none was kept), so that a
+// checksum kept over the top of the book can be patched where it changed.
+type Change struct {
+	Kind    ChangeKind
+	Rank    int
+	OldText int
 }
 
 // priceKey is a non-negative price times 10^18, as a 128-bit integer.
@@ -123,6 +197,9 @@ func (b *Book) side(s BookSide) *[]level {
 	return &b.asks
 }
 
+// at returns the slot of level l.
+func (b *Book) at(l level) *slot { return &b.slots[l.slot] }
+
 // key computes price's key, switching the book to slow comparison if it
 // has none.
 func (b *Book) key(price decimal.Decimal) priceKey {
@@ -143,7 +220,7 @@ func (b *Book) search(s BookSide, levels []level, price decimal.Decimal, k price
 	lo, hi := 0, len(levels)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		c := levels[m].dec().Price.Cmp(price)
+		c := b.decAt(levels[m]).Price.Cmp(price)
 		if c == 0 {
 			return m, true
 		}
@@ -156,22 +233,69 @@ func (b *Book) search(s BookSide, levels []level, price decimal.Decimal, k price
 	return lo, false
 }
 
-// searchKey is search by key alone, for a book that is not slow.
+// searchKey is search by key alone, for a book that is not slow: a lower
+// bound with one branch-free 128-bit compare per probe, the equality
+// tested once at the end.
 func searchKey(s BookSide, levels []level, k priceKey) (int, bool) {
 	lo, hi := 0, len(levels)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		c := levels[m].key.cmp(k)
-		if c == 0 {
-			return m, true
+	if s == Bid { // ascending: the first level not below k
+		for lo < hi {
+			m := int(uint(lo+hi) >> 1)
+			if levels[m].key.less(k) {
+				lo = m + 1
+			} else {
+				hi = m
+			}
 		}
-		if (s == Bid) == (c < 0) { // levels[m] is worse than price
-			lo = m + 1
-		} else {
-			hi = m
+	} else { // descending: the first level not above k
+		for lo < hi {
+			m := int(uint(lo+hi) >> 1)
+			if k.less(levels[m].key) {
+				lo = m + 1
+			} else {
+				hi = m
+			}
 		}
 	}
-	return lo, false
+	return lo, lo < len(levels) && levels[lo].key == k
+}
+
+// less reports whether k is below o, by a 128-bit subtraction's borrow.
+func (k priceKey) less(o priceKey) bool {
+	_, borrow := bits.Sub64(k.lo, o.lo, 0)
+	_, borrow = bits.Sub64(k.hi, o.hi, borrow)
+	return borrow != 0
+}
+
+// newSlot returns a cleared slot's index.
+func (b *Book) newSlot() int32 {
+	if n := len(b.free); n > 0 {
+		i := b.free[n-1]
+		b.free = b.free[:n-1]
+		return i
+	}
+	b.slots = append(b.slots, slot{})
+	return int32(len(b.slots) - 1)
+}
+
+// freeSlot gives level l's slot (and text) back.
+func (b *Book) freeSlot(l level) {
+	p := b.at(l)
+	if p.pl != 0 {
+		b.dropText(p)
+	}
+	if p.dec != 0 {
+		b.decs[p.dec-1] = Level{} // let the decimals go
+		b.dfree = append(b.dfree, p.dec-1)
+	}
+	*p = slot{}
+	b.free = append(b.free, l.slot)
+}
+
+// remove deletes the level at index i of side p.
+func (b *Book) remove(p *[]level, i int) {
+	b.freeSlot((*p)[i])
+	*p = slices.Delete(*p, i, i+1)
 }
 
 // Set puts an absolute size at price on side s; a zero size removes the
@@ -184,47 +308,148 @@ func (b *Book) Set(s BookSide, price, size decimal.Decimal) bool {
 		if !found {
 			return false
 		}
-		*p = slices.Delete(*p, i, i+1)
+		b.remove(p, i)
 		return true
 	}
 	if found {
-		l := &(*p)[i]
-		l.Price = l.dec().Price
-		l.Size, l.fixed = size, false
+		l := b.at((*p)[i])
+		if l.pl != 0 {
+			b.dropText(l)
+			l.pl = 0
+		}
+		price := b.decOf(l).Price
+		if l.dec == 0 {
+			l.dec = b.newDec(Level{})
+		}
+		b.decs[l.dec-1] = Level{Price: price, Size: size}
+		l.fixed = false
 		return true
 	}
-	*p = slices.Insert(*p, i, level{key: k, Level: Level{Price: price, Size: size}})
+	n := b.newSlot()
+	d := b.newDec(Level{Price: price, Size: size})
+	*b.at(level{slot: n}) = slot{dec: d}
+	*p = slices.Insert(*p, i, level{key: k, slot: n})
 	return true
 }
 
 // SetFixed is Set in fixed point: it builds no decimal (and allocates
-// nothing unless the side grows past its capacity) when price has a key,
+// nothing unless the book grows past its capacity) when price has a key,
 // which every venue's spot price has.
 func (b *Book) SetFixed(s BookSide, price, size Fixed) bool {
+	return b.SetFixedText(s, price, size, LevelText{}).Kind != Unchanged
+}
+
+// SetFixedText is SetFixed that also keeps t as the level's text when the
+// book keeps text (KeepText), and says what it changed.
+func (b *Book) SetFixedText(s BookSide, price, size Fixed, t LevelText) Change {
 	k, ok := price.key()
 	if !ok || b.slow {
-		return b.Set(s, price.Decimal(), size.Decimal())
+		return b.setSlow(s, price, size)
 	}
 	p := b.side(s)
 	i, found := searchKey(s, *p, k)
+	rank := len(*p) - 1 - i
 	if size.IsZero() {
 		if !found {
-			return false
+			return Change{}
 		}
-		*p = slices.Delete(*p, i, i+1)
-		return true
+		b.remove(p, i)
+		return Change{Kind: Removed, Rank: rank}
 	}
 	if found {
-		l := &(*p)[i]
+		l := b.at((*p)[i])
+		old := 0
+		if l.pl != 0 {
+			old = int(l.pl) + 1 + int(l.sl)
+			b.dropText(l)
+		}
 		if !l.fixed {
 			l.px, l.have = price, haveP // l.Price stays: an equal price
 		}
 		l.sz, l.fixed = size, true
 		l.have &^= haveS
-		return true
+		b.addText(l, t)
+		return Change{Kind: Resized, Rank: rank, OldText: old}
 	}
-	*p = slices.Insert(*p, i, level{key: k, px: price, sz: size, fixed: true})
-	return true
+	n := b.newSlot()
+	l := b.at(level{slot: n})
+	l.px, l.sz, l.fixed = price, size, true
+	b.addText(l, t)
+	*p = slices.Insert(*p, i, level{key: k, slot: n})
+	return Change{Kind: Added, Rank: rank + 1}
+}
+
+// setSlow is SetFixedText for a price with no key or a slow book, through
+// decimals; it keeps no text.
+func (b *Book) setSlow(s BookSide, price, size Fixed) Change {
+	pd := price.Decimal()
+	p := b.side(s)
+	i, found := b.search(s, *p, pd, b.key(pd))
+	rank := len(*p) - 1 - i
+	if !b.Set(s, pd, size.Decimal()) {
+		return Change{}
+	}
+	switch {
+	case size.IsZero():
+		return Change{Kind: Removed, Rank: rank}
+	case found:
+		return Change{Kind: Resized, Rank: rank}
+	}
+	return Change{Kind: Added, Rank: rank + 1}
+}
+
+// KeepText sets whether the book keeps the text given to SetFixedText and
+// ReplaceFixedText. It takes effect for the levels set from then on; call
+// it after Reset.
+func (b *Book) KeepText(on bool) { b.keepText = on }
+
+// addText records t as l's text, if the book keeps text.
+func (b *Book) addText(l *slot, t LevelText) {
+	if !b.keepText || len(t.Price) == 0 {
+		l.pl = 0
+		return
+	}
+	l.txt, l.pl, l.sl = uint32(len(b.text)), uint32(len(t.Price)), uint32(len(t.Size))
+	b.text = append(b.text, t.Price...)
+	b.text = append(b.text, t.Size...)
+}
+
+// dropText marks l's text dead, compacting the arena when most of it is.
+func (b *Book) dropText(l *slot) {
+	b.dead += int(l.pl) + int(l.sl)
+	l.pl = 0
+	if b.dead > 4096 && b.dead > len(b.text)/2 {
+		b.compact()
+	}
+}
+
+// compact copies the live texts to the spare arena and swaps the two.
+func (b *Book) compact() {
+	out := b.spare[:0]
+	for _, side := range [2][]level{b.bids, b.asks} {
+		for _, l := range side {
+			p := b.at(l)
+			if p.pl == 0 {
+				continue
+			}
+			off := len(out)
+			out = append(out, b.text[p.txt:p.txt+p.pl+p.sl]...)
+			p.txt = uint32(off)
+		}
+	}
+	b.spare, b.text, b.dead = b.text[:0], out, 0
+}
+
+// LevelText returns the text kept for the i-th best level of side s (0 is
+// the best), and false if none is kept; i must be below Len(s).
+func (b *Book) LevelText(s BookSide, i int) (LevelText, bool) {
+	p := *b.side(s)
+	l := b.at(p[len(p)-1-i])
+	if l.pl == 0 {
+		return LevelText{}, false
+	}
+	end := l.txt + l.pl
+	return LevelText{Price: b.text[l.txt:end], Size: b.text[end : end+l.sl]}, true
 }
 
 // Get returns the size at price on side s, and whether the level exists.
@@ -234,82 +459,101 @@ func (b *Book) Get(s BookSide, price decimal.Decimal) (decimal.Decimal, bool) {
 	if !found {
 		return decimal.Decimal{}, false
 	}
-	return (*p)[i].dec().Size, true
+	return b.decAt((*p)[i]).Size, true
 }
 
-// Reset empties the book, keeping its memory.
+// Reset empties the book, keeping its memory and its KeepText setting.
 func (b *Book) Reset() {
 	b.bids = b.bids[:0]
 	b.asks = b.asks[:0]
 	b.slow = false
+	clear(b.decs) // let the decimals go
+	b.decs, b.dfree = b.decs[:0], b.dfree[:0]
+	b.slots, b.free = b.slots[:0], b.free[:0]
+	b.text, b.dead = b.text[:0], 0
 }
 
 // Replace makes bids and asks the whole book, in any order; levels of size
 // zero are ignored and a price given twice keeps its last size.
 func (b *Book) Replace(bids, asks []Level) {
 	b.Reset()
-	b.bids = b.fill(Bid, b.bids, bids)
-	b.asks = b.fill(Ask, b.asks, asks)
+	b.fill(Bid, bids)
+	b.fill(Ask, asks)
 }
 
-func (b *Book) fill(s BookSide, dst []level, src []Level) []level {
+func (b *Book) fill(s BookSide, src []Level) {
 	// Venues send snapshots best first; reversing that is the common case
 	// and is linear. Anything else falls back to Set per level.
 	sorted := true
 	for i := 1; i < len(src) && sorted; i++ {
 		sorted = better(s, src[i-1].Price, src[i].Price)
 	}
-	if sorted {
-		for i := len(src) - 1; i >= 0; i-- {
-			if !src[i].Size.IsZero() {
-				dst = append(dst, level{key: b.key(src[i].Price), Level: src[i]})
-			}
+	if !sorted {
+		for _, l := range src {
+			b.Set(s, l.Price, l.Size)
 		}
-		return dst
+		return
 	}
-	tmp := Book{}
-	for _, l := range src {
-		tmp.Set(s, l.Price, l.Size)
+	p := b.side(s)
+	for i := len(src) - 1; i >= 0; i-- {
+		if !src[i].Size.IsZero() {
+			n := b.newSlot()
+			d := b.newDec(src[i])
+			*b.at(level{slot: n}) = slot{dec: d}
+			*p = append(*p, level{key: b.key(src[i].Price), slot: n})
+		}
 	}
-	b.slow = b.slow || tmp.slow
-	return append(dst, *tmp.side(s)...)
 }
 
 // ReplaceFixed is Replace in fixed point.
-func (b *Book) ReplaceFixed(bids, asks []FixedLevel) {
+func (b *Book) ReplaceFixed(bids, asks []FixedLevel) { b.ReplaceFixedText(bids, asks, nil, nil) }
+
+// ReplaceFixedText is ReplaceFixed that also keeps each level's text, when
+// the book keeps text: bidText[i] is the text of bids[i] (nil: none).
+func (b *Book) ReplaceFixedText(bids, asks []FixedLevel, bidText, askText []LevelText) {
 	b.Reset()
-	b.bids = b.fillFixed(Bid, b.bids, bids)
-	b.asks = b.fillFixed(Ask, b.asks, asks)
+	b.fillFixed(Bid, bids, bidText)
+	b.fillFixed(Ask, asks, askText)
 }
 
-func (b *Book) fillFixed(s BookSide, dst []level, src []FixedLevel) []level {
+func (b *Book) fillFixed(s BookSide, src []FixedLevel, txt []LevelText) {
+	text := func(i int) LevelText {
+		if txt == nil {
+			return LevelText{}
+		}
+		return txt[i]
+	}
 	sorted := true
 	for i := 1; i < len(src) && sorted; i++ {
 		c := src[i-1].Price.Cmp(src[i].Price)
 		sorted = s == Bid && c > 0 || s == Ask && c < 0
 	}
-	if sorted {
-		for i := len(src) - 1; i >= 0; i-- {
-			l := &src[i]
-			if l.Size.IsZero() {
-				continue
-			}
-			k, ok := l.Price.key()
-			if !ok {
-				b.slow = true
-				dst = append(dst, level{Level: l.Level()})
-				continue
-			}
-			dst = append(dst, level{key: k, px: l.Price, sz: l.Size, fixed: true})
+	if !sorted {
+		for i := range src {
+			b.SetFixedText(s, src[i].Price, src[i].Size, text(i))
 		}
-		return dst
+		return
 	}
-	tmp := Book{}
-	for _, l := range src {
-		tmp.SetFixed(s, l.Price, l.Size)
+	p := b.side(s)
+	*p = slices.Grow(*p, len(src))
+	for i := len(src) - 1; i >= 0; i-- {
+		l := &src[i]
+		if l.Size.IsZero() {
+			continue
+		}
+		k, ok := l.Price.key()
+		n := b.newSlot()
+		sl := b.at(level{slot: n})
+		if !ok {
+			b.slow = true
+			d := b.newDec(l.Level())
+			*b.at(level{slot: n}) = slot{dec: d}
+		} else {
+			sl.px, sl.sz, sl.fixed = l.Price, l.Size, true
+			b.addText(sl, text(i))
+		}
+		*p = append(*p, level{key: k, slot: n})
 	}
-	b.slow = b.slow || tmp.slow
-	return append(dst, *tmp.side(s)...)
 }
 
 // Apply applies a book event: a snapshot replaces the book, an update sets
@@ -352,8 +596,11 @@ func (b *Book) Best(s BookSide) (Level, bool) {
 	if len(p) == 0 {
 		return Level{}, false
 	}
-	return p[len(p)-1].dec(), true
+	return b.decAt(p[len(p)-1]), true
 }
+
+// decAt returns l's decimals, caching them.
+func (b *Book) decAt(l level) Level { return b.decOf(b.at(l)) }
 
 // BestFixed returns the best level of side s in fixed point, and false if
 // the side is empty or the level has no fixed point form.
@@ -362,7 +609,7 @@ func (b *Book) BestFixed(s BookSide) (FixedLevel, bool) {
 	if len(p) == 0 {
 		return FixedLevel{}, false
 	}
-	return p[len(p)-1].fix()
+	return b.fixOf(b.at(p[len(p)-1]))
 }
 
 // Crossed reports whether the best bid is at or above the best ask, which a
@@ -371,11 +618,11 @@ func (b *Book) Crossed() bool {
 	if len(b.bids) == 0 || len(b.asks) == 0 {
 		return false
 	}
-	bid, ask := &b.bids[len(b.bids)-1], &b.asks[len(b.asks)-1]
+	bid, ask := b.bids[len(b.bids)-1], b.asks[len(b.asks)-1]
 	if !b.slow {
 		return bid.key.cmp(ask.key) >= 0
 	}
-	return bid.dec().Price.Cmp(ask.dec().Price) >= 0
+	return b.decAt(bid).Price.Cmp(b.decAt(ask).Price) >= 0
 }
 
 // Top appends up to n levels of side s to dst, best first, and returns the
@@ -386,7 +633,7 @@ func (b *Book) Top(dst []Level, s BookSide, n int) []Level {
 		n = len(p)
 	}
 	for i := len(p) - 1; i >= len(p)-n; i-- {
-		dst = append(dst, p[i].dec())
+		dst = append(dst, b.decAt(p[i]))
 	}
 	return dst
 }
@@ -395,14 +642,14 @@ func (b *Book) Top(dst []Level, s BookSide, n int) []Level {
 // below Len(s).
 func (b *Book) Level(s BookSide, i int) Level {
 	p := *b.side(s)
-	return p[len(p)-1-i].dec()
+	return b.decAt(p[len(p)-1-i])
 }
 
 // LevelFixed is Level in fixed point; false if the level has no fixed
 // point form.
 func (b *Book) LevelFixed(s BookSide, i int) (FixedLevel, bool) {
 	p := *b.side(s)
-	return p[len(p)-1-i].fix()
+	return b.fixOf(b.at(p[len(p)-1-i]))
 }
 
 // Truncate removes every level of side s beyond the best depth and appends
@@ -417,10 +664,18 @@ func (b *Book) Truncate(dst []Level, s BookSide, depth int) []Level {
 		return dst
 	}
 	for i := extra - 1; i >= 0; i-- {
-		dst = append(dst, Level{Price: (*p)[i].dec().Price})
+		dst = append(dst, Level{Price: b.decAt((*p)[i]).Price})
 	}
-	*p = slices.Delete(*p, 0, extra)
+	b.drop(p, extra)
 	return dst
+}
+
+// drop removes the worst n levels of side p.
+func (b *Book) drop(p *[]level, n int) {
+	for _, l := range (*p)[:n] {
+		b.freeSlot(l)
+	}
+	*p = slices.Delete(*p, 0, n)
 }
 
 // TruncateFixed is Truncate in fixed point. It reports false, and
@@ -434,13 +689,13 @@ func (b *Book) TruncateFixed(dst []FixedLevel, s BookSide, depth int) ([]FixedLe
 	}
 	n := len(dst)
 	for i := extra - 1; i >= 0; i-- {
-		l, ok := (*p)[i].fix()
+		l, ok := b.fixOf(b.at((*p)[i]))
 		if !ok {
 			return dst[:n], false
 		}
 		dst = append(dst, FixedLevel{Price: l.Price})
 	}
-	*p = slices.Delete(*p, 0, extra)
+	b.drop(p, extra)
 	return dst, true
 }
 
@@ -463,39 +718,42 @@ func (b *Book) Snapshot(stream Stream) *Event {
 // it is Snapshot.
 func (b *Book) SnapshotFixed(stream Stream) *Event {
 	ev := &Event{Kind: KindBook, Stream: stream, Snapshot: true}
-	if fb, ok := b.topFixed(Bid); ok {
-		if fa, ok := b.topFixed(Ask); ok && len(fb)+len(fa) > 0 {
-			ev.FixedBids, ev.FixedAsks = fb, fa
+	if len(b.bids)+len(b.asks) > 0 {
+		out := make([]FixedLevel, 0, len(b.bids)+len(b.asks))
+		out, ok := b.topFixed(out, Bid)
+		nb := len(out)
+		if ok {
+			out, ok = b.topFixed(out, Ask)
+		}
+		if ok {
+			ev.FixedBids, ev.FixedAsks = out[:nb:nb], out[nb:]
 			return ev
 		}
 	}
 	return b.Snapshot(stream)
 }
 
-func (b *Book) topFixed(s BookSide) ([]FixedLevel, bool) {
+func (b *Book) topFixed(dst []FixedLevel, s BookSide) ([]FixedLevel, bool) {
 	p := *b.side(s)
-	if len(p) == 0 {
-		return nil, true
-	}
-	out := make([]FixedLevel, 0, len(p))
 	for i := len(p) - 1; i >= 0; i-- {
-		l, ok := p[i].fix()
+		l, ok := b.fixOf(b.at(p[i]))
 		if !ok {
-			return nil, false
+			return dst, false
 		}
-		out = append(out, l)
+		dst = append(dst, l)
 	}
-	return out, true
+	return dst, true
 }
 
 // Equal reports whether b and o hold the same levels with equal sizes.
 func (b *Book) Equal(o *Book) bool {
 	eq := func(x, y []level) bool {
 		return slices.EqualFunc(x, y, func(a, c level) bool {
-			if a.fixed && c.fixed {
-				return a.px.Cmp(c.px) == 0 && a.sz.Cmp(c.sz) == 0
+			if pa, pc := b.at(a), o.at(c); pa.fixed && pc.fixed {
+				return pa.px.Cmp(pc.px) == 0 && pa.sz.Cmp(pc.sz) == 0
 			}
-			return a.dec().Price.Equal(c.dec().Price) && a.dec().Size.Equal(c.dec().Size)
+			da, dc := b.decAt(a), o.decAt(c)
+			return da.Price.Equal(dc.Price) && da.Size.Equal(dc.Size)
 		})
 	}
 	return eq(b.bids, o.bids) && eq(b.asks, o.asks)

@@ -72,10 +72,73 @@ func parseDecimalSlow(b []byte) (decimal.Decimal, bool) {
 	return v, err == nil
 }
 
+// priceScale is Binance's price format: eight fraction digits.
+const priceScale = 8
+
+var pow10 = [...]int64{1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8}
+
+// priceFits reports whether a price with mantissa m and frac fraction
+// digits is one Binance writes: at most eight fraction digits, and at most
+// 92,233,720,368.5 (an int64 of units of 1e-8), above any Binance spot
+// price.
+func priceFits(m uint64, frac int) bool {
+	return frac <= priceScale && m <= uint64(1<<63-1)/uint64(pow10[priceScale-frac])
+}
+
+// lvl is a parsed level: its price and size in fixed point, or, for a size
+// too long for that (over 18 significant digits, isBig), its size in big.
+type lvl struct {
+	venue.FixedLevel
+	big   decimal.Decimal
+	isBig bool
+}
+
+// level returns l with decimals.
+func (l *lvl) level() venue.Level {
+	if l.isBig {
+		return venue.Level{Price: l.Price.Decimal(), Size: l.big}
+	}
+	return l.Level()
+}
+
+// set applies l to side s of b.
+func (l *lvl) set(b *venue.Book, s venue.BookSide) {
+	if l.isBig {
+		b.Set(s, l.Price.Decimal(), l.big)
+		return
+	}
+	b.SetFixed(s, l.Price, l.Size)
+}
+
+// replace makes bids and asks (in any order) the whole of b; a price given
+// twice keeps its last size, zero sizes are dropped. fixed is scratch for
+// the levels in fixed point, returned grown.
+func replace(b *venue.Book, bids, asks []lvl, fixed []venue.FixedLevel) []venue.FixedLevel {
+	fixed = fixed[:0]
+	for _, side := range [2][]lvl{bids, asks} {
+		for i := range side {
+			if side[i].isBig {
+				b.Reset()
+				for i := range bids {
+					bids[i].set(b, venue.Bid)
+				}
+				for i := range asks {
+					asks[i].set(b, venue.Ask)
+				}
+				return fixed
+			}
+			fixed = append(fixed, side[i].FixedLevel)
+		}
+	}
+	b.ReplaceFixed(fixed[:len(bids)], fixed[len(bids):])
+	return fixed
+}
+
 // levels reads an array of [price, size] string pairs and appends them to
 // dst, in fixed point: no decimal is built (a size of more than 18
 // significant digits is the exception, kept as a decimal in big). A
-// negative or malformed value fails the scan.
+// negative or malformed value, or a price Binance does not write
+// (priceFits), fails the scan.
 func levels(s *scan.Scanner, dst []lvl) []lvl {
 	for more := s.Array(); more; more = s.More(']') {
 		if !s.Expect('[') {
@@ -86,17 +149,16 @@ func levels(s *scan.Scanner, dst []lvl) []lvl {
 			return dst
 		}
 		qd := s.Decimal()
-		var big decimal.Decimal
-		var qt qty
+		var l lvl
 		ok2 := qd.St != scan.Bad && !qd.Neg && qd.Frac <= maxFrac
 		switch {
 		case !ok2:
 		case qd.St == scan.Big:
-			big, ok2 = parseDecimalSlow(qd.Text)
-			qt.frac = bigQty
-			ok2 = ok2 && big.Sign() >= 0
+			l.big, ok2 = parseDecimalSlow(qd.Text)
+			l.isBig = true
+			ok2 = ok2 && l.big.Sign() >= 0
 		default:
-			qt = qty{uint64(qd.M), uint8(qd.Frac)}
+			l.Size = venue.Fixed{M: qd.M, Scale: uint8(qd.Frac)}
 		}
 		// Later Binance versions may add fields to a level; ignore them.
 		for s.Eat(',') {
@@ -105,12 +167,12 @@ func levels(s *scan.Scanner, dst []lvl) []lvl {
 		if !s.Expect(']') {
 			return dst
 		}
-		key, ok1 := priceKey(uint64(pd.M), pd.Frac)
-		if pd.St != scan.OK || pd.Neg || !ok1 || !ok2 || pd.M <= 0 {
+		if pd.St != scan.OK || pd.Neg || !priceFits(uint64(pd.M), pd.Frac) || !ok2 || pd.M <= 0 {
 			s.Fail()
 			return dst
 		}
-		dst = append(dst, lvl{key: key, size: qt, px: venue.Fixed{M: pd.M, Scale: uint8(pd.Frac)}, big: big})
+		l.Price = venue.Fixed{M: pd.M, Scale: uint8(pd.Frac)}
+		dst = append(dst, l)
 	}
 	return dst
 }

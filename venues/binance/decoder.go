@@ -42,7 +42,7 @@ type symbol struct {
 	name                   string // as Binance writes it: BTCUSDT
 	l2, trades, ticker     venue.Stream
 	state                  syncState
-	book                   book
+	book                   venue.Book
 	lastU                  int64 // u of the last event applied, or the snapshot's lastUpdateId
 	straddle               bool  // synced from a snapshot; the next event must straddle lastU+1
 	requested              bool  // a snapshot was asked for and has not arrived
@@ -177,7 +177,7 @@ func (d *Decoder) LinkDown(t time.Time) {
 
 func (s *symbol) reset() {
 	s.state = stateWaiting
-	s.book.reset()
+	s.book.Reset()
 	s.buf = s.buf[:0]
 	s.straddle = false
 	s.lastU = 0
@@ -481,12 +481,12 @@ func (d *Decoder) depth(recv time.Time, lower []byte, sc *scan.Scanner, frame []
 		return
 	}
 	for i := range d.bids {
-		s.book.setBid(&d.bids[i])
+		d.bids[i].set(&s.book, venue.Bid)
 	}
 	for i := range d.asks {
-		s.book.setAsk(&d.asks[i])
+		d.asks[i].set(&s.book, venue.Ask)
 	}
-	if s.book.crossed() {
+	if s.book.Crossed() {
 		d.bad(recv, "crossed book after update", frame, s)
 		return
 	}
@@ -502,13 +502,11 @@ func (d *Decoder) depth(recv time.Time, lower []byte, sc *scan.Scanner, frame []
 	}
 	fixed, ok := d.fixed[:0], true
 	for i := range d.bids {
-		l, good := d.bids[i].fixed()
-		fixed, ok = append(fixed, l), ok && good
+		fixed, ok = append(fixed, d.bids[i].FixedLevel), ok && !d.bids[i].isBig
 	}
 	n := len(fixed)
 	for i := range d.asks {
-		l, good := d.asks[i].fixed()
-		fixed, ok = append(fixed, l), ok && good
+		fixed, ok = append(fixed, d.asks[i].FixedLevel), ok && !d.asks[i].isBig
 	}
 	d.fixed = fixed
 	if ok && len(fixed) > 0 {
@@ -577,8 +575,8 @@ func (d *Decoder) snapshot(recv time.Time, lower []byte, sc *scan.Scanner, frame
 		return // older than the book we hold: nothing to do
 	}
 	s.state = stateWaiting
-	s.book.replace(d.bids, d.asks)
-	if s.book.crossed() {
+	d.fixed = replace(&s.book, d.bids, d.asks, d.fixed)
+	if s.book.Crossed() {
 		s.reset()
 		d.bad(recv, "crossed depth snapshot", frame, nil)
 		d.request(string(lower), s)
@@ -601,29 +599,29 @@ func (d *Decoder) snapshot(recv time.Time, lower []byte, sc *scan.Scanner, frame
 			// hole): keep what follows and ask again.
 			d.log.Debug("binance: snapshot does not bridge", "symbol", s.name, "lastUpdateId", id, "U", p.first, "last_u", s.lastU)
 			s.buf = append(s.buf[:0], s.buf[i:]...)
-			s.book.reset()
+			s.book.Reset()
 			s.lastU = 0
 			d.request(string(lower), s)
 			return
 		}
 		for j := range p.levels[:p.nbids] {
-			s.book.setBid(&p.levels[j])
+			p.levels[j].set(&s.book, venue.Bid)
 		}
 		for j := p.nbids; j < len(p.levels); j++ {
-			s.book.setAsk(&p.levels[j])
+			p.levels[j].set(&s.book, venue.Ask)
 		}
 		s.lastU, at = p.last, p.at
 		applied++
 	}
 	s.buf = s.buf[:0]
-	if s.book.crossed() {
+	if s.book.Crossed() {
 		s.reset()
 		d.bad(recv, "crossed book after bridging", frame, nil)
 		d.request(string(lower), s)
 		return
 	}
 	s.state, s.straddle = stateSynced, applied == 0
-	ev := s.book.snapshot(s.l2)
+	ev := s.book.SnapshotFixed(s.l2)
 	ev.VenueSeq, ev.RecvTime, ev.VenueTime = s.lastU, recv, at
 	d.sink.Event(ev)
 }

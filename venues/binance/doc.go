@@ -106,16 +106,13 @@
 // Frames are read into one reused buffer and decoded in place by the
 // venues' shared JSON scanner (internal/scan); prices and sizes are parsed
 // from the bytes (decimal.go) into fixed point (venue.Fixed), with no
-// decimal built. The book (book.go) keys each price by its int64 value in
-// units of 1e-8, the format Binance writes: venue.Book's decimal
-// comparisons (a big.Int compare per binary-search probe) were the largest
-// cost of a frame on a 1000-level book. A price with more than eight
-// fraction digits, or of more than 18 significant digits (10,000,000,000
-// and over at eight fraction digits), cannot be keyed and makes the frame
-// bad; no Binance spot price is either. Sizes are kept as integers too, so
-// the book holds no pointers (no write barriers when levels move, nothing
-// for the GC to scan); sizes of more than 18 digits go in a side map, and
-// a frame carrying one is published with decimal levels. A depth update
+// decimal built, and applied to a venue.Book in fixed point, whose levels
+// hold no pointers (no write barriers when levels move, nothing for the GC
+// to scan) and compare as integers. A price with more than eight fraction
+// digits, or over 92,233,720,368.5 (an int64 of 1e-8 units, the format
+// Binance writes), makes the frame bad; no Binance spot price is either.
+// A size of more than 18 digits is kept by the book as a decimal, and a
+// frame carrying one is published with decimal levels. A depth update
 // is published in one event the decoder reuses (venue.Sink), with its
 // levels in fixed point: decode, book apply and event cost no allocation
 // (TestDepthAllocBudget). Figures: BenchmarkDecodeDepth, in

@@ -46,7 +46,8 @@ type Decoder struct {
 	// scratch, reused for every frame
 	bids, asks []rawLevel
 	ev         venue.Event        // the book update, reused (venue.Sink)
-	fixed      []venue.FixedLevel // its levels
+	fixed      []venue.FixedLevel // its levels, and a snapshot's
+	text       []venue.LevelText  // a snapshot's level texts
 
 	badFrames  venue.BadFrames // frames that did not parse or made an impossible book; one notice per burst
 	resyncs    uint64
@@ -73,9 +74,11 @@ type hooks struct {
 type inst struct {
 	id                 string
 	l2, trades, ticker venue.Stream
-	book               *book
-	valid              bool // book holds a snapshot and every update since
-	resyncing          bool // a resync was asked for and no snapshot came yet
+	book               venue.Book
+	scale              int32    // most price decimals since the snapshot (see scaleFor)
+	sum                checksum // the book's, while OKX sends checksums
+	valid              bool     // book holds a snapshot and every update since
+	resyncing          bool     // a resync was asked for and no snapshot came yet
 	resyncAt           time.Time
 	haveSeq            bool  // lastSeq holds the seqId of the last frame applied
 	lastSeq            int64 // seqId of the last frame applied
@@ -128,7 +131,6 @@ func (d *Decoder) inst(id []byte) *inst {
 		l2:     venue.NewStream(Name, venue.Level2, s),
 		trades: venue.NewStream(Name, venue.Trades, s),
 		ticker: venue.NewStream(Name, venue.Ticker, s),
-		book:   newBook(),
 	}
 	d.insts[s] = in
 	return in
@@ -469,13 +471,20 @@ func parseLevels(s *scan.Scanner, dst []rawLevel) []rawLevel {
 
 func (l *rawLevel) zero() bool { return !l.bigSz && l.sm == 0 }
 
-// vals returns l's size as the book keeps it.
-func (l *rawLevel) vals() vals {
+// text returns the text OKX wrote for l.
+func (l *rawLevel) text() venue.LevelText { return venue.LevelText{Price: l.px, Size: l.sz} }
+
+// set applies l, whose price is px at the book's scale, to side s of in's
+// book, and records the change for the checksum.
+func (in *inst) set(s venue.BookSide, px venue.Fixed, l *rawLevel) {
 	if l.bigSz {
-		d := l.szDec
-		return vals{big: &d}
+		if in.book.Set(s, px.Decimal(), l.szDec) {
+			in.sum.touch(0) // the rank is not known: rebuild
+		}
+		return
 	}
-	return vals{sz: venue.Fixed{M: l.sm, Scale: uint8(l.sf)}}
+	ch := in.book.SetFixedText(s, px, venue.Fixed{M: l.sm, Scale: uint8(l.sf)}, l.text())
+	in.sum.changed(&in.book, s, ch)
 }
 
 func (l *rawLevel) size(c *venue.DecimalCache) decimal.Decimal {
@@ -489,8 +498,9 @@ func (l *rawLevel) size(c *venue.DecimalCache) decimal.Decimal {
 }
 
 // scaleFor returns the price scale that holds the book and m's levels, and
-// whether every key fits in an int64 at it.
-func scaleFor(bk *book, base int32, m *bookMsg) (int32, bool) {
+// whether every price fits an int64 at it (units of 10^-scale): OKX's
+// prices do, and one that does not is refused as out of range.
+func scaleFor(bk *venue.Book, base int32, m *bookMsg) (int32, bool) {
 	sc := base
 	for i := range m.bids {
 		sc = max(sc, m.bids[i].pf)
@@ -508,7 +518,32 @@ func scaleFor(bk *book, base int32, m *bookMsg) (int32, bool) {
 			}
 		}
 	}
-	return sc, bk == nil || bk.canRescale(sc)
+	return sc, bk == nil || fits(bk, sc)
+}
+
+// fits reports whether every price of bk fits an int64 at scale sc.
+func fits(bk *venue.Book, sc int32) bool {
+	for _, at := range [2][2]int{{int(venue.Bid), 0}, {int(venue.Ask), bk.Len(venue.Ask) - 1}} {
+		s := venue.BookSide(at[0])
+		if bk.Len(s) == 0 {
+			continue
+		}
+		l, ok := bk.LevelFixed(s, at[1]) // the highest price of the side
+		if !ok {
+			l.Price, ok = venue.FixedOf(bk.Level(s, at[1]).Price)
+		}
+		if _, ok2 := scan.ScaleUp(l.Price.M, int(sc)-int(l.Price.Scale)); !ok || !ok2 {
+			return false
+		}
+	}
+	return true
+}
+
+// price returns a price of mantissa pm and pf decimals at scale sc, which
+// scaleFor checked it fits.
+func price(pm int64, pf, sc int32) venue.Fixed {
+	key, _ := scan.ScaleUp(pm, int(sc-pf))
+	return venue.Fixed{M: key, Scale: uint8(sc)}
 }
 
 func (d *Decoder) snapshot(recv time.Time, in *inst, m *bookMsg, b []byte) bool {
@@ -520,24 +555,13 @@ func (d *Decoder) snapshot(recv time.Time, in *inst, m *bookMsg, b []byte) bool 
 		in.snapFails++
 		return d.bad(recv, in, "price out of range", b)
 	}
-	bk := in.book
-	bk.reset(sc, m.hasCS && m.cs != 0)
-	for _, bid := range [2]bool{true, false} {
-		ls := m.asks
-		if bid {
-			ls = m.bids
-		}
-		if bk.fill(bid, ls) {
-			continue // the usual case: best first, in order
-		}
-		for i := range ls {
-			if l := &ls[i]; !l.zero() {
-				key, _ := scan.ScaleUp(l.pm, int(sc-l.pf))
-				bk.set(bid, key, l.vals(), l.px, l.sz)
-			}
-		}
-	}
-	if bk.crossed() {
+	bk := &in.book
+	bk.Reset()
+	bk.KeepText(m.hasCS && m.cs != 0)
+	in.scale = sc
+	in.sum.reset()
+	d.fill(in, m)
+	if bk.Crossed() {
 		in.snapFails++
 		d.bad(recv, in, "crossed snapshot", b)
 		return true
@@ -554,25 +578,46 @@ func (d *Decoder) snapshot(recv time.Time, in *inst, m *bookMsg, b []byte) bool 
 	if d.hooks.whole != nil {
 		d.hooks.whole(in.id)
 	}
-	ev := &venue.Event{
-		Kind: venue.KindBook, Stream: in.l2, RecvTime: recv, VenueTime: msTime(m.ts),
-		Snapshot: true, VenueSeq: m.seq,
-	}
-	if bk.nbig == 0 && len(bk.bids.lv)+len(bk.asks.lv) > 0 {
-		lv := make([]venue.FixedLevel, 0, len(bk.bids.lv)+len(bk.asks.lv))
-		lv = bk.fixedLevels(lv, true)
-		nb := len(lv)
-		lv = bk.fixedLevels(lv, false)
-		ev.FixedBids, ev.FixedAsks = lv[:nb:nb], lv[nb:]
-	} else {
-		lv := make([]venue.Level, 0, len(bk.bids.lv)+len(bk.asks.lv))
-		lv = bk.levels(lv, true)
-		nb := len(lv)
-		lv = bk.levels(lv, false)
-		ev.Bids, ev.Asks = lv[:nb:nb], lv[nb:]
-	}
+	ev := bk.SnapshotFixed(in.l2)
+	ev.RecvTime, ev.VenueTime, ev.VenueSeq = recv, msTime(m.ts), m.seq
 	d.emit(ev, recv)
 	return true
+}
+
+// fill makes m's levels (a snapshot's, in any order, zero sizes ignored)
+// in's whole book, keeping their text if the book keeps text.
+func (d *Decoder) fill(in *inst, m *bookMsg) {
+	lv, txt := d.fixed[:0], d.text[:0]
+	nb := 0
+	for s, ls := range [2][]rawLevel{m.bids, m.asks} {
+		for i := range ls {
+			l := &ls[i]
+			if l.bigSz { // a size too long for fixed point: level by level
+				d.setEach(in, m)
+				return
+			}
+			if !l.zero() {
+				lv = append(lv, venue.FixedLevel{Price: price(l.pm, l.pf, in.scale), Size: venue.Fixed{M: l.sm, Scale: uint8(l.sf)}})
+				txt = append(txt, l.text())
+			}
+		}
+		if s == 0 {
+			nb = len(lv)
+		}
+	}
+	in.book.ReplaceFixedText(lv[:nb], lv[nb:], txt[:nb], txt[nb:])
+	d.fixed, d.text = lv, txt
+}
+
+// setEach sets each non-zero level of m in in's book.
+func (d *Decoder) setEach(in *inst, m *bookMsg) {
+	for s, ls := range [2][]rawLevel{m.bids, m.asks} {
+		for i := range ls {
+			if l := &ls[i]; !l.zero() {
+				in.set(venue.BookSide(s), price(l.pm, l.pf, in.scale), l)
+			}
+		}
+	}
 }
 
 func (d *Decoder) update(recv time.Time, in *inst, m *bookMsg, b []byte) bool {
@@ -600,25 +645,25 @@ func (d *Decoder) update(recv time.Time, in *inst, m *bookMsg, b []byte) bool {
 		}
 		// m.seq < m.prev is OKX's reset after maintenance: legal.
 	}
-	bk := in.book
-	sc, ok := scaleFor(bk, bk.scale, m)
+	bk := &in.book
+	sc, ok := scaleFor(bk, in.scale, m)
 	if !ok {
 		return d.bad(recv, in, "price out of range", b)
 	}
-	bk.rescale(sc)
+	in.scale = sc
 	// The event and its levels are reused for every frame: a sink has them
 	// only during the call (venue.Sink), so the book path allocates nothing.
 	lv, fixed := d.fixed[:0], true
 	for i := range m.bids {
-		lv = append(lv, d.applyLevel(bk, true, &m.bids[i]))
+		lv = append(lv, in.apply(venue.Bid, &m.bids[i]))
 		fixed = fixed && !m.bids[i].bigSz
 	}
 	for i := range m.asks {
-		lv = append(lv, d.applyLevel(bk, false, &m.asks[i]))
+		lv = append(lv, in.apply(venue.Ask, &m.asks[i]))
 		fixed = fixed && !m.asks[i].bigSz
 	}
 	d.fixed = lv
-	if bk.crossed() {
+	if bk.Crossed() {
 		d.bad(recv, in, "update crossed the book", b)
 		return true
 	}
@@ -635,39 +680,37 @@ func (d *Decoder) update(recv time.Time, in *inst, m *bookMsg, b []byte) bool {
 	}
 	if !fixed { // a size too long for fixed point: decimals
 		d.ev.FixedBids, d.ev.FixedAsks = nil, nil
-		d.ev.Bids, d.ev.Asks = d.decimalLevels(bk, m.bids), d.decimalLevels(bk, m.asks)
+		d.ev.Bids, d.ev.Asks = d.decimalLevels(in.scale, m.bids), d.decimalLevels(in.scale, m.asks)
 	}
 	d.emit(&d.ev, recv)
 	return true
 }
 
-// decimalLevels returns ls as venue levels at bk's price scale.
-func (d *Decoder) decimalLevels(bk *book, ls []rawLevel) []venue.Level {
+// decimalLevels returns ls as venue levels at price scale sc.
+func (d *Decoder) decimalLevels(sc int32, ls []rawLevel) []venue.Level {
 	out := make([]venue.Level, len(ls))
 	for i := range ls {
-		key, _ := scan.ScaleUp(ls[i].pm, int(bk.scale-ls[i].pf))
-		out[i] = venue.Level{Price: bk.price(key).Decimal(), Size: ls[i].size(d.cache)}
+		out[i] = venue.Level{Price: price(ls[i].pm, ls[i].pf, sc).Decimal(), Size: ls[i].size(d.cache)}
 	}
 	return out
 }
 
-// applyLevel applies l to bk and returns it in fixed point (a big size
-// as 0: the caller then uses decimalLevels).
-func (d *Decoder) applyLevel(bk *book, bid bool, l *rawLevel) venue.FixedLevel {
-	key, _ := scan.ScaleUp(l.pm, int(bk.scale-l.pf)) // scaleFor checked it fits
-	if l.zero() {
-		bk.remove(bid, key)
-		return venue.FixedLevel{Price: bk.price(key), Size: venue.Fixed{Scale: uint8(l.sf)}}
+// apply applies l to side s of in's book and returns it in fixed point at
+// the book's price scale (a big size as 0: the caller then uses
+// decimalLevels).
+func (in *inst) apply(s venue.BookSide, l *rawLevel) venue.FixedLevel {
+	px := price(l.pm, l.pf, in.scale) // scaleFor checked it fits
+	in.set(s, px, l)
+	if l.bigSz {
+		return venue.FixedLevel{Price: px}
 	}
-	v := l.vals()
-	bk.set(bid, key, v, l.px, l.sz)
-	return venue.FixedLevel{Price: bk.price(key), Size: v.sz}
+	return venue.FixedLevel{Price: px, Size: venue.Fixed{M: l.sm, Scale: uint8(l.sf)}}
 }
 
 // verify checks m's checksum against the book; on a mismatch it
 // invalidates the book and reports false.
 func (d *Decoder) verify(recv time.Time, in *inst, m *bookMsg) bool {
-	got := in.book.checksum()
+	got := in.sum.compute(&in.book)
 	if int64(got) == m.cs {
 		d.checksums++
 		return true

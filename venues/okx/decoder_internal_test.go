@@ -44,33 +44,6 @@ func TestResyncRetry(t *testing.T) {
 	sink.Check(t)
 }
 
-// TestTextArenaCompaction: a long run of updates on a checksummed book
-// keeps the text arena bounded and every checksum right.
-func TestTextArenaCompaction(t *testing.T) {
-	b := newBook()
-	b.reset(1, true)
-	for i := range 20000 {
-		key := int64(1000 + i%50)
-		px := []byte(fmt.Sprint(key / 10))
-		if key%10 != 0 {
-			px = fmt.Appendf(nil, "%d.%d", key/10, key%10)
-		}
-		b.set(true, key, vals{sz: venue.Fixed{M: 1}}, px, []byte(fmt.Sprint(i)))
-	}
-	if len(b.text) > 64<<10 {
-		t.Fatalf("arena grew to %d bytes for 50 levels", len(b.text))
-	}
-	for _, l := range b.bids.lv {
-		want := fmt.Sprintf("%d", l.key/10)
-		if l.key%10 != 0 {
-			want = fmt.Sprintf("%d.%d", l.key/10, l.key%10)
-		}
-		if got := string(b.text[l.txt : l.txt+l.tl]); len(got) < len(want) || got[:len(want)] != want {
-			t.Fatalf("level %d text %q, want prefix %q", l.key, got, want)
-		}
-	}
-}
-
 // TestBadSnapshotNoLoop: a snapshot that fails its checksum is reported
 // and resynced once; further bad snapshots are reported but the next
 // request waits for the doubling retry.

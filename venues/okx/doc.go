@@ -68,12 +68,14 @@
 // top 25 levels of each side after the frame is applied (the longer side
 // continuing alone), compared as a signed int32, over the price and size
 // strings exactly as OKX wrote them. A checksum of 0 means none: OKX's
-// live frames carry 0 (as the recorded live frames in testdata do). The book keeps the original strings
-// in one arena per book (no allocation per level) only while its snapshot
-// carried a checksum. The book also keeps the checksum string and CRC
-// states along it, and rebuilds and rehashes only from the first top-25
-// rank a frame changed: every frame that carries a checksum is still
-// verified, against the same CRC.
+// live frames carry 0 (as the recorded live frames in testdata do). The
+// book (a venue.Book) keeps the original strings (KeepText, one arena per
+// book, no allocation per level) only while its snapshot carried a
+// checksum. The decoder keeps the checksum string and CRC states along it
+// beside the book (checksum.go), and rebuilds and rehashes only from the
+// first top-25 rank a frame changed (the book reports each change's rank):
+// every frame that carries a checksum is still verified, against the same
+// CRC.
 //
 // A gap, a checksum mismatch, or a frame that does not parse or makes an
 // impossible book (a bad number, a negative size, a crossed book) marks the
@@ -93,16 +95,17 @@
 // the 2022 captures): a book with a seqId chain finds a lost frame of its
 // own at its next update, so the bad frame costs no other book.
 //
-// Prices are kept as int64 keys at the book's scale (the most decimals seen
-// for the instrument) and published in fixed point at that scale; a price
-// with more decimals rescales the book. Sizes keep OKX's own exponent.
+// Prices are published in fixed point at the book's scale (the most
+// decimals seen for the instrument since its snapshot) and must fit an
+// int64 at it, else the frame is bad ("price out of range"). Sizes keep
+// OKX's own exponent.
 //
 // # Cost
 //
 // Frames are read by the venues' shared scanner (internal/scan) over the
-// bytes (no tree, no maps); the book's sorted levels hold no pointers
-// (sizes live in a side table, in fixed point), so inserts and deletes are
-// plain memmoves without GC write barriers. An update is published in one
+// bytes (no tree, no maps); the book's (venue.Book's) sorted levels hold
+// no pointers (values live in slots, in fixed point), so inserts and
+// deletes are plain memmoves without GC write barriers. An update is published in one
 // event the decoder reuses (venue.Sink), with its levels in fixed point: a
 // typical update costs no allocation (TestAllocBudget); a size of more
 // than 18 digits is kept as a decimal, and a frame carrying one is
