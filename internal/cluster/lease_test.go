@@ -16,27 +16,8 @@ import (
 // write happened, the revision was never learned) does not cost the
 // lease; a record of another process does.
 func TestLeaseRenewalWrittenUnseen(t *testing.T) {
-	nc := testNATS(t)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	in := NewIngest(Subjects{Prefix: "t"}, "in-1", slog.New(slog.NewTextHandler(io.Discard, nil)))
-	in.nc = nc
-	in.Tap("coinbase")
-	p := in.pubs["coinbase"]
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: in.leaseBucket()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mine, _ := json.Marshal(Lease{Node: in.node, Instance: in.instance})
-	rev, err := kv.Create(ctx, "coinbase", mine)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.lead.Store(true)
-	st := &leaseState{rev: rev, lastRenew: time.Now().Add(-LeaseRenew)}
+	in, p, kv, mine, st := leadingIngest(t)
 
 	// The renewal that timed out had been written.
 	unseen, err := kv.Put(ctx, "coinbase", mine)
@@ -179,28 +160,9 @@ func (r replicatedKV) Update(ctx context.Context, key string, value []byte, rev 
 // bucket refuses (code 10164) because another process took the lease
 // stops publishing and stands by, as with a one-replica bucket.
 func TestLeaseLostOnReplicatedBucket(t *testing.T) {
-	nc := testNATS(t)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	in := NewIngest(Subjects{Prefix: "t"}, "in-1", slog.New(slog.NewTextHandler(io.Discard, nil)))
-	in.nc = nc
-	in.Tap("coinbase")
-	p := in.pubs["coinbase"]
-	bucket, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: in.leaseBucket()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	in, p, bucket, _, st := leadingIngest(t)
 	kv := replicatedKV{bucket}
-	mine, _ := json.Marshal(Lease{Node: in.node, Instance: in.instance})
-	rev, err := kv.Create(ctx, "coinbase", mine)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.lead.Store(true)
-	st := &leaseState{rev: rev, lastRenew: time.Now().Add(-LeaseRenew)}
 	theirs, _ := json.Marshal(Lease{Node: "in-2", Instance: "in-2~abc"})
 	if _, err := kv.Put(ctx, "coinbase", theirs); err != nil {
 		t.Fatal(err)
@@ -210,4 +172,31 @@ func TestLeaseLostOnReplicatedBucket(t *testing.T) {
 		t.Fatal("still leading after a refused renewal (10164): another process holds the lease")
 	}
 	p.unfollow()
+}
+
+// leadingIngest is an ingest tapping coinbase that holds the venue's lease
+// in a fresh bucket on an embedded NATS server, its renewal due: the ingest,
+// the venue's publisher, the bucket, the ingest's lease record and its state.
+func leadingIngest(t *testing.T) (*Ingest, *publisher, jetstream.KeyValue, []byte, *leaseState) {
+	t.Helper()
+	nc := testNATS(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := NewIngest(Subjects{Prefix: "t"}, "in-1", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	in.nc = nc
+	in.Tap("coinbase")
+	p := in.pubs["coinbase"]
+	kv, err := js.CreateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: in.leaseBucket()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, _ := json.Marshal(Lease{Node: in.node, Instance: in.instance})
+	rev, err := kv.Create(context.Background(), "coinbase", mine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.lead.Store(true)
+	return in, p, kv, mine, &leaseState{rev: rev, lastRenew: time.Now().Add(-LeaseRenew)}
 }
