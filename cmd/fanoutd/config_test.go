@@ -159,7 +159,7 @@ func TestDefaultsAndEnvOverrides(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Listen != "127.0.0.1:9999" || len(cfg.Tokens) != 2 || len(cfg.Venues) != 5 || cfg.Venues[0].MaxQueueLen != 10000 ||
-		cfg.Venues[0].MaxQueueBytes != 8<<20 || cfg.ShutdownTimeout != 5*time.Second || !cfg.Websocket.IOUring || cfg.Websocket.WriteDelay != 3*time.Millisecond {
+		cfg.Venues[0].MaxQueueBytes != 8<<20 || cfg.ShutdownTimeout != 5*time.Second || !cfg.Websocket.IOUring || cfg.Websocket.WriteDelay != 10*time.Millisecond {
 		t.Fatalf("%+v", cfg)
 	}
 	cfg, err = config.Parse([]byte("websocket:\n  io_uring: false\n"), nil)
