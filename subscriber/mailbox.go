@@ -59,6 +59,7 @@ type Mailbox struct {
 	bytes   int        // sum of len(Data) over the data queue
 	notices []*Message // notice queue, oldest first
 	replies int        // bytes of the replies on the notice queue
+	held    int        // Hold calls not yet released: Drain takes nothing
 	closed  bool
 	// popped counts the data messages ever drained; a message pushed when
 	// popped+n was p sits at ring index head+(p-popped) while p >= popped.
@@ -263,6 +264,27 @@ func (c *Mailbox) Reply(m *Message, maxBytes int) Result {
 	return Enqueued
 }
 
+// Hold has Drain take nothing until the matching Release, so that what a
+// command queues on both queues (a subscribe's ack, then the snapshot and
+// events that follow its subscription) reaches the writer together, in
+// queue order. Release signals Ready if anything is queued.
+func (c *Mailbox) Hold() {
+	c.mu.Lock()
+	c.held++
+	c.mu.Unlock()
+}
+
+// Release ends a Hold.
+func (c *Mailbox) Release() {
+	c.mu.Lock()
+	c.held--
+	wake := c.held == 0 && (c.n > 0 || len(c.notices) > 0)
+	c.mu.Unlock()
+	if wake {
+		c.signal()
+	}
+}
+
 // Queued returns the number of messages queued, notices and data.
 func (c *Mailbox) Queued() int {
 	c.mu.Lock()
@@ -280,6 +302,9 @@ func (c *Mailbox) Queued() int {
 func (c *Mailbox) Drain(dst []*Message, max, maxBytes int) ([]*Message, int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.held > 0 {
+		return dst, 0
+	}
 	taken, size := 0, -1 // size: the frame's bytes so far, separators included
 	nn := 0
 	for nn < len(c.notices) && (taken == 0 || taken < max && size+1+len(c.notices[nn].Data) <= maxBytes) {

@@ -382,3 +382,33 @@ func TestRecover(t *testing.T) {
 		t.Fatal("recover on a closed mailbox")
 	}
 }
+
+// TestHoldDefersDrain: while held, Drain takes nothing, whatever is
+// queued; Release signals Ready and the queues drain in order.
+func TestHoldDefersDrain(t *testing.T) {
+	c := NewMailbox()
+	c.Hold()
+	c.Reply(&Message{Data: []byte("ack")}, 1<<20)
+	<-c.Ready() // the reply signalled; the writer finds nothing to take
+	if got, _ := c.Drain(nil, 10, 1<<20); len(got) != 0 {
+		t.Fatalf("held: drained %d messages", len(got))
+	}
+	c.Offer(&Message{Data: []byte("snapshot")}, 10, 0)
+	c.Release()
+	select {
+	case <-c.Ready():
+	default:
+		t.Fatal("Release with messages queued did not signal Ready")
+	}
+	got, nn := c.Drain(nil, 10, 1<<20)
+	if len(got) != 2 || nn != 1 || string(got[0].Data) != "ack" || string(got[1].Data) != "snapshot" {
+		t.Fatalf("after Release: %d messages, %d notices", len(got), nn)
+	}
+	c.Hold()
+	c.Release()
+	select {
+	case <-c.Ready():
+		t.Fatal("Release of empty queues signalled Ready")
+	default:
+	}
+}

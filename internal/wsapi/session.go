@@ -346,7 +346,11 @@ func (s *session) handle(b []byte) {
 			}
 		}
 		// The ack goes first: it is on the notice queue, which the
-		// writer drains ahead of the snapshot queued by Subscribe.
+		// writer drains ahead of the snapshot queued by Subscribe. The
+		// queue is held until every stream is subscribed, so the ack never
+		// leaves before the subscription it confirms: an event published
+		// after the client read its ack reaches it.
+		s.q.Hold()
 		s.reply(appendAck(nil, cmd.ID, cmd.Streams))
 		for _, st := range fresh {
 			if err := hub.Subscribe(s.sub, st); err != nil {
@@ -356,6 +360,7 @@ func (s *session) handle(b []byte) {
 				f(st)
 			}
 		}
+		s.q.Release()
 		s.namesChanged(len(fresh) > 0)
 	case OpUnsubscribe:
 		for _, st := range cmd.Streams {
