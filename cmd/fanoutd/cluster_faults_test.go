@@ -307,14 +307,20 @@ func TestClusterFaultsProcesses(t *testing.T) {
 		for _, r := range rows {
 			fmt.Fprintf(&b, "  %-90s %8v %8v\n", r.fault, r.silence[0].Round(time.Millisecond), r.silence[1].Round(time.Millisecond))
 		}
-		fmt.Fprintf(&b, "edge-1: %s\n", metricLines("http://"+edges["edge-1"], "fanoutd_cluster_fenced_total", "fanoutd_cluster_slow_consumer_total", "fanoutd_cluster_lame_duck_moves_total"))
+		fmt.Fprintf(&b, "edge-1: %s\n", metricLines("http://"+edges["edge-1"], edgeMetrics...))
 		fmt.Fprintf(&b, "edge-2 (before its death): %s\n", edge2Metrics)
 		for name, u := range ingests {
 			fmt.Fprintf(&b, "%s: %s\n", name, metricLines(u, "fanoutd_cluster_lame_duck_moves_total", "fanoutd_cluster_publish_dropped_total"))
 		}
 		for _, s := range subs {
 			ms := s.all()
-			fmt.Fprintf(&b, "%s: %d events, %d stream_gap, %d book_resync\n", s.name, s.count(), countKind(ms, "stream_gap"), countKind(ms, "book_resync"))
+			s.mu.Lock()
+			quiet := time.Since(s.lastAt).Round(time.Millisecond)
+			s.mu.Unlock()
+			fmt.Fprintf(&b, "%s: %d events, %d stream_gap, %d book_resync, the last event %v ago; its last lines:\n", s.name, s.count(), countKind(ms, "stream_gap"), countKind(ms, "book_resync"), quiet)
+			for _, m := range ms[max(0, len(ms)-4):] {
+				fmt.Fprintf(&b, "    %.300s\n", m.raw)
+			}
 		}
 		t.Log(b.String())
 	}
@@ -386,7 +392,7 @@ func TestClusterFaultsProcesses(t *testing.T) {
 	for _, s := range subs {
 		split[s] = [2]int{split[s][0], s.received()}
 	}
-	edge2Metrics = metricLines("http://"+edges["edge-2"], "fanoutd_cluster_fenced_total", "fanoutd_cluster_slow_consumer_total", "fanoutd_cluster_lame_duck_moves_total")
+	edge2Metrics = metricLines("http://"+edges["edge-2"], edgeMetrics...)
 	killed := time.Now()
 	procs["edge-2"].Process.Kill()
 	<-subs[1].done
@@ -472,6 +478,10 @@ func sideOfSplit(lines []line, cut [2]int, i int) bool {
 	}
 	return i < settled
 }
+
+// edgeMetrics are the edge counters the fault test's report shows.
+var edgeMetrics = []string{"fanoutd_cluster_fenced_total", "fanoutd_cluster_slow_consumer_total", "fanoutd_cluster_lame_duck_moves_total",
+	"fanoutd_cluster_bus_invalid_total", "fanoutd_cluster_bus_recovered_total"}
 
 func countKind(ms []line, kind string) int {
 	n := 0

@@ -627,9 +627,14 @@ func (es *edgeStream) gap(reason string, first, last uint64, epoch string) {
 	es.resync()
 }
 
-// resync holds what arrives from now on and fetches the book. es.mu must
-// be held.
+// resync holds what arrives from now on and fetches the book. A range
+// being recovered is given up (its fetch is of an older gen): the book
+// replaces it, and checks what was lost (verify). es.mu must be held.
 func (es *edgeStream) resync() {
+	if es.recovering {
+		es.recovering, es.verify = false, true
+		es.e.busRecovered.add(es.id.Venue(), 0)
+	}
 	es.resyncing = true
 	es.gen++
 	go es.fetch(es.gen)

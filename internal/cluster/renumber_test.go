@@ -237,3 +237,97 @@ func TestEdgeBookAcrossRenumberedFailover(t *testing.T) {
 		t.Errorf("%d book_resync (failover), want 2 (one per publisher change)", resyncs)
 	}
 }
+
+// TestEdgeResyncDuringRecovery: a link_up's book check (a resync) that
+// starts while the edge is recovering a range lost on the bus gives the
+// range up: the book replaces it, the loss is announced, and the updates
+// after the book are forwarded, not held until the hold overflows.
+func TestEdgeResyncDuringRecovery(t *testing.T) {
+	nc := testNATS(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	subj := Subjects{Prefix: "t"}
+	const epoch = "e1"
+	a := newRNPublisher(t, "in-a~11111111")
+	rsub, err := nc.Subscribe(subj.Book("coinbase", "BTC-USD"), func(m *nats.Msg) {
+		ev, _ := a.feed.Book(rnL2)
+		ev.Snapshot = true
+		m.RespondMsg(&nats.Msg{Data: ev.AppendJSON(nil),
+			Header: nats.Header{HeaderEpoch: {epoch}, HeaderSeq: {strconv.FormatUint(ev.Seq, 10)}, HeaderLeader: {a.instance}}})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rsub.Unsubscribe() })
+	// The recover request stays unanswered until the test ends.
+	asked, release := make(chan struct{}, 1), make(chan struct{})
+	qsub, err := nc.Subscribe(subj.Recover("coinbase"), func(m *nats.Msg) {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		<-release
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { close(release); qsub.Unsubscribe() })
+
+	a.publish(&venue.Event{Snapshot: true, Bids: []venue.Level{rnLevel(99, 1)}, Asks: []venue.Level{rnLevel(101, 1)}})
+	e := NewEdge(subj, "edge", log)
+	e.RecoverGaps = true
+	h := fanout.NewHub(subscriber.NewRegistry())
+	f, err := h.AddFeed(fanout.Options{Venue: "coinbase", OnWanted: e.Wanted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Venue(f)
+	if err := e.Start(nc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Stop)
+	c := subscriber.NewMailbox()
+	h.Subscribe(h.NewEphemeral(c), rnL2)
+	bookIs := func(what string) {
+		t.Helper()
+		testutil.WaitFor(t, 30*time.Second, what, func() bool {
+			got, ok := f.Book(rnL2)
+			want, _ := a.feed.Book(rnL2)
+			return ok && rnSameBook(got, want)
+		})
+	}
+	bookIs("the edge's first book")
+
+	// Seqs 2 and 3 are lost on the bus: 4 starts a recovery of 2..3.
+	for i := range int64(3) {
+		a.publish(&venue.Event{Bids: []venue.Level{rnLevel(90+i, 1)}})
+	}
+	a.send(t, nc, subj, epoch, 4)
+	<-asked
+	// The bus link comes back up meanwhile: evaluate checks the book.
+	v := e.venues["coinbase"]
+	v.mu.Lock()
+	v.up, v.lastHB = false, time.Now()
+	v.mu.Unlock()
+	v.evaluate()
+	bookIs("the book the link_up fetched")
+	for i := range int64(3) {
+		a.send(t, nc, subj, epoch, a.publish(&venue.Event{Asks: []venue.Level{rnLevel(110+i, 2)}}))
+	}
+	bookIs("the updates after the book forwarded")
+
+	ms, _ := c.Drain(nil, math.MaxInt, math.MaxInt)
+	gap := false
+	for _, m := range ms {
+		var x struct {
+			Type, Kind string
+			Details    map[string]any
+		}
+		json.Unmarshal(m.Data, &x)
+		if x.Type == "notice" && x.Kind == "book_resync" && x.Details["reason"] == "bus_gap" && x.Details["first"] == float64(2) {
+			gap = true
+		}
+	}
+	if !gap {
+		t.Error("no book_resync (bus_gap) from seq 2: the range given up was not announced")
+	}
+}
