@@ -355,10 +355,14 @@ func TestLifecycle(t *testing.T) {
 	}
 	ran := make(chan struct{}, 2)
 	run := func(ctx context.Context) { ran <- struct{}{}; <-ctx.Done() }
-	if err := l.Start(context.Background(), "x", run, run); err != nil {
+	l.Init("x", run, run)
+	if l.Venue() != "x" {
+		t.Fatalf("Venue() = %q", l.Venue())
+	}
+	if err := l.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Start(context.Background(), "x", run); !errors.Is(err, ErrStarted) {
+	if err := l.Start(context.Background()); !errors.Is(err, ErrStarted) {
 		t.Fatalf("second Start: %v", err)
 	}
 	<-ran
@@ -368,7 +372,8 @@ func TestLifecycle(t *testing.T) {
 	}
 	var stuck Lifecycle
 	release := make(chan struct{})
-	stuck.Start(context.Background(), "y", func(context.Context) { <-release })
+	stuck.Init("y", func(context.Context) { <-release })
+	stuck.Start(context.Background())
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := stuck.Stop(ctx); !errors.Is(err, context.Canceled) {

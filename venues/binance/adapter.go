@@ -65,12 +65,12 @@ const (
 // diff-depth stream by the official procedure. Build one with New; the
 // zero Adapter is not usable.
 type Adapter struct {
-	cfg   venue.Config
-	depth int
-	log   *slog.Logger
-	rest  *rest
-	pool  *venue.Pool
-	life  venue.Lifecycle
+	cfg             venue.Config
+	depth           int
+	log             *slog.Logger
+	rest            *rest
+	pool            *venue.Pool
+	venue.Lifecycle // Venue, Start, Stop
 
 	decs []*Decoder // each connection's, under the decode lock
 
@@ -170,6 +170,7 @@ func New(cfg venue.Config) (*Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.Init(Name, a.pool.Run, a.control, a.fetcher)
 	return a, nil
 }
 
@@ -194,21 +195,8 @@ func (a *Adapter) newConn(i int, lc *venue.LinkConfig) {
 // parts of Binance's stream names and its combined-stream URL.
 const reserved = "/@"
 
-// Venue implements venue.Adapter.
-func (a *Adapter) Venue() string { return Name }
-
 // Coverage implements venue.Adapter: over every connection.
 func (a *Adapter) Coverage() venue.Coverage { return a.pool.Coverage() }
-
-// Start launches the adapter's goroutines and returns at once; they run
-// until ctx is done or Stop is called (venue.Lifecycle).
-func (a *Adapter) Start(ctx context.Context) error {
-	return a.life.Start(ctx, Name, a.pool.Run, a.control, a.fetcher)
-}
-
-// Stop closes the link and waits for the adapter's goroutines, or until
-// ctx is done (then it returns ctx.Err() and they finish on their own).
-func (a *Adapter) Stop(ctx context.Context) error { return a.life.Stop(ctx) }
 
 // Subscribe implements venue.Adapter. Symbols are checked against
 // exchangeInfo before they are subscribed; an unknown one is reported as a

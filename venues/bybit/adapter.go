@@ -1,7 +1,6 @@
 package bybit
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -61,11 +60,11 @@ var spotDepths = []int{1, 50, 200, 1000}
 // connections as its symbols' args need. Build one with New; it does
 // nothing until Start.
 type Adapter struct {
-	cfg  venue.Config
-	log  *slog.Logger
-	pool *venue.Pool
-	life venue.Lifecycle
-	ping atomic.Uint64 // keepalives sent
+	cfg             venue.Config
+	log             *slog.Logger
+	pool            *venue.Pool
+	venue.Lifecycle               // Venue, Start, Stop
+	ping            atomic.Uint64 // keepalives sent
 
 	mu      sync.Mutex // protects the fields below and each conn's subs; taken after the decode lock
 	symbols []string   // wanted, in the order asked
@@ -138,6 +137,7 @@ func New(cfg venue.Config) (*Adapter, error) {
 			}
 		}
 	})
+	a.Init(Name, a.pool.Run)
 	return a, nil
 }
 
@@ -154,21 +154,8 @@ func (a *Adapter) newConn(i int, lc *venue.LinkConfig) {
 	lc.Tick = func(t time.Time) string { return a.tick(c, t) }
 }
 
-// Venue returns "bybit".
-func (a *Adapter) Venue() string { return Name }
-
 // Coverage reports the streams observed arriving, over every connection.
 func (a *Adapter) Coverage() venue.Coverage { return a.pool.Coverage() }
-
-// Start launches the adapter's goroutines and returns at once; they run
-// until ctx is done or Stop is called (venue.Lifecycle).
-func (a *Adapter) Start(ctx context.Context) error {
-	return a.life.Start(ctx, Name, a.pool.Run)
-}
-
-// Stop closes the link and waits for the adapter's goroutines, or until
-// ctx is done (then it returns ctx.Err() and they finish on their own).
-func (a *Adapter) Stop(ctx context.Context) error { return a.life.Stop(ctx) }
 
 // Subscribe adds symbols on the configured channels. On a live connection
 // the subscribe requests are queued at once; otherwise they go out when

@@ -1,7 +1,6 @@
 package coinbase
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -46,9 +45,9 @@ const (
 // Adapter is fanoutd's connection to Coinbase Advanced Trade. Build one
 // with New; see the package doc for the protocol it speaks.
 type Adapter struct {
-	cfg  venue.Config
-	pool *venue.Pool
-	life venue.Lifecycle
+	cfg             venue.Config
+	pool            *venue.Pool
+	venue.Lifecycle // Venue, Start, Stop
 
 	mu      sync.Mutex        // protects symbols
 	symbols []string          // wanted symbols, in the order first asked for
@@ -136,6 +135,7 @@ func New(cfg venue.Config) (*Adapter, error) {
 			a.place(now, s)
 		}
 	})
+	a.Init(Name, a.pool.Run)
 	return a, nil
 }
 
@@ -154,22 +154,9 @@ func (a *Adapter) newConn(i int, lc *venue.LinkConfig) {
 	lc.Tick = func(t time.Time) string { return a.tick(c, t) }
 }
 
-// Venue returns "coinbase".
-func (a *Adapter) Venue() string { return Name }
-
 // Coverage reports the link state and the streams observed arriving, over
 // every connection.
 func (a *Adapter) Coverage() venue.Coverage { return a.pool.Coverage() }
-
-// Start launches the adapter's goroutines and returns at once; they run
-// until ctx is done or Stop is called (venue.Lifecycle).
-func (a *Adapter) Start(ctx context.Context) error {
-	return a.life.Start(ctx, Name, a.pool.Run)
-}
-
-// Stop closes the link and waits for the adapter's goroutines, or until
-// ctx is done (then it returns ctx.Err() and they finish on their own).
-func (a *Adapter) Stop(ctx context.Context) error { return a.life.Stop(ctx) }
 
 // Subscribe adds symbols on the configured channels. A symbol Coinbase
 // does not know comes back as a refusal notice.

@@ -1,7 +1,6 @@
 package kraken
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -54,11 +53,11 @@ var ErrStarted = venue.ErrStarted
 // to instrument (for precisions), then book, trade and ticker per symbol.
 // See the package doc for the protocol rules it follows.
 type Adapter struct {
-	cfg  venue.Config
-	log  *slog.Logger
-	link *venue.Link
-	dec  *Decoder // under the link's decode lock
-	life venue.Lifecycle
+	cfg             venue.Config
+	log             *slog.Logger
+	link            *venue.Link
+	dec             *Decoder // under the link's decode lock
+	venue.Lifecycle          // Venue, Start, Stop
 
 	smu  sync.Mutex    // protects ss and subs; taken after the decode lock, before mu and Link.cmu (docs/lock-order.md)
 	ss   *sessionState // the current connection's instrument and send state
@@ -111,24 +110,12 @@ func New(cfg venue.Config) (*Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.Init(Name, a.link.Run)
 	return a, nil
 }
 
-// Venue returns "kraken".
-func (a *Adapter) Venue() string { return Name }
-
 // Coverage reports the streams observed arriving on the current link.
 func (a *Adapter) Coverage() venue.Coverage { return a.dec.Coverage().Snapshot() }
-
-// Start launches the adapter's goroutines and returns at once; they run
-// until ctx is done or Stop is called (venue.Lifecycle).
-func (a *Adapter) Start(ctx context.Context) error {
-	return a.life.Start(ctx, Name, a.link.Run)
-}
-
-// Stop closes the link and waits for the adapter's goroutines, or until
-// ctx is done (then it returns ctx.Err() and they finish on their own).
-func (a *Adapter) Stop(ctx context.Context) error { return a.life.Stop(ctx) }
 
 // Subscribe adds symbols on the configured channels. A symbol the venue
 // refused before is asked for again.

@@ -1,7 +1,6 @@
 package okx
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"slices"
@@ -63,11 +62,11 @@ const (
 // Adapter is the OKX v5 public market-data adapter: one websocket, the
 // books/trades/tickers channels for each symbol, books kept by a Decoder.
 type Adapter struct {
-	cfg  venue.Config // defaults resolved
-	log  *slog.Logger
-	link *venue.Link
-	dec  *Decoder // under the link's decode lock
-	life venue.Lifecycle
+	cfg             venue.Config // defaults resolved
+	log             *slog.Logger
+	link            *venue.Link
+	dec             *Decoder // under the link's decode lock
+	venue.Lifecycle          // Venue, Start, Stop
 
 	mu      sync.Mutex        // protects symbols
 	symbols []string          // wanted, in order of Subscribe
@@ -111,24 +110,12 @@ func New(cfg venue.Config) (*Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.Init(Name, a.link.Run)
 	return a, nil
 }
 
-// Venue returns "okx".
-func (a *Adapter) Venue() string { return Name }
-
 // Coverage reports the link state and the streams observed on it.
 func (a *Adapter) Coverage() venue.Coverage { return a.dec.Coverage().Snapshot() }
-
-// Start launches the adapter's goroutines and returns at once; they run
-// until ctx is done or Stop is called (venue.Lifecycle).
-func (a *Adapter) Start(ctx context.Context) error {
-	return a.life.Start(ctx, Name, a.link.Run)
-}
-
-// Stop closes the link and waits for the adapter's goroutines, or until
-// ctx is done (then it returns ctx.Err() and they finish on their own).
-func (a *Adapter) Stop(ctx context.Context) error { return a.life.Stop(ctx) }
 
 // Subscribe adds symbols on the configured channels. A symbol OKX refuses
 // comes back as a Refusal notice and is dropped from the wanted set.
