@@ -149,3 +149,30 @@ func numDigits(u uint64) int {
 	}
 	return max(n, 1)
 }
+
+// maxDecimalText bounds the text ParseDecimal reads: a venue's longest
+// value is far shorter, and decimal.NewFromString's cost grows with it.
+const maxDecimalText = 64
+
+// ParseDecimal reads a venue's decimal text that scan.Coef does not take
+// (more than 18 significant digits, or an exponent): an optional '-',
+// digits with at most one '.', and an optional exponent ('e' or 'E', a
+// sign, digits); at most 64 bytes, and an exponent of the value within
+// ±64. Anything else is refused (ok false). Every adapter's slow path is
+// this one rule; each refuses what its venue never sends (a sign, more
+// fraction digits) on the value it returns.
+func ParseDecimal(b []byte) (v decimal.Decimal, ok bool) {
+	if len(b) == 0 || len(b) > maxDecimalText {
+		return decimal.Decimal{}, false
+	}
+	for _, c := range b {
+		if !(c >= '0' && c <= '9' || c == '.' || c == '-' || c == 'e' || c == 'E' || c == '+') {
+			return decimal.Decimal{}, false
+		}
+	}
+	v, err := decimal.NewFromString(string(b))
+	if err != nil || v.Exponent() < -64 || v.Exponent() > 64 {
+		return decimal.Decimal{}, false
+	}
+	return v, true
+}

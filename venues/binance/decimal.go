@@ -55,21 +55,11 @@ func makeDecimal(m uint64, frac int, neg bool) decimal.Decimal {
 	return decimal.New(v, int32(-frac))
 }
 
-// parseDecimalSlow handles values with more than 18 significant digits.
+// parseDecimalSlow reads values with more than 18 significant digits
+// (venue.ParseDecimal), with at most maxFrac fraction digits.
 func parseDecimalSlow(b []byte) (decimal.Decimal, bool) {
-	if len(b) > 2*maxFrac {
-		return decimal.Decimal{}, false
-	}
-	if dot := indexByte(b, '.'); dot >= 0 && len(b)-dot-1 > maxFrac {
-		return decimal.Decimal{}, false
-	}
-	for _, c := range b {
-		if !(c >= '0' && c <= '9' || c == '.' || c == '-') {
-			return decimal.Decimal{}, false
-		}
-	}
-	v, err := decimal.NewFromString(string(b))
-	return v, err == nil
+	v, ok := venue.ParseDecimal(b)
+	return v, ok && v.Exponent() >= -maxFrac
 }
 
 // priceScale is Binance's price format: eight fraction digits.

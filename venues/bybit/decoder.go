@@ -667,23 +667,8 @@ func (d *Decoder) size(b []byte) (decimal.Decimal, bool) {
 	return d.cache.Get(m, -int32(frac)), true
 }
 
-// slowDecimal parses what scan.Coef does not take (more than 18 digits,
-// an exponent).
-func slowDecimal(b []byte) (decimal.Decimal, bool) {
-	if len(b) == 0 || len(b) > 64 {
-		return decimal.Decimal{}, false
-	}
-	for _, c := range b {
-		if !(c >= '0' && c <= '9' || c == '.' || c == '-' || c == 'e' || c == 'E' || c == '+') {
-			return decimal.Decimal{}, false
-		}
-	}
-	v, err := decimal.NewFromString(string(b))
-	if err != nil || v.Exponent() < -64 || v.Exponent() > 64 {
-		return decimal.Decimal{}, false
-	}
-	return v, true
-}
+// slowDecimal parses what scan.Coef does not take (venue.ParseDecimal).
+func slowDecimal(b []byte) (decimal.Decimal, bool) { return venue.ParseDecimal(b) }
 
 // parseTrades reads publicTrade data into d.trades, one event per trade in
 // the venue's order. A frame with any bad trade emits none of them.

@@ -15,7 +15,7 @@ import (
 const priceExp = 12
 
 // maxFast bounds the text read by scan.Coef (any Coinbase value is far
-// shorter); a longer one takes slowDecimal and its own bound.
+// shorter); a longer one takes slowDecimal and venue.ParseDecimal's bound.
 const maxFast = 40
 
 // decPrice parses a price as a decimal shared through d.prices; ok is false
@@ -53,20 +53,9 @@ func fixed(raw []byte) (venue.Fixed, bool) {
 	return venue.Fixed{M: m, Scale: uint8(frac)}, true
 }
 
-// slowDecimal reads what scan.Coef does not: more than 18 significant
-// digits, or more than maxFast bytes.
+// slowDecimal reads what scan.Coef does not (venue.ParseDecimal); Coinbase
+// writes no negative price or size.
 func slowDecimal(raw []byte) (decimal.Decimal, bool) {
-	if len(raw) == 0 || len(raw) > 64 {
-		return decimal.Decimal{}, false
-	}
-	for _, c := range raw { // plain decimal notation only: no sign, no exponent
-		if (c < '0' || c > '9') && c != '.' {
-			return decimal.Decimal{}, false
-		}
-	}
-	v, err := decimal.NewFromString(string(raw))
-	if err != nil {
-		return decimal.Decimal{}, false
-	}
-	return v, true
+	v, ok := venue.ParseDecimal(raw)
+	return v, ok && v.Sign() >= 0
 }

@@ -457,8 +457,8 @@ func parseLevels(s *scan.Scanner, dst []rawLevel) []rawLevel {
 			s.Fail()
 			return dst
 		case scan.Big:
-			var err error
-			if l.szDec, err = decimal.NewFromString(string(l.sz)); err != nil {
+			var ok bool
+			if l.szDec, ok = venue.ParseDecimal(l.sz); !ok {
 				s.Fail()
 				return dst
 			}

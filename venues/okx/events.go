@@ -26,8 +26,7 @@ func decimalOf(b []byte, emptyOK bool) (decimal.Decimal, bool) {
 		}
 		return decimal.New(m, -int32(f)), true
 	case st == scan.Big:
-		v, err := decimal.NewFromString(string(b))
-		return v, err == nil
+		return venue.ParseDecimal(b)
 	}
 	return decimal.Decimal{}, false
 }
