@@ -108,8 +108,8 @@ func TestConfigPointsDown(t *testing.T) {
 // venue links' transport, the mock venues, the websocket API, the daemon's
 // history replays (tardis-machine's /ws-replay-normalized, and the
 // websocket form of /v1/history/stream: one paced answer per connection,
-// no fanout), and the tools that are clients.
-var websockets = []string{"venue/wsconn", "venue/venuetest", "venues/*/*test", "internal/wsapi", "internal/daemon", "internal/bench", "internal/tail", "internal/ui/bidi", "cmd/fanoutd", "client"}
+// no fanout), the tools that are clients, and the tests' shared helpers.
+var websockets = []string{"venue/wsconn", "venue/venuetest", "venues/*/*test", "internal/wsapi", "internal/daemon", "internal/bench", "internal/tail", "internal/ui/bidi", "cmd/fanoutd", "client", "internal/testutil"}
 
 const module = "github.com/fanoutd/fanoutd"
 

@@ -86,23 +86,9 @@ func wsDial(t *testing.T, d *websocket.Dialer, h *hostile, query, secret string)
 	return ws, resp, err
 }
 
-// objects reads one websocket message and splits it into its objects.
 func objects(t *testing.T, ws *websocket.Conn) []map[string]any {
 	t.Helper()
-	ws.SetReadDeadline(time.Now().Add(10 * time.Second))
-	_, m, err := ws.ReadMessage()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []map[string]any
-	for _, line := range bytes.Split(m, []byte("\n")) {
-		var o map[string]any
-		if err := json.Unmarshal(line, &o); err != nil {
-			t.Fatalf("%q: %v", line, err)
-		}
-		out = append(out, o)
-	}
-	return out
+	return testutil.Objects(t, ws, 10*time.Second)
 }
 
 // replyTo sends cmd and returns the reply whose id is id, skipping

@@ -3,8 +3,12 @@
 package testutil
 
 import (
+	"bytes"
+	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 )
 
 // WaitFor polls cond until it holds and returns how long that took, or
@@ -36,4 +40,25 @@ func Poll(d time.Duration, cond func() bool) bool {
 		pause = min(2*pause, 200*time.Millisecond)
 	}
 	return true
+}
+
+// Objects reads one websocket message (failing tb if none comes within
+// d) and splits it into its JSON objects, one a line, as the daemon
+// batches them.
+func Objects(tb testing.TB, ws *websocket.Conn, d time.Duration) []map[string]any {
+	tb.Helper()
+	ws.SetReadDeadline(time.Now().Add(d))
+	_, m, err := ws.ReadMessage()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var out []map[string]any
+	for _, line := range bytes.Split(m, []byte("\n")) {
+		var o map[string]any
+		if err := json.Unmarshal(line, &o); err != nil {
+			tb.Fatalf("%q: %v", line, err)
+		}
+		out = append(out, o)
+	}
+	return out
 }

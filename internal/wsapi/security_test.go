@@ -1,9 +1,7 @@
 package wsapi
 
 import (
-	"bytes"
 	"crypto/sha256"
-	"encoding/json"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/fanoutd/fanoutd/fanout"
 	"github.com/fanoutd/fanoutd/internal/api"
+	"github.com/fanoutd/fanoutd/internal/testutil"
 	"github.com/fanoutd/fanoutd/subscriber"
 	"github.com/fanoutd/fanoutd/venue"
 )
@@ -68,20 +67,7 @@ func command(t *testing.T, ws *websocket.Conn, cmd string) []map[string]any {
 
 func readObjects(t *testing.T, ws *websocket.Conn) []map[string]any {
 	t.Helper()
-	ws.SetReadDeadline(time.Now().Add(5 * time.Second))
-	_, m, err := ws.ReadMessage()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []map[string]any
-	for _, line := range bytes.Split(m, []byte("\n")) {
-		var o map[string]any
-		if err := json.Unmarshal(line, &o); err != nil {
-			t.Fatalf("%q: %v", line, err)
-		}
-		out = append(out, o)
-	}
-	return out
+	return testutil.Objects(t, ws, 5*time.Second)
 }
 
 func token(name, secret string, venues ...string) api.Token {
