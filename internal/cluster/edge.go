@@ -32,8 +32,9 @@ const (
 	bookTimeout      = 2 * time.Second
 	minBookRetry     = 50 * time.Millisecond
 	maxBookRetry     = 2 * time.Second
-	maxHeldMessages  = 100000  // held during a resync; past it the resync starts over
-	inboxLen         = 1 << 16 // messages received but not yet handled; past it NATS drops (a gap)
+	behindBookRetry  = 200 * time.Millisecond // the retry of a book not yet past the seq forwarded (renumber)
+	maxHeldMessages  = 100000                 // held during a resync; past it the resync starts over
+	inboxLen         = 1 << 16                // messages received but not yet handled; past it NATS drops (a gap)
 )
 
 // Edge is an edge node's side of the bus: it subscribes a stream's subject
@@ -670,6 +671,10 @@ func (es *edgeStream) fetch(gen int) {
 				if done {
 					return
 				}
+				// A new publisher's book behind the seq forwarded: it
+				// passes it at the stream's rate, so it is asked again
+				// soon rather than after a backoff.
+				wait = min(wait, behindBookRetry)
 			} else {
 				es.e.rejects.reject(es.id.Venue(), why, "subject", subj, "seq", seq) // asked again, as if unanswered
 			}
