@@ -33,8 +33,14 @@ const (
 	minBookRetry     = 50 * time.Millisecond
 	maxBookRetry     = 2 * time.Second
 	behindBookRetry  = 200 * time.Millisecond // the retry of a book not yet past the seq forwarded (renumber)
-	maxHeldMessages  = 100000                 // held during a resync; past it the resync starts over
-	inboxLen         = 1 << 16                // messages received but not yet handled; past it NATS drops (a gap)
+	// A responder moving to another server after its server died has no
+	// subscription for a moment (no responders): for the first
+	// quickBookRetries of a resync the book is asked every quickBookRetry,
+	// then with a backoff to maxBookRetry.
+	quickBookRetries = 2 * time.Second
+	quickBookRetry   = 100 * time.Millisecond
+	maxHeldMessages  = 100000  // held during a resync; past it the resync starts over
+	inboxLen         = 1 << 16 // messages received but not yet handled; past it NATS drops (a gap)
 )
 
 // Edge is an edge node's side of the bus: it subscribes a stream's subject
@@ -646,6 +652,7 @@ func (es *edgeStream) resync() {
 func (es *edgeStream) fetch(gen int) {
 	subj := es.e.subj.Book(es.id.Venue(), es.id.Symbol())
 	wait, timeout := minBookRetry, firstBookTimeout
+	began := time.Now()
 	for {
 		es.mu.Lock()
 		stale := es.closed || es.gen != gen
@@ -684,7 +691,11 @@ func (es *edgeStream) fetch(gen int) {
 			return
 		case <-time.After(wait):
 		}
-		wait = min(2*wait, maxBookRetry)
+		if time.Since(began) < quickBookRetries {
+			wait = quickBookRetry
+		} else {
+			wait = min(2*wait, maxBookRetry)
+		}
 	}
 }
 
