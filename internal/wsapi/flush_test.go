@@ -133,7 +133,7 @@ func TestRateOfWrites(t *testing.T) {
 		write := func(n, every int, gap time.Duration) {
 			for range n {
 				time.Sleep(gap)
-				w.observe(every, 0, 100, time.Time{})
+				w.drained(every, 0)
 			}
 		}
 		near := func(want int64) bool { r := w.rate.Load(); return r > want*9/10 && r < want*11/10 }
@@ -146,7 +146,7 @@ func TestRateOfWrites(t *testing.T) {
 			t.Fatalf("1 event every 5 ms: rate %d, age %v; want about 200 and max age/4", w.rate.Load(), time.Duration(ageFor(w.rate.Load(), maxAge)))
 		}
 		before := w.rate.Load()
-		w.observe(1, 1, 100, time.Time{}) // a notice alone is not data
+		w.drained(1, 1) // a notice alone is not data
 		write(1, 1, time.Second)
 		if r := w.rate.Load(); r >= before {
 			t.Fatalf("after an idle second the rate is %d, want below %d", r, before)

@@ -374,6 +374,7 @@ func (w *writer) writeNext(batch []*subscriber.Message) ([]*subscriber.Message, 
 		w.mu.Unlock()
 		return batch, 0, nil
 	}
+	w.drained(len(batch), nn)
 	bp := bufPool.Get().(*[]byte)
 	buf := appendBatch((*bp)[:0], batch)
 	err := w.writeFrame(buf, o.WriteTimeout)
@@ -413,6 +414,7 @@ func (w *writer) poolWrite(batch []*subscriber.Message, buf []byte) ([]*subscrib
 		if len(batch) == 0 {
 			break
 		}
+		w.drained(len(batch), nn)
 		buf = appendBatch(buf[:0], batch)
 		n, err := w.sock.TryWrite(buf)
 		if err != nil {
@@ -460,6 +462,7 @@ func (w *writer) ringPrep(r *rawio.Ring, slot *ringSlot, userData uint64) bool {
 		w.mu.Unlock()
 		return false
 	}
+	w.drained(len(slot.batch), nn)
 	slot.buf = appendBatch(slot.buf[:0], slot.batch)
 	slot.conn, slot.msgs, slot.notices = w, len(slot.batch), nn
 	slot.published = firstPublished(slot.batch[nn:])
@@ -527,20 +530,26 @@ func firstPublished(data []*subscriber.Message) time.Time {
 	return time.Time{}
 }
 
-// observe records a written batch of msgs messages (nn of them notices)
-// in a frame of frameLen bytes: for the flush policy its time and the
-// connection's rate (the data messages over the time since the last
-// write, averaged over writes with weight 1/rateWeight), and in the
-// metrics.
-func (w *writer) observe(msgs, nn, frameLen int, published time.Time) {
-	if msgs > nn {
-		now := monotime()
-		if prev := w.lastWrite.Swap(now); prev != 0 {
-			sample := int64(msgs-nn) * int64(time.Second) / max(now-prev, int64(time.Microsecond))
-			r := w.rate.Load()
-			w.rate.Store(r + (sample-r)/rateWeight)
-		}
+// drained records, for the flush policy, a batch of msgs messages (nn of
+// them notices) about to be written: its time and the connection's rate
+// (the data messages over the time since the last write, averaged over
+// writes with weight 1/rateWeight). It is called before the write, so an
+// event queued once the peer can read this batch is timed from it.
+func (w *writer) drained(msgs, nn int) {
+	if msgs <= nn {
+		return
 	}
+	now := monotime()
+	if prev := w.lastWrite.Swap(now); prev != 0 {
+		sample := int64(msgs-nn) * int64(time.Second) / max(now-prev, int64(time.Microsecond))
+		r := w.rate.Load()
+		w.rate.Store(r + (sample-r)/rateWeight)
+	}
+}
+
+// observe records a written batch of msgs messages (nn of them notices)
+// in a frame of frameLen bytes in the metrics.
+func (w *writer) observe(msgs, nn, frameLen int, published time.Time) {
 	m := w.o.Metrics
 	if m == nil {
 		return
