@@ -228,13 +228,21 @@ func (b *Book) key(price decimal.Decimal) priceKey {
 // (negative, or finer than 10^-18). A price that does not fit the scale
 // first rescales or widens the book's keys (refit).
 func (b *Book) fixedKey(f Fixed) (priceKey, bool) {
-	if !b.wide && f.Scale <= b.scale && f.M >= 0 {
-		hi, lo := bits.Mul64(uint64(f.M), pow10[b.scale-f.Scale])
-		if hi == 0 {
-			return priceKey{lo: lo}, true
-		}
+	if lo, ok := b.narrowKey(f); ok {
+		return priceKey{lo: lo}, true
 	}
 	return b.refit(f)
+}
+
+// narrowKey is fixedKey's common case, small enough to inline: f's key
+// (key.lo) in a book that is neither slow nor wide, and false if f does not
+// fit the scale as it is.
+func (b *Book) narrowKey(f Fixed) (uint64, bool) {
+	if b.slow || b.wide || f.Scale > b.scale || f.M < 0 {
+		return 0, false
+	}
+	hi, lo := bits.Mul64(uint64(f.M), pow10[b.scale-f.Scale])
+	return lo, hi == 0
 }
 
 // refit is fixedKey for a price that does not fit the book's keys as they
@@ -469,15 +477,22 @@ func (b *Book) SetFixed(s BookSide, price, size Fixed) bool {
 // SetFixedText is SetFixed that also keeps t as the level's text when the
 // book keeps text (KeepText), and says what it changed.
 func (b *Book) SetFixedText(s BookSide, price, size Fixed, t LevelText) Change {
-	if b.slow {
-		return b.setSlow(s, price, size)
-	}
-	k, ok := b.fixedKey(price)
-	if !ok {
-		return b.setSlow(s, price, size)
-	}
 	p := b.side(s)
-	i, found := b.searchKey(s, *p, k)
+	var k priceKey
+	var i int
+	var found bool
+	if lo, ok := b.narrowKey(price); ok {
+		k = priceKey{lo: lo}
+		i, found = searchNarrow(s, *p, lo)
+	} else {
+		if !b.slow {
+			k, ok = b.fixedKey(price)
+		}
+		if !ok {
+			return b.setSlow(s, price, size)
+		}
+		i, found = b.searchKey(s, *p, k)
+	}
 	rank := len(*p) - 1 - i
 	if size.IsZero() {
 		if !found {
