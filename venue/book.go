@@ -556,12 +556,13 @@ func (b *Book) addText(l *slot, t LevelText) {
 	}
 	l.txt, l.pl, l.sl = uint32(len(b.text)), uint32(len(t.Price)), uint32(len(t.Size))
 	b.text = append(b.text, t.Price...)
+	b.text = append(b.text, ':') // AppendLevelText hands out "price:size" whole
 	b.text = append(b.text, t.Size...)
 }
 
 // dropText marks l's text dead, compacting the arena when most of it is.
 func (b *Book) dropText(l *slot) {
-	b.dead += int(l.pl) + int(l.sl)
+	b.dead += int(l.pl) + 1 + int(l.sl)
 	l.pl = 0
 	if b.dead > 4096 && b.dead > len(b.text)/2 {
 		b.compact()
@@ -578,7 +579,7 @@ func (b *Book) compact() {
 				continue
 			}
 			off := len(out)
-			out = append(out, b.text[p.txt:p.txt+p.pl+p.sl]...)
+			out = append(out, b.text[p.txt:p.txt+p.pl+1+p.sl]...)
 			p.txt = uint32(off)
 		}
 	}
@@ -594,7 +595,19 @@ func (b *Book) LevelText(s BookSide, i int) (LevelText, bool) {
 		return LevelText{}, false
 	}
 	end := l.txt + l.pl
-	return LevelText{Price: b.text[l.txt:end], Size: b.text[end : end+l.sl]}, true
+	return LevelText{Price: b.text[l.txt:end], Size: b.text[end+1 : end+1+l.sl]}, true
+}
+
+// AppendLevelText appends the text kept for the i-th best level of side s
+// as price, ':' and size (OKX's checksum form), and false (dst unchanged)
+// if none is kept; i must be below Len(s).
+func (b *Book) AppendLevelText(dst []byte, s BookSide, i int) ([]byte, bool) {
+	p := *b.side(s)
+	l := b.at(p[len(p)-1-i])
+	if l.pl == 0 {
+		return dst, false
+	}
+	return append(dst, b.text[l.txt:l.txt+l.pl+1+l.sl]...), true
 }
 
 // Get returns the size at price on side s, and whether the level exists.
