@@ -783,7 +783,7 @@ func (b *Book) Crossed() bool {
 	}
 	bid, ask := b.bids[len(b.bids)-1], b.asks[len(b.asks)-1]
 	if !b.slow {
-		return bid.key.cmp(ask.key) >= 0
+		return bid.key.hi > ask.key.hi || bid.key.hi == ask.key.hi && bid.key.lo >= ask.key.lo
 	}
 	return b.decAt(bid).Price.Cmp(b.decAt(ask).Price) >= 0
 }
