@@ -151,3 +151,41 @@ func TestBookKeyModel(t *testing.T) {
 		t.Fatalf("the model never widened (%d) or rescaled (%d)", wide, rescaled)
 	}
 }
+
+// FuzzBookKey applies the changes the input spells (side, price
+// coefficient and scale, size) to a book in fixed point and one in
+// decimals, and compares them after each.
+func FuzzBookKey(f *testing.F) {
+	f.Add([]byte{0, 1, 1, 1, 1, 2, 2, 1, 0, 0xff, 18, 1, 1, 3, 0, 0})
+	f.Add([]byte{1, 50, 0, 2, 1, 5, 17, 1, 0, 0x7f, 0, 3, 1, 50, 0, 0})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var fb, db Book
+		for i := 0; i+4 <= len(in); i += 4 {
+			s := BookSide(in[i] & 1)
+			m := int64(in[i+1])
+			if in[i]&2 != 0 {
+				m <<= 8 * (in[i] >> 2 & 7) // up to 2^63: some fit no scale
+			}
+			px := Fixed{M: m, Scale: in[i+2] % (MaxScale + 1)}
+			sz := Fixed{M: int64(in[i+3] % 4), Scale: 1}
+			if in[i] == 0xff {
+				fb.Reset()
+				db.Reset()
+				continue
+			}
+			if fb.SetFixed(s, px, sz) != db.Set(s, px.Decimal(), sz.Decimal()) {
+				t.Fatalf("op %d: changed differs", i/4)
+			}
+			if !fb.Equal(&db) || !db.Equal(&fb) || fb.Crossed() != db.Crossed() {
+				t.Fatalf("op %d: books differ", i/4)
+			}
+			for _, side := range []BookSide{Bid, Ask} {
+				for j := range fb.Len(side) {
+					if !fb.Level(side, j).Price.Equal(db.Level(side, j).Price) {
+						t.Fatalf("op %d: side %d level %d differs", i/4, side, j)
+					}
+				}
+			}
+		}
+	})
+}
