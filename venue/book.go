@@ -33,11 +33,12 @@ const (
 // finer when a finer price arrives and every key still fits), so a probe
 // of the binary search is one integer compare; a price that fits no such
 // scale turns the book wide until it empties: every key becomes the price
-// at 10^-18 as a 128-bit integer, compared in two machine words. A slot holds the price and size in fixed point (SetFixed,
-// ReplaceFixed), or the index of their decimals (Set, Replace, or the cache
-// of a fixed level's, built on the first read that hands one out) in a
-// table apart, so that slots hold no pointer either; and, in a book that
-// keeps text (KeepText), where the text the venue wrote for them is. A price
+// at 10^-18 as a 128-bit integer, compared in two machine words. A slot
+// holds the price and size in fixed point (SetFixed, ReplaceFixed), or the
+// index of their decimals (Set, Replace, or the cache of a fixed level's,
+// built on the first read that hands one out) in a table apart, so that
+// slots hold no pointer either; and, in a book that keeps text (KeepText),
+// where the text the venue wrote for them is. A price
 // that has no key (negative, more than 18 significant digits, finer than
 // 1e-18) switches the book to decimal.Decimal.Cmp until Reset; no venue's
 // spot prices do that.
@@ -165,16 +166,6 @@ type priceKey struct{ hi, lo uint64 }
 
 var pow10 = [20]uint64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19}
 
-// keyOf returns d's key, and false if d has none.
-func keyOf(d decimal.Decimal) (priceKey, bool) {
-	e := int(d.Exponent()) + 18
-	if d.Sign() < 0 || e < 0 || e > 19 || d.NumDigits() > 18 {
-		return priceKey{}, false
-	}
-	hi, lo := bits.Mul64(uint64(d.CoefficientInt64()), pow10[e])
-	return priceKey{hi, lo}, true
-}
-
 func (k priceKey) cmp(o priceKey) int {
 	switch {
 	case k.hi != o.hi:
@@ -211,11 +202,9 @@ func (b *Book) at(l level) *slot { return &b.slots[l.slot] }
 // key computes price's key, switching the book to slow comparison if it
 // has none.
 func (b *Book) key(price decimal.Decimal) priceKey {
+	f, ok := FixedOf(price)
 	var k priceKey
-	ok := false
-	if b.wide {
-		k, ok = keyOf(price)
-	} else if f, fok := FixedOf(price); fok {
+	if ok {
 		k, ok = b.fixedKey(f)
 	}
 	if !ok {

@@ -189,3 +189,17 @@ func FuzzBookKey(f *testing.F) {
 		}
 	})
 }
+
+// TestBookKeyDecimalExponent: a decimal price with a positive exponent
+// keys as the same price written out.
+func TestBookKeyDecimalExponent(t *testing.T) {
+	var b Book
+	b.Set(Bid, d("4999.5"), d("1"))
+	b.Set(Bid, d("5E+3"), d("2"))
+	if sz, ok := b.Get(Bid, d("5000")); !ok || !sz.Equal(d("2")) || b.slow {
+		t.Fatalf("Get 5000: %v %v, slow %v", sz, ok, b.slow)
+	}
+	if best, _ := b.Best(Bid); !best.Price.Equal(d("5000")) {
+		t.Fatalf("best bid %s", best.Price)
+	}
+}
