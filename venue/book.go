@@ -25,15 +25,20 @@ const (
 // remove at the end of the slice and move little memory; a price is found
 // by binary search.
 //
-// A level in that slice is its price as a 128-bit fixed-point integer at
-// 10^-18 and the index of a slot holding its values, and nothing else: it
-// holds no pointer, so inserting and removing is a plain memmove with no GC
-// write barriers, and the binary search compares two machine words instead
-// of two big.Ints. A slot holds the price and size in fixed point (SetFixed,
-// ReplaceFixed), or the index of their decimals (Set, Replace, or the cache
-// of a fixed level's, built on the first read that hands one out) in a
-// table apart, so that slots hold no pointer either; and, in a book that
-// keeps text (KeepText), where the text the venue wrote for them is. A price
+// A level in that slice is its price's key and the index of a slot holding
+// its values, and nothing else: it holds no pointer, so inserting and
+// removing is a plain memmove with no GC write barriers. The key is the
+// price times 10^scale as a uint64, scale being the book's own (chosen on
+// its first price to leave room for prices 100 times larger, and made
+// finer when a finer price arrives and every key still fits), so a probe
+// of the binary search is one integer compare; a price that fits no such
+// scale turns the book wide until it empties: every key becomes the price
+// at 10^-18 as a 128-bit integer, compared in two machine words. A slot
+// holds the price and size in fixed point (SetFixed, ReplaceFixed), or the
+// index of their decimals (Set, Replace, or the cache of a fixed level's,
+// built on the first read that hands one out) in a table apart, so that
+// slots hold no pointer either; and, in a book that keeps text (KeepText),
+// where the text the venue wrote for them is. A price
 // that has no key (negative, more than 18 significant digits, finer than
 // 1e-18) switches the book to decimal.Decimal.Cmp until Reset; no venue's
 // spot prices do that.
@@ -43,6 +48,9 @@ type Book struct {
 	bids []level // ascending: best (highest) last
 	asks []level // descending: best (lowest) last
 	slow bool    // some price has no key: compare decimals
+	wide bool    // keys are 128-bit at 10^-18, not key.lo at 10^-scale
+	// scale is the fraction digits of the keys while the book is not wide.
+	scale uint8
 
 	slots []slot  // the values of the levels, by level.slot
 	free  []int32 // unused slots
@@ -152,20 +160,11 @@ type Change struct {
 	OldText int
 }
 
-// priceKey is a non-negative price times 10^18, as a 128-bit integer.
+// priceKey is a non-negative price times 10^18, as a 128-bit integer; in
+// a book that is not wide, hi is 0 and lo the price times 10^Book.scale.
 type priceKey struct{ hi, lo uint64 }
 
 var pow10 = [20]uint64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19}
-
-// keyOf returns d's key, and false if d has none.
-func keyOf(d decimal.Decimal) (priceKey, bool) {
-	e := int(d.Exponent()) + 18
-	if d.Sign() < 0 || e < 0 || e > 19 || d.NumDigits() > 18 {
-		return priceKey{}, false
-	}
-	hi, lo := bits.Mul64(uint64(d.CoefficientInt64()), pow10[e])
-	return priceKey{hi, lo}, true
-}
 
 func (k priceKey) cmp(o priceKey) int {
 	switch {
@@ -203,11 +202,102 @@ func (b *Book) at(l level) *slot { return &b.slots[l.slot] }
 // key computes price's key, switching the book to slow comparison if it
 // has none.
 func (b *Book) key(price decimal.Decimal) priceKey {
-	k, ok := keyOf(price)
+	f, ok := FixedOf(price)
+	var k priceKey
+	if ok {
+		k, ok = b.fixedKey(f)
+	}
 	if !ok {
 		b.slow = true
 	}
 	return k
+}
+
+// fixedKey returns f's key in the book's form, and false if f has none
+// (negative, or finer than 10^-18). A price that does not fit the scale
+// first rescales or widens the book's keys (refit).
+func (b *Book) fixedKey(f Fixed) (priceKey, bool) {
+	if lo, ok := b.narrowKey(f); ok {
+		return priceKey{lo: lo}, true
+	}
+	return b.refit(f)
+}
+
+// narrowKey is fixedKey's common case, small enough to inline: f's key
+// (key.lo) in a book that is neither slow nor wide, and false if f does not
+// fit the scale as it is.
+func (b *Book) narrowKey(f Fixed) (uint64, bool) {
+	if b.slow || b.wide || f.Scale > b.scale || f.M < 0 {
+		return 0, false
+	}
+	hi, lo := bits.Mul64(uint64(f.M), pow10[b.scale-f.Scale])
+	return lo, hi == 0
+}
+
+// refit is fixedKey for a price that does not fit the book's keys as they
+// are: an empty book takes a scale that fits it; a finer price makes the
+// scale finer if every key still fits; anything else widens the book.
+func (b *Book) refit(f Fixed) (priceKey, bool) {
+	if f.M < 0 || f.Scale > MaxScale {
+		return priceKey{}, false
+	}
+	if len(b.bids)+len(b.asks) == 0 {
+		b.wide, b.scale = false, scaleFor(f)
+	}
+	if b.wide {
+		return f.key()
+	}
+	for f.Scale > b.scale && f.M%10 == 0 { // trailing zeros: the same price
+		f.M /= 10
+		f.Scale--
+	}
+	if f.Scale <= b.scale || b.rescale(f.Scale) {
+		if hi, lo := bits.Mul64(uint64(f.M), pow10[b.scale-f.Scale]); hi == 0 {
+			return priceKey{lo: lo}, true
+		}
+	}
+	b.widen()
+	return f.key()
+}
+
+// scaleFor returns the scale for a book's first price f: as fine as keeps
+// 100·f below 10^18 (and so in a uint64), at least f's own and at most
+// MaxScale.
+func scaleFor(f Fixed) uint8 {
+	intDigits := numDigits(uint64(f.M)) - int(f.Scale)
+	return uint8(min(max(16-max(intDigits, 0), int(f.Scale)), MaxScale))
+}
+
+// rescale makes scale the book's (finer than its own) and reports true,
+// or changes nothing and reports false if some key would not fit.
+func (b *Book) rescale(scale uint8) bool {
+	m := pow10[scale-b.scale]
+	for _, side := range [2][]level{b.bids, b.asks} {
+		for _, l := range side {
+			if hi, _ := bits.Mul64(l.key.lo, m); hi != 0 {
+				return false
+			}
+		}
+	}
+	for _, side := range [2][]level{b.bids, b.asks} {
+		for i := range side {
+			side[i].key.lo *= m
+		}
+	}
+	b.scale = scale
+	return true
+}
+
+// widen turns every key into its 128-bit form at 10^-18.
+func (b *Book) widen() {
+	m := pow10[MaxScale-b.scale]
+	for _, side := range [2][]level{b.bids, b.asks} {
+		for i := range side {
+			hi, lo := bits.Mul64(side[i].key.lo, m)
+			side[i].key = priceKey{hi, lo}
+		}
+	}
+	b.wide = true
 }
 
 // search returns the index of price (whose key is k) in levels (worst
@@ -215,7 +305,7 @@ func (b *Book) key(price decimal.Decimal) priceKey {
 // inserted. A slow book compares the decimals, any other the keys.
 func (b *Book) search(s BookSide, levels []level, price decimal.Decimal, k priceKey) (int, bool) {
 	if !b.slow {
-		return searchKey(s, levels, k)
+		return b.searchKey(s, levels, k)
 	}
 	lo, hi := 0, len(levels)
 	for lo < hi {
@@ -233,10 +323,44 @@ func (b *Book) search(s BookSide, levels []level, price decimal.Decimal, k price
 	return lo, false
 }
 
-// searchKey is search by key alone, for a book that is not slow: a lower
-// bound with one branch-free 128-bit compare per probe, the equality
-// tested once at the end.
-func searchKey(s BookSide, levels []level, k priceKey) (int, bool) {
+// searchKey is search by key alone, for a book that is not slow.
+func (b *Book) searchKey(s BookSide, levels []level, k priceKey) (int, bool) {
+	if b.wide {
+		return searchWide(s, levels, k)
+	}
+	return searchNarrow(s, levels, k.lo)
+}
+
+// searchNarrow is searchKey for a book that is not wide: a lower bound with
+// one uint64 compare per probe, the equality tested once at the end.
+func searchNarrow(s BookSide, levels []level, k uint64) (int, bool) {
+	lo, hi := 0, len(levels)
+	if s == Bid { // ascending: the first level not below k
+		for lo < hi {
+			m := int(uint(lo+hi) >> 1)
+			if levels[m].key.lo < k {
+				lo = m + 1
+			} else {
+				hi = m
+			}
+		}
+	} else { // descending: the first level not above k
+		for lo < hi {
+			m := int(uint(lo+hi) >> 1)
+			if k < levels[m].key.lo {
+				lo = m + 1
+			} else {
+				hi = m
+			}
+		}
+	}
+	return lo, lo < len(levels) && levels[lo].key.lo == k
+}
+
+// searchWide is searchKey for a wide book: a lower bound with one
+// branch-free 128-bit compare per probe, the equality tested once at the
+// end.
+func searchWide(s BookSide, levels []level, k priceKey) (int, bool) {
 	lo, hi := 0, len(levels)
 	if s == Bid { // ascending: the first level not below k
 		for lo < hi {
@@ -342,12 +466,22 @@ func (b *Book) SetFixed(s BookSide, price, size Fixed) bool {
 // SetFixedText is SetFixed that also keeps t as the level's text when the
 // book keeps text (KeepText), and says what it changed.
 func (b *Book) SetFixedText(s BookSide, price, size Fixed, t LevelText) Change {
-	k, ok := price.key()
-	if !ok || b.slow {
-		return b.setSlow(s, price, size)
-	}
 	p := b.side(s)
-	i, found := searchKey(s, *p, k)
+	var k priceKey
+	var i int
+	var found bool
+	if lo, ok := b.narrowKey(price); ok {
+		k = priceKey{lo: lo}
+		i, found = searchNarrow(s, *p, lo)
+	} else {
+		if !b.slow {
+			k, ok = b.fixedKey(price)
+		}
+		if !ok {
+			return b.setSlow(s, price, size)
+		}
+		i, found = b.searchKey(s, *p, k)
+	}
 	rank := len(*p) - 1 - i
 	if size.IsZero() {
 		if !found {
@@ -411,12 +545,13 @@ func (b *Book) addText(l *slot, t LevelText) {
 	}
 	l.txt, l.pl, l.sl = uint32(len(b.text)), uint32(len(t.Price)), uint32(len(t.Size))
 	b.text = append(b.text, t.Price...)
+	b.text = append(b.text, ':') // AppendLevelText hands out "price:size" whole
 	b.text = append(b.text, t.Size...)
 }
 
 // dropText marks l's text dead, compacting the arena when most of it is.
 func (b *Book) dropText(l *slot) {
-	b.dead += int(l.pl) + int(l.sl)
+	b.dead += int(l.pl) + 1 + int(l.sl)
 	l.pl = 0
 	if b.dead > 4096 && b.dead > len(b.text)/2 {
 		b.compact()
@@ -433,7 +568,7 @@ func (b *Book) compact() {
 				continue
 			}
 			off := len(out)
-			out = append(out, b.text[p.txt:p.txt+p.pl+p.sl]...)
+			out = append(out, b.text[p.txt:p.txt+p.pl+1+p.sl]...)
 			p.txt = uint32(off)
 		}
 	}
@@ -449,7 +584,19 @@ func (b *Book) LevelText(s BookSide, i int) (LevelText, bool) {
 		return LevelText{}, false
 	}
 	end := l.txt + l.pl
-	return LevelText{Price: b.text[l.txt:end], Size: b.text[end : end+l.sl]}, true
+	return LevelText{Price: b.text[l.txt:end], Size: b.text[end+1 : end+1+l.sl]}, true
+}
+
+// AppendLevelText appends the text kept for the i-th best level of side s
+// as price, ':' and size (OKX's checksum form), and false (dst unchanged)
+// if none is kept; i must be below Len(s).
+func (b *Book) AppendLevelText(dst []byte, s BookSide, i int) ([]byte, bool) {
+	p := *b.side(s)
+	l := b.at(p[len(p)-1-i])
+	if l.pl == 0 {
+		return dst, false
+	}
+	return append(dst, b.text[l.txt:l.txt+l.pl+1+l.sl]...), true
 }
 
 // Get returns the size at price on side s, and whether the level exists.
@@ -466,7 +613,7 @@ func (b *Book) Get(s BookSide, price decimal.Decimal) (decimal.Decimal, bool) {
 func (b *Book) Reset() {
 	b.bids = b.bids[:0]
 	b.asks = b.asks[:0]
-	b.slow = false
+	b.slow, b.wide = false, false
 	clear(b.decs) // let the decimals go
 	b.decs, b.dfree = b.decs[:0], b.dfree[:0]
 	b.slots, b.free = b.slots[:0], b.free[:0]
@@ -497,10 +644,11 @@ func (b *Book) fill(s BookSide, src []Level) {
 	p := b.side(s)
 	for i := len(src) - 1; i >= 0; i-- {
 		if !src[i].Size.IsZero() {
+			k := b.key(src[i].Price) // may rescale the levels so far
 			n := b.newSlot()
 			d := b.newDec(src[i])
 			*b.at(level{slot: n}) = slot{dec: d}
-			*p = append(*p, level{key: b.key(src[i].Price), slot: n})
+			*p = append(*p, level{key: k, slot: n})
 		}
 	}
 }
@@ -541,7 +689,11 @@ func (b *Book) fillFixed(s BookSide, src []FixedLevel, txt []LevelText) {
 		if l.Size.IsZero() {
 			continue
 		}
-		k, ok := l.Price.key()
+		var k priceKey
+		ok := l.Price.M >= 0 && l.Price.Scale <= MaxScale // it has a key
+		if ok && !b.slow {
+			k, _ = b.fixedKey(l.Price) // may rescale the levels so far
+		}
 		n := b.newSlot()
 		sl := b.at(level{slot: n})
 		if !ok {
@@ -620,7 +772,7 @@ func (b *Book) Crossed() bool {
 	}
 	bid, ask := b.bids[len(b.bids)-1], b.asks[len(b.asks)-1]
 	if !b.slow {
-		return bid.key.cmp(ask.key) >= 0
+		return bid.key.hi > ask.key.hi || bid.key.hi == ask.key.hi && bid.key.lo >= ask.key.lo
 	}
 	return b.decAt(bid).Price.Cmp(b.decAt(ask).Price) >= 0
 }

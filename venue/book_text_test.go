@@ -26,10 +26,16 @@ func TestBookTextArena(t *testing.T) {
 		if got := string(txt.Price) + ":" + string(txt.Size); !ok || got != want {
 			t.Fatalf("level %d text %q, %v; want %q", i, got, ok, want)
 		}
+		if got, ok := b.AppendLevelText([]byte("x"), Bid, i); !ok || string(got) != "x"+want {
+			t.Fatalf("level %d AppendLevelText %q, %v; want %q", i, got, ok, "x"+want)
+		}
 	}
 	b.Reset()
 	b.KeepText(false)
 	b.SetFixedText(Bid, Fixed{M: 1}, Fixed{M: 1}, LevelText{Price: []byte("1"), Size: []byte("1")})
+	if got, ok := b.AppendLevelText([]byte("x"), Bid, 0); ok || string(got) != "x" {
+		t.Fatalf("AppendLevelText %q, %v with KeepText off", got, ok)
+	}
 	if _, ok := b.LevelText(Bid, 0); ok || len(b.text) != 0 {
 		t.Fatalf("text kept with KeepText off")
 	}

@@ -1,6 +1,7 @@
 package venue
 
 import (
+	"cmp"
 	"math/bits"
 
 	"github.com/shopspring/decimal"
@@ -85,6 +86,9 @@ func (f Fixed) key() (priceKey, bool) {
 // Cmp compares two non-negative Fixed values exactly, whatever their
 // scales: -1, 0 or +1.
 func (f Fixed) Cmp(o Fixed) int {
+	if f.Scale == o.Scale { // the common case: compare the integers
+		return cmp.Compare(f.M, o.M)
+	}
 	a, ok1 := f.key()
 	b, ok2 := o.key()
 	if ok1 && ok2 {

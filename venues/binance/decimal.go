@@ -100,6 +100,18 @@ func (l *lvl) set(b *venue.Book, s venue.BookSide) {
 	b.SetFixed(s, l.Price, l.Size)
 }
 
+// setAll applies levels to side s of b: set in one loop, which saves a
+// call per level on the update path.
+func setAll(b *venue.Book, s venue.BookSide, levels []lvl) {
+	for i := range levels {
+		if l := &levels[i]; !l.isBig {
+			b.SetFixedText(s, l.Price, l.Size, venue.LevelText{})
+		} else {
+			l.set(b, s)
+		}
+	}
+}
+
 // replace makes bids and asks (in any order) the whole of b; a price given
 // twice keeps its last size, zero sizes are dropped. fixed is scratch for
 // the levels in fixed point, returned grown.

@@ -480,12 +480,8 @@ func (d *Decoder) depth(recv time.Time, lower []byte, sc *scan.Scanner, frame []
 		d.buffer(s, du) // newer than anything: it may bridge the next snapshot
 		return
 	}
-	for i := range d.bids {
-		d.bids[i].set(&s.book, venue.Bid)
-	}
-	for i := range d.asks {
-		d.asks[i].set(&s.book, venue.Ask)
-	}
+	setAll(&s.book, venue.Bid, d.bids)
+	setAll(&s.book, venue.Ask, d.asks)
 	if s.book.Crossed() {
 		d.bad(recv, "crossed book after update", frame, s)
 		return
@@ -604,12 +600,8 @@ func (d *Decoder) snapshot(recv time.Time, lower []byte, sc *scan.Scanner, frame
 			d.request(string(lower), s)
 			return
 		}
-		for j := range p.levels[:p.nbids] {
-			p.levels[j].set(&s.book, venue.Bid)
-		}
-		for j := p.nbids; j < len(p.levels); j++ {
-			p.levels[j].set(&s.book, venue.Ask)
-		}
+		setAll(&s.book, venue.Bid, p.levels[:p.nbids])
+		setAll(&s.book, venue.Ask, p.levels[p.nbids:])
 		s.lastU, at = p.last, p.at
 		applied++
 	}

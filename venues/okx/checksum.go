@@ -157,10 +157,8 @@ func appendLevel(buf []byte, b *venue.Book, s venue.BookSide, i int, sep bool) [
 	if sep {
 		buf = append(buf, ':')
 	}
-	if t, ok := b.LevelText(s, i); ok {
-		buf = append(buf, t.Price...)
-		buf = append(buf, ':')
-		return append(buf, t.Size...)
+	if buf, ok := b.AppendLevelText(buf, s, i); ok {
+		return buf
 	}
 	if l, ok := b.LevelFixed(s, i); ok {
 		buf = venue.AppendFixed(buf, l.Price)
