@@ -429,19 +429,11 @@ func (d *Decoder) bookData(recv time.Time, s *scan.Scanner, in *inst, action []b
 func parseLevels(s *scan.Scanner, dst []rawLevel) []rawLevel {
 	for more := s.Array(); more; more = s.More(']') {
 		var l rawLevel
-		s.Expect('[')
-		pd := s.Decimal()
-		s.Expect(',')
-		sd := s.Decimal()
-		for s.Eat(',') { // the deprecated "0" and the order count
-			if s.Peek() == '"' {
-				s.Str() // what Skip does with a string, without its container walk
-			} else {
-				s.Skip()
+		pd, sd, ok := s.Level() // the compact form OKX writes
+		if !ok {
+			if pd, sd, ok = levelBySteps(s); !ok {
+				return dst
 			}
-		}
-		if !s.Expect(']') {
-			return dst
 		}
 		l.px, l.sz = pd.Text, sd.Text
 		if l.pm, l.pf = pd.M, int32(pd.Frac); pd.St != scan.OK || pd.Neg || l.pm == 0 {
@@ -467,6 +459,23 @@ func parseLevels(s *scan.Scanner, dst []rawLevel) []rawLevel {
 		dst = append(dst, l)
 	}
 	return dst
+}
+
+// levelBySteps reads a level [px, sz, ...] value by value, as Level does
+// for the compact form; a malformed one fails s.
+func levelBySteps(s *scan.Scanner) (pd, sd scan.Dec, ok bool) {
+	s.Expect('[')
+	pd = s.Decimal()
+	s.Expect(',')
+	sd = s.Decimal()
+	for s.Eat(',') { // the deprecated "0" and the order count
+		if s.Peek() == '"' {
+			s.Str() // what Skip does with a string, without its container walk
+		} else {
+			s.Skip()
+		}
+	}
+	return pd, sd, s.Expect(']')
 }
 
 func (l *rawLevel) zero() bool { return !l.bigSz && l.sm == 0 }
