@@ -195,7 +195,13 @@ func (d *Decoder) Frame(recv time.Time, b []byte) {
 	}
 	var data []byte // the data value, when it came before arg and action
 	inPlace := false
-	for more := s.Object(); more; more = s.More('}') {
+	more := false
+	if head(&s, &f) {
+		more = s.More('}')
+	} else {
+		more = s.Object()
+	}
+	for ; more; more = s.More('}') {
 		k := s.Key()
 		if s.Failed() {
 			d.bad(recv, nil, "bad key", b)
@@ -255,6 +261,32 @@ func (d *Decoder) Frame(recv time.Time, b []byte) {
 	default:
 		d.bad(recv, d.maybeInst(&f), "neither event nor data", b)
 	}
+}
+
+// head reads the start every push of OKX's is written with,
+// {"arg":{"channel":C,"instId":I},"action":A, into f as the member loop of
+// Frame and arg would, and leaves s after A; anything else leaves s as it
+// was and reports false.
+func head(s *scan.Scanner, f *frame) bool {
+	t := *s
+	if !t.Lit(`{"arg":{"channel":`) {
+		return false
+	}
+	ch := t.Str()
+	if !t.Lit(`,"instId":`) {
+		return false
+	}
+	id := t.Str()
+	if !t.Lit(`},"action":`) {
+		return false
+	}
+	act := t.Str()
+	if t.Failed() {
+		return false
+	}
+	f.hasArg, f.channel, f.instID, f.action = true, ch, id, act
+	*s = t
+	return true
 }
 
 func (d *Decoder) maybeInst(f *frame) *inst {
