@@ -559,7 +559,8 @@ func scaleFor(bk *venue.Book, base int32, m *bookMsg) (int32, bool) {
 			}
 		}
 	}
-	return sc, bk == nil || fits(bk, sc)
+	// At the book's own scale (base) its prices fit: each was set at it.
+	return sc, bk == nil || sc == base || fits(bk, sc)
 }
 
 // fits reports whether every price of bk fits an int64 at scale sc.
