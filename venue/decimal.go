@@ -1,6 +1,7 @@
 package venue
 
 import (
+	"encoding/binary"
 	"math/bits"
 	"slices"
 	"strconv"
@@ -82,6 +83,9 @@ func appendCoef(dst []byte, c int64, exp int) []byte {
 		return dst
 	}
 	frac := -exp
+	if frac <= 16 && u < 1e16 {
+		return appendFrac16(dst, u, frac)
+	}
 	for frac >= 4 && u%10000 == 0 {
 		u /= 10000
 		frac -= 4
@@ -139,6 +143,63 @@ func appendCoef(dst []byte, c int64, exp int) []byte {
 		out[i] = '0'
 	}
 	return dst[:len(dst)+size]
+}
+
+// appendFrac16 appends u·10^-frac, for 0 < u < 10^16 and 0 < frac <= 16,
+// as appendCoef does: its sixteen digits (leading zeros included) are made
+// eight at a time (digits8), the fraction's trailing zeros counted on
+// them, and the integer part and the fraction copied from them sixteen
+// bytes at a time into room grown past the end, the length then cut to
+// what was meant.
+func appendFrac16(dst []byte, u uint64, frac int) []byte {
+	var s [32]byte // the digits, then zeros to read sixteen bytes from any of them
+	hi := u / 1e8
+	a, b := digits8(hi), digits8(u-hi*1e8)
+	binary.LittleEndian.PutUint64(s[:8], a)
+	binary.LittleEndian.PutUint64(s[8:], b)
+	// A '0' byte xor '0' is zero: the top zero bytes are the trailing zeros.
+	tz := bits.LeadingZeros64(b^0x3030303030303030) >> 3
+	if tz == 8 {
+		tz += bits.LeadingZeros64(a^0x3030303030303030) >> 3
+	}
+	keep := frac - min(tz, frac) // the fraction digits written
+	base := len(dst)
+	dst = slices.Grow(dst, 34)
+	out := dst[base : base+34]
+	ip := 1 // the integer part's length
+	if n := numDigits(u); n > frac {
+		ip = n - frac
+		copy16(out[0:16], s[16-n:32-n])
+	} else {
+		out[0] = '0'
+	}
+	if keep == 0 {
+		return dst[:base+ip]
+	}
+	out[ip] = '.'
+	copy16(out[ip+1:ip+17], s[16-frac:32-frac])
+	return dst[:base+ip+1+keep]
+}
+
+// copy16 copies sixteen bytes as two words, where copy would call memmove.
+func copy16(dst, src []byte) {
+	binary.LittleEndian.PutUint64(dst[:8], binary.LittleEndian.Uint64(src[:8]))
+	binary.LittleEndian.PutUint64(dst[8:16], binary.LittleEndian.Uint64(src[8:16]))
+}
+
+// digits8 returns the eight decimal digits of x < 10^8, leading zeros
+// included, as ASCII with the first digit in the lowest byte: x split into
+// two halves of four digits, each into two of two, each into two digits,
+// every split a multiply and shift per lane (x/100 as x·10486>>20 below
+// 10^4, x/10 as x·103>>10 below 100).
+func digits8(x uint64) uint64 {
+	hi := x / 10000
+	v := hi | (x-hi*10000)<<32
+	q := (v * 10486 >> 20) & 0x0000007F0000007F
+	v = q | (v-q*100)<<16
+	q = (v * 103 >> 10) & 0x000F000F000F000F
+	v = q | (v-q*10)<<8
+	return v | 0x3030303030303030
 }
 
 // numDigits returns how many decimal digits u has (1 for 0).

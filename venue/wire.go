@@ -102,13 +102,16 @@ func (e *Event) AppendJSONTail(dst []byte) []byte {
 }
 
 func appendTimes(dst []byte, e *Event) []byte {
+	var vt []byte // the venue time's text
 	if !e.VenueTime.IsZero() {
 		dst = append(dst, `,"venue_time":"`...)
+		at := len(dst)
 		dst = jsonw.AppendTime(dst, e.VenueTime)
+		vt = dst[at:]
 		dst = append(dst, '"')
 	}
 	dst = append(dst, `,"recv_time":"`...)
-	dst = jsonw.AppendTime(dst, e.RecvTime)
+	dst = jsonw.AppendTimeAfter(dst, e.RecvTime, e.VenueTime, vt)
 	return append(dst, '"')
 }
 

@@ -34,7 +34,7 @@ func AppendTime(dst []byte, t time.Time) []byte {
 		year++
 	}
 
-	var b [30]byte
+	var b [19]byte
 	put2(b[0:], year/100)
 	put2(b[2:], year%100)
 	b[4] = '-'
@@ -47,19 +47,38 @@ func AppendTime(dst []byte, t time.Time) []byte {
 	put2(b[14:], sod/60%60)
 	b[16] = ':'
 	put2(b[17:], sod%60)
-	n := 19
-	if ns := uint64(t.Nanosecond()); ns != 0 {
-		b[19] = '.'
-		b[20] = byte('0' + ns/1e8)
-		ns %= 1e8
-		put2(b[21:], ns/1e6)
-		put2(b[23:], ns/1e4%100)
-		put2(b[25:], ns/100%100)
-		put2(b[27:], ns%100)
-		n = 29
-		for b[n-1] == '0' {
-			n--
-		}
+	return appendNanos(append(dst, b[:19]...), t)
+}
+
+// AppendTimeAfter appends t as AppendTime does; prev is the text
+// AppendTime wrote for an earlier time p (an event's venue time before its
+// receive time): when t falls in the same second as p, its first 19 bytes
+// (date and time of day) are copied instead of computed.
+func AppendTimeAfter(dst []byte, t, p time.Time, prev []byte) []byte {
+	if sec := t.Unix(); len(prev) < 20 || sec != p.Unix() || sec < minUnix || sec >= maxUnix {
+		return AppendTime(dst, t)
+	}
+	return appendNanos(append(dst, prev[:19]...), t)
+}
+
+// appendNanos appends t's fraction of a second as RFC3339Nano does (none
+// when zero, trailing zeros dropped) and the 'Z'.
+func appendNanos(dst []byte, t time.Time) []byte {
+	ns := uint64(t.Nanosecond())
+	if ns == 0 {
+		return append(dst, 'Z')
+	}
+	var b [11]byte
+	b[0] = '.'
+	b[1] = byte('0' + ns/1e8)
+	ns %= 1e8
+	put2(b[2:], ns/1e6)
+	put2(b[4:], ns/1e4%100)
+	put2(b[6:], ns/100%100)
+	put2(b[8:], ns%100)
+	n := 10
+	for b[n-1] == '0' {
+		n--
 	}
 	b[n] = 'Z'
 	return append(dst, b[:n+1]...)

@@ -115,3 +115,26 @@ func BenchmarkAppendTime(b *testing.B) {
 		}
 	})
 }
+
+// TestAppendTimeAfter checks AppendTimeAfter against AppendTime: times in
+// the same second as the earlier one and not, every fraction length, and
+// beyond the years AppendTime computes itself.
+func TestAppendTimeAfter(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	bases := []time.Time{time.Unix(minUnix-1, 0), time.Unix(maxUnix, 5), time.Date(-1, 12, 31, 23, 59, 59, 0, time.UTC),
+		time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC), time.Unix(0, 0)}
+	for range 20000 {
+		bases = append(bases, time.Unix(r.Int64N(1<<36)-1<<35, r.Int64N(1e9)))
+	}
+	for _, p := range bases {
+		for _, d := range []time.Duration{0, 1, 3 * time.Millisecond, time.Duration(r.Int64N(int64(time.Second))), time.Second, -time.Millisecond} {
+			q := p.Truncate(time.Duration(1) << r.IntN(31)) // fewer fraction digits sometimes
+			tm := q.Add(d)
+			prev := AppendTime(nil, q)
+			got := AppendTimeAfter([]byte("x"), tm, q, prev)
+			if want := AppendTime([]byte("x"), tm); string(got) != string(want) {
+				t.Fatalf("AppendTimeAfter(%v after %v) = %q, want %q", tm, q, got, want)
+			}
+		}
+	}
+}

@@ -188,3 +188,40 @@ func FuzzDecimal(f *testing.F) {
 		}
 	})
 }
+
+// FuzzLevel checks Scanner.Level against reading the level value by value
+// (Expect, Decimal, Str): where Level reads one, the same texts, values
+// and position; where it does not, the scanner where it was.
+func FuzzLevel(f *testing.F) {
+	for _, s := range []string{`["97000.1","0.04209902","0","1"]`, `["96999","14.16731997"]`, `["1.5","-2","0","12"],`, `[ "1","2"]`, `["1","2",0]`, `["1","2","a\"b"]`, `["1e5","2"]`, `["1","12345678901234567890123"]`, `["123456789.123456789","0.000000001","0","1"]`, `["1","2","0"`, `["1","2"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		a := New(in)
+		px, sz, ok := a.Level()
+		if !ok {
+			if a.i != 0 || a.Failed() {
+				t.Fatalf("%q: Level refused it but moved to %d (failed %v)", in, a.i, a.Failed())
+			}
+			return
+		}
+		b := New(in)
+		b.Expect('[')
+		bpx := b.Decimal()
+		b.Expect(',')
+		bsz := b.Decimal()
+		for b.Eat(',') {
+			b.Str()
+		}
+		b.Expect(']')
+		if b.Failed() || b.i != a.i {
+			t.Fatalf("%q: Level read it to %d, the steps to %d (failed %v)", in, a.i, b.i, b.Failed())
+		}
+		for _, p := range [][2]Dec{{px, bpx}, {sz, bsz}} {
+			x, y := p[0], p[1]
+			if !bytes.Equal(x.Text, y.Text) || x.M != y.M || x.Frac != y.Frac || x.Neg != y.Neg || x.St != y.St {
+				t.Fatalf("%q: Level read %+v, the steps %+v", in, x, y)
+			}
+		}
+	})
+}

@@ -324,6 +324,11 @@ func (s *Scanner) Bool() bool {
 	return false
 }
 
+// Lit consumes w if the input continues with it exactly, white space
+// included, and reports whether it did; it never fails s. A decoder matches
+// the fixed start of the frames it knows with it.
+func (s *Scanner) Lit(w string) bool { return s.lit(w) }
+
 // lit consumes w if the input continues with it.
 func (s *Scanner) lit(w string) bool {
 	if len(s.b)-s.i >= len(w) && string(s.b[s.i:s.i+len(w)]) == w {

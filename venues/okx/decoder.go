@@ -195,7 +195,13 @@ func (d *Decoder) Frame(recv time.Time, b []byte) {
 	}
 	var data []byte // the data value, when it came before arg and action
 	inPlace := false
-	for more := s.Object(); more; more = s.More('}') {
+	more := false
+	if head(&s, &f) {
+		more = s.More('}')
+	} else {
+		more = s.Object()
+	}
+	for ; more; more = s.More('}') {
 		k := s.Key()
 		if s.Failed() {
 			d.bad(recv, nil, "bad key", b)
@@ -255,6 +261,32 @@ func (d *Decoder) Frame(recv time.Time, b []byte) {
 	default:
 		d.bad(recv, d.maybeInst(&f), "neither event nor data", b)
 	}
+}
+
+// head reads the start every push of OKX's is written with,
+// {"arg":{"channel":C,"instId":I},"action":A, into f as the member loop of
+// Frame and arg would, and leaves s after A; anything else leaves s as it
+// was and reports false.
+func head(s *scan.Scanner, f *frame) bool {
+	t := *s
+	if !t.Lit(`{"arg":{"channel":`) {
+		return false
+	}
+	ch := t.Str()
+	if !t.Lit(`,"instId":`) {
+		return false
+	}
+	id := t.Str()
+	if !t.Lit(`},"action":`) {
+		return false
+	}
+	act := t.Str()
+	if t.Failed() {
+		return false
+	}
+	f.hasArg, f.channel, f.instID, f.action = true, ch, id, act
+	*s = t
+	return true
 }
 
 func (d *Decoder) maybeInst(f *frame) *inst {
@@ -429,19 +461,11 @@ func (d *Decoder) bookData(recv time.Time, s *scan.Scanner, in *inst, action []b
 func parseLevels(s *scan.Scanner, dst []rawLevel) []rawLevel {
 	for more := s.Array(); more; more = s.More(']') {
 		var l rawLevel
-		s.Expect('[')
-		pd := s.Decimal()
-		s.Expect(',')
-		sd := s.Decimal()
-		for s.Eat(',') { // the deprecated "0" and the order count
-			if s.Peek() == '"' {
-				s.Str() // what Skip does with a string, without its container walk
-			} else {
-				s.Skip()
+		pd, sd, ok := s.Level() // the compact form OKX writes
+		if !ok {
+			if pd, sd, ok = levelBySteps(s); !ok {
+				return dst
 			}
-		}
-		if !s.Expect(']') {
-			return dst
 		}
 		l.px, l.sz = pd.Text, sd.Text
 		if l.pm, l.pf = pd.M, int32(pd.Frac); pd.St != scan.OK || pd.Neg || l.pm == 0 {
@@ -467,6 +491,23 @@ func parseLevels(s *scan.Scanner, dst []rawLevel) []rawLevel {
 		dst = append(dst, l)
 	}
 	return dst
+}
+
+// levelBySteps reads a level [px, sz, ...] value by value, as Level does
+// for the compact form; a malformed one fails s.
+func levelBySteps(s *scan.Scanner) (pd, sd scan.Dec, ok bool) {
+	s.Expect('[')
+	pd = s.Decimal()
+	s.Expect(',')
+	sd = s.Decimal()
+	for s.Eat(',') { // the deprecated "0" and the order count
+		if s.Peek() == '"' {
+			s.Str() // what Skip does with a string, without its container walk
+		} else {
+			s.Skip()
+		}
+	}
+	return pd, sd, s.Expect(']')
 }
 
 func (l *rawLevel) zero() bool { return !l.bigSz && l.sm == 0 }
@@ -518,7 +559,8 @@ func scaleFor(bk *venue.Book, base int32, m *bookMsg) (int32, bool) {
 			}
 		}
 	}
-	return sc, bk == nil || fits(bk, sc)
+	// At the book's own scale (base) its prices fit: each was set at it.
+	return sc, bk == nil || sc == base || fits(bk, sc)
 }
 
 // fits reports whether every price of bk fits an int64 at scale sc.
