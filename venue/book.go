@@ -3,6 +3,7 @@ package venue
 import (
 	"math/bits"
 	"slices"
+	"unsafe"
 
 	"github.com/shopspring/decimal"
 )
@@ -405,13 +406,17 @@ func (b *Book) searchKey(s BookSide, levels *ladder, k priceKey) (int, bool) {
 }
 
 // searchNarrow is searchKey for a book that is not wide: a lower bound with
-// one uint64 compare per probe, the equality tested once at the end.
+// one uint64 compare per probe, the equality tested once at the end. A
+// probe m lies in [lo, hi) within keys, so it reads keys[m] through base
+// without the bounds check.
 func searchNarrow(s BookSide, keys []uint64, k uint64) (int, bool) {
+	base := unsafe.Pointer(unsafe.SliceData(keys))
+	at := func(m int) uint64 { return *(*uint64)(unsafe.Add(base, uintptr(m)*8)) }
 	lo, hi := 0, len(keys)
 	if s == Bid { // ascending: the first level not below k
 		for lo < hi {
 			m := int(uint(lo+hi) >> 1)
-			if keys[m] < k {
+			if at(m) < k {
 				lo = m + 1
 			} else {
 				hi = m
@@ -420,7 +425,7 @@ func searchNarrow(s BookSide, keys []uint64, k uint64) (int, bool) {
 	} else { // descending: the first level not above k
 		for lo < hi {
 			m := int(uint(lo+hi) >> 1)
-			if k < keys[m] {
+			if k < at(m) {
 				lo = m + 1
 			} else {
 				hi = m
