@@ -763,6 +763,7 @@ func (b *Book) fillFixed(s BookSide, src []FixedLevel, txt []LevelText) {
 	p := b.side(s)
 	p.keys = slices.Grow(p.keys, len(src))
 	p.slots = slices.Grow(p.slots, len(src))
+	b.slots = slices.Grow(b.slots, len(src))
 	for i := len(src) - 1; i >= 0; i-- {
 		l := &src[i]
 		if l.Size.IsZero() {
@@ -770,7 +771,9 @@ func (b *Book) fillFixed(s BookSide, src []FixedLevel, txt []LevelText) {
 		}
 		var k priceKey
 		ok := l.Price.M >= 0 && l.Price.Scale <= MaxScale // it has a key
-		if ok && !b.slow {
+		if lo, narrow := b.narrowKey(l.Price); narrow {
+			k = priceKey{lo: lo}
+		} else if ok && !b.slow {
 			k, _ = b.fixedKey(l.Price) // may rescale the levels so far
 		}
 		n := b.newSlot()
