@@ -3,6 +3,7 @@ package venue
 import (
 	"math/bits"
 	"slices"
+	"unsafe"
 
 	"github.com/shopspring/decimal"
 )
@@ -25,15 +26,17 @@ const (
 // remove at the end of the slice and move little memory; a price is found
 // by binary search.
 //
-// A level in that slice is its price's key and the index of a slot holding
-// its values, and nothing else: it holds no pointer, so inserting and
-// removing is a plain memmove with no GC write barriers. The key is the
+// A side is its levels' keys in a []uint64 and, beside them, the indices
+// of the slots holding their values: neither holds a pointer, so inserting
+// and removing is a plain memmove with no GC write barriers, and a probe of
+// the search reads an 8-byte key. The key is the
 // price times 10^scale as a uint64, scale being the book's own (chosen on
 // its first price to leave room for prices 100 times larger, and made
 // finer when a finer price arrives and every key still fits), so a probe
 // of the binary search is one integer compare; a price that fits no such
 // scale turns the book wide until it empties: every key becomes the price
-// at 10^-18 as a 128-bit integer, compared in two machine words. A slot
+// at 10^-18 as a 128-bit integer, compared in two machine words (the high
+// words in a third slice, kept only while the book is wide). A slot
 // holds the price and size in fixed point (SetFixed, ReplaceFixed), or the
 // index of their decimals (Set, Replace, or the cache of a fixed level's,
 // built on the first read that hands one out) in a table apart, so that
@@ -45,10 +48,10 @@ const (
 //
 // A Book is not safe for concurrent use.
 type Book struct {
-	bids []level // ascending: best (highest) last
-	asks []level // descending: best (lowest) last
-	slow bool    // some price has no key: compare decimals
-	wide bool    // keys are 128-bit at 10^-18, not key.lo at 10^-scale
+	bids ladder // ascending: best (highest) last
+	asks ladder // descending: best (lowest) last
+	slow bool   // some price has no key: compare decimals
+	wide bool   // keys are 128-bit at 10^-18, not key.lo at 10^-scale
 	// scale is the fraction digits of the keys while the book is not wide.
 	scale uint8
 
@@ -65,10 +68,79 @@ type Book struct {
 	dead        int // bytes of text no level refers to
 }
 
-// level is one level of a side.
-type level struct {
-	key  priceKey
-	slot int32
+// ladder is one side's levels, worst first: level i has key keys[i]
+// (key.lo), his[i] (key.hi) while the book is wide, and values in slot
+// slots[i]; his is empty while the book is not wide.
+type ladder struct {
+	keys  []uint64
+	his   []uint64
+	slots []int32
+}
+
+// insert puts a level with key k and slot n at index i. A live feed
+// inserts near the best (the end), so a short move is a loop over both
+// slices rather than a memmove call for each.
+func (l *ladder) insert(i int, k priceKey, n int32, wide bool) {
+	m := len(l.keys)
+	if m == cap(l.keys) || m == cap(l.slots) {
+		l.keys = slices.Grow(l.keys, 1)
+		l.slots = slices.Grow(l.slots, 1)
+	}
+	keys, slots := l.keys[:m+1], l.slots[:m+1]
+	if m-i <= 8 {
+		for j := m; j > i; j-- {
+			keys[j], slots[j] = keys[j-1], slots[j-1]
+		}
+	} else {
+		copy(keys[i+1:], keys[i:m])
+		copy(slots[i+1:], slots[i:m])
+	}
+	keys[i], slots[i] = k.lo, n
+	l.keys, l.slots = keys, slots
+	if wide {
+		l.his = slices.Insert(l.his, i, k.hi)
+	}
+}
+
+// push appends a level with key k and slot n (a new best).
+func (l *ladder) push(k priceKey, n int32, wide bool) {
+	l.keys = append(l.keys, k.lo)
+	l.slots = append(l.slots, n)
+	if wide {
+		l.his = append(l.his, k.hi)
+	}
+}
+
+// del removes the levels from index i to j; a short move is a loop, as in
+// insert.
+func (l *ladder) del(i, j int) {
+	if len(l.his) > 0 {
+		l.his = slices.Delete(l.his, i, j)
+	}
+	m := len(l.keys)
+	n := m - (j - i)
+	keys, slots := l.keys, l.slots[:m]
+	if m-j <= 8 {
+		for ; j < m; i, j = i+1, j+1 {
+			keys[i], slots[i] = keys[j], slots[j]
+		}
+	} else {
+		copy(keys[i:], keys[j:])
+		copy(slots[i:], slots[j:])
+	}
+	l.keys, l.slots = keys[:n], slots[:n]
+}
+
+// key returns level i's key.
+func (l *ladder) key(i int, wide bool) priceKey {
+	if wide {
+		return priceKey{l.his[i], l.keys[i]}
+	}
+	return priceKey{lo: l.keys[i]}
+}
+
+func (l *ladder) reset() {
+	l.keys, l.his, l.slots = l.keys[:0], l.his[:0], l.slots[:0]
 }
 
 // slot holds one level's values, and no pointer (the GC does not scan a
@@ -189,15 +261,15 @@ func better(s BookSide, a, b decimal.Decimal) bool {
 	return a.Cmp(b) < 0
 }
 
-func (b *Book) side(s BookSide) *[]level {
+func (b *Book) side(s BookSide) *ladder {
 	if s == Bid {
 		return &b.bids
 	}
 	return &b.asks
 }
 
-// at returns the slot of level l.
-func (b *Book) at(l level) *slot { return &b.slots[l.slot] }
+// at returns slot n.
+func (b *Book) at(n int32) *slot { return &b.slots[n] }
 
 // key computes price's key, switching the book to slow comparison if it
 // has none.
@@ -241,7 +313,7 @@ func (b *Book) refit(f Fixed) (priceKey, bool) {
 	if f.M < 0 || f.Scale > MaxScale {
 		return priceKey{}, false
 	}
-	if len(b.bids)+len(b.asks) == 0 {
+	if len(b.bids.keys)+len(b.asks.keys) == 0 {
 		b.wide, b.scale = false, scaleFor(f)
 	}
 	if b.wide {
@@ -272,16 +344,16 @@ func scaleFor(f Fixed) uint8 {
 // or changes nothing and reports false if some key would not fit.
 func (b *Book) rescale(scale uint8) bool {
 	m := pow10[scale-b.scale]
-	for _, side := range [2][]level{b.bids, b.asks} {
-		for _, l := range side {
-			if hi, _ := bits.Mul64(l.key.lo, m); hi != 0 {
+	for _, keys := range [2][]uint64{b.bids.keys, b.asks.keys} {
+		for _, k := range keys {
+			if hi, _ := bits.Mul64(k, m); hi != 0 {
 				return false
 			}
 		}
 	}
-	for _, side := range [2][]level{b.bids, b.asks} {
-		for i := range side {
-			side[i].key.lo *= m
+	for _, keys := range [2][]uint64{b.bids.keys, b.asks.keys} {
+		for i := range keys {
+			keys[i] *= m
 		}
 	}
 	b.scale = scale
@@ -291,10 +363,12 @@ func (b *Book) rescale(scale uint8) bool {
 // widen turns every key into its 128-bit form at 10^-18.
 func (b *Book) widen() {
 	m := pow10[MaxScale-b.scale]
-	for _, side := range [2][]level{b.bids, b.asks} {
-		for i := range side {
-			hi, lo := bits.Mul64(side[i].key.lo, m)
-			side[i].key = priceKey{hi, lo}
+	for _, l := range [2]*ladder{&b.bids, &b.asks} {
+		l.his = l.his[:0]
+		for i := range l.keys {
+			hi, lo := bits.Mul64(l.keys[i], m)
+			l.keys[i] = lo
+			l.his = append(l.his, hi)
 		}
 	}
 	b.wide = true
@@ -303,14 +377,14 @@ func (b *Book) widen() {
 // search returns the index of price (whose key is k) in levels (worst
 // first), and whether it is there; if not, the index where it would be
 // inserted. A slow book compares the decimals, any other the keys.
-func (b *Book) search(s BookSide, levels []level, price decimal.Decimal, k priceKey) (int, bool) {
+func (b *Book) search(s BookSide, levels *ladder, price decimal.Decimal, k priceKey) (int, bool) {
 	if !b.slow {
 		return b.searchKey(s, levels, k)
 	}
-	lo, hi := 0, len(levels)
+	lo, hi := 0, len(levels.slots)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		c := b.decAt(levels[m]).Price.Cmp(price)
+		c := b.decAt(levels.slots[m]).Price.Cmp(price)
 		if c == 0 {
 			return m, true
 		}
@@ -324,21 +398,25 @@ func (b *Book) search(s BookSide, levels []level, price decimal.Decimal, k price
 }
 
 // searchKey is search by key alone, for a book that is not slow.
-func (b *Book) searchKey(s BookSide, levels []level, k priceKey) (int, bool) {
+func (b *Book) searchKey(s BookSide, levels *ladder, k priceKey) (int, bool) {
 	if b.wide {
 		return searchWide(s, levels, k)
 	}
-	return searchNarrow(s, levels, k.lo)
+	return searchNarrow(s, levels.keys, k.lo)
 }
 
 // searchNarrow is searchKey for a book that is not wide: a lower bound with
-// one uint64 compare per probe, the equality tested once at the end.
-func searchNarrow(s BookSide, levels []level, k uint64) (int, bool) {
-	lo, hi := 0, len(levels)
+// one uint64 compare per probe, the equality tested once at the end. A
+// probe m lies in [lo, hi) within keys, so it reads keys[m] through base
+// without the bounds check.
+func searchNarrow(s BookSide, keys []uint64, k uint64) (int, bool) {
+	base := unsafe.Pointer(unsafe.SliceData(keys))
+	at := func(m int) uint64 { return *(*uint64)(unsafe.Add(base, uintptr(m)*8)) }
+	lo, hi := 0, len(keys)
 	if s == Bid { // ascending: the first level not below k
 		for lo < hi {
 			m := int(uint(lo+hi) >> 1)
-			if levels[m].key.lo < k {
+			if at(m) < k {
 				lo = m + 1
 			} else {
 				hi = m
@@ -347,25 +425,25 @@ func searchNarrow(s BookSide, levels []level, k uint64) (int, bool) {
 	} else { // descending: the first level not above k
 		for lo < hi {
 			m := int(uint(lo+hi) >> 1)
-			if k < levels[m].key.lo {
+			if k < at(m) {
 				lo = m + 1
 			} else {
 				hi = m
 			}
 		}
 	}
-	return lo, lo < len(levels) && levels[lo].key.lo == k
+	return lo, lo < len(keys) && keys[lo] == k
 }
 
 // searchWide is searchKey for a wide book: a lower bound with one
 // branch-free 128-bit compare per probe, the equality tested once at the
 // end.
-func searchWide(s BookSide, levels []level, k priceKey) (int, bool) {
-	lo, hi := 0, len(levels)
+func searchWide(s BookSide, levels *ladder, k priceKey) (int, bool) {
+	lo, hi := 0, len(levels.keys)
 	if s == Bid { // ascending: the first level not below k
 		for lo < hi {
 			m := int(uint(lo+hi) >> 1)
-			if levels[m].key.less(k) {
+			if levels.key(m, true).less(k) {
 				lo = m + 1
 			} else {
 				hi = m
@@ -374,14 +452,14 @@ func searchWide(s BookSide, levels []level, k priceKey) (int, bool) {
 	} else { // descending: the first level not above k
 		for lo < hi {
 			m := int(uint(lo+hi) >> 1)
-			if k.less(levels[m].key) {
+			if k.less(levels.key(m, true)) {
 				lo = m + 1
 			} else {
 				hi = m
 			}
 		}
 	}
-	return lo, lo < len(levels) && levels[lo].key == k
+	return lo, lo < len(levels.keys) && levels.key(lo, true) == k
 }
 
 // less reports whether k is below o, by a 128-bit subtraction's borrow.
@@ -402,9 +480,9 @@ func (b *Book) newSlot() int32 {
 	return int32(len(b.slots) - 1)
 }
 
-// freeSlot gives level l's slot (and text) back.
-func (b *Book) freeSlot(l level) {
-	p := b.at(l)
+// freeSlot gives slot n (and its text) back.
+func (b *Book) freeSlot(n int32) {
+	p := b.at(n)
 	if p.pl != 0 {
 		b.dropText(p)
 	}
@@ -413,13 +491,13 @@ func (b *Book) freeSlot(l level) {
 		b.dfree = append(b.dfree, p.dec-1)
 	}
 	*p = slot{}
-	b.free = append(b.free, l.slot)
+	b.free = append(b.free, n)
 }
 
 // remove deletes the level at index i of side p.
-func (b *Book) remove(p *[]level, i int) {
-	b.freeSlot((*p)[i])
-	*p = slices.Delete(*p, i, i+1)
+func (b *Book) remove(p *ladder, i int) {
+	b.freeSlot(p.slots[i])
+	p.del(i, i+1)
 }
 
 // Set puts an absolute size at price on side s; a zero size removes the
@@ -427,7 +505,7 @@ func (b *Book) remove(p *[]level, i int) {
 func (b *Book) Set(s BookSide, price, size decimal.Decimal) bool {
 	k := b.key(price)
 	p := b.side(s)
-	i, found := b.search(s, *p, price, k)
+	i, found := b.search(s, p, price, k)
 	if size.IsZero() {
 		if !found {
 			return false
@@ -436,7 +514,7 @@ func (b *Book) Set(s BookSide, price, size decimal.Decimal) bool {
 		return true
 	}
 	if found {
-		l := b.at((*p)[i])
+		l := b.at(p.slots[i])
 		if l.pl != 0 {
 			b.dropText(l)
 			l.pl = 0
@@ -451,8 +529,8 @@ func (b *Book) Set(s BookSide, price, size decimal.Decimal) bool {
 	}
 	n := b.newSlot()
 	d := b.newDec(Level{Price: price, Size: size})
-	*b.at(level{slot: n}) = slot{dec: d}
-	*p = slices.Insert(*p, i, level{key: k, slot: n})
+	*b.at(n) = slot{dec: d}
+	p.insert(i, k, n, b.wide)
 	return true
 }
 
@@ -472,7 +550,7 @@ func (b *Book) SetFixedText(s BookSide, price, size Fixed, t LevelText) Change {
 	var found bool
 	if lo, ok := b.narrowKey(price); ok {
 		k = priceKey{lo: lo}
-		i, found = searchNarrow(s, *p, lo)
+		i, found = searchNarrow(s, p.keys, lo)
 	} else {
 		if !b.slow {
 			k, ok = b.fixedKey(price)
@@ -480,9 +558,9 @@ func (b *Book) SetFixedText(s BookSide, price, size Fixed, t LevelText) Change {
 		if !ok {
 			return b.setSlow(s, price, size)
 		}
-		i, found = b.searchKey(s, *p, k)
+		i, found = b.searchKey(s, p, k)
 	}
-	rank := len(*p) - 1 - i
+	rank := len(p.keys) - 1 - i
 	if size.IsZero() {
 		if !found {
 			return Change{}
@@ -491,7 +569,7 @@ func (b *Book) SetFixedText(s BookSide, price, size Fixed, t LevelText) Change {
 		return Change{Kind: Removed, Rank: rank}
 	}
 	if found {
-		l := b.at((*p)[i])
+		l := b.at(p.slots[i])
 		old := 0
 		if l.pl != 0 {
 			old = int(l.pl) + 1 + int(l.sl)
@@ -506,10 +584,10 @@ func (b *Book) SetFixedText(s BookSide, price, size Fixed, t LevelText) Change {
 		return Change{Kind: Resized, Rank: rank, OldText: old}
 	}
 	n := b.newSlot()
-	l := b.at(level{slot: n})
+	l := b.at(n)
 	l.px, l.sz, l.fixed = price, size, true
 	b.addText(l, t)
-	*p = slices.Insert(*p, i, level{key: k, slot: n})
+	p.insert(i, k, n, b.wide)
 	return Change{Kind: Added, Rank: rank + 1}
 }
 
@@ -518,8 +596,8 @@ func (b *Book) SetFixedText(s BookSide, price, size Fixed, t LevelText) Change {
 func (b *Book) setSlow(s BookSide, price, size Fixed) Change {
 	pd := price.Decimal()
 	p := b.side(s)
-	i, found := b.search(s, *p, pd, b.key(pd))
-	rank := len(*p) - 1 - i
+	i, found := b.search(s, p, pd, b.key(pd))
+	rank := len(p.keys) - 1 - i
 	if !b.Set(s, pd, size.Decimal()) {
 		return Change{}
 	}
@@ -561,9 +639,9 @@ func (b *Book) dropText(l *slot) {
 // compact copies the live texts to the spare arena and swaps the two.
 func (b *Book) compact() {
 	out := b.spare[:0]
-	for _, side := range [2][]level{b.bids, b.asks} {
-		for _, l := range side {
-			p := b.at(l)
+	for _, slots := range [2][]int32{b.bids.slots, b.asks.slots} {
+		for _, n := range slots {
+			p := b.at(n)
 			if p.pl == 0 {
 				continue
 			}
@@ -578,8 +656,8 @@ func (b *Book) compact() {
 // LevelText returns the text kept for the i-th best level of side s (0 is
 // the best), and false if none is kept; i must be below Len(s).
 func (b *Book) LevelText(s BookSide, i int) (LevelText, bool) {
-	p := *b.side(s)
-	l := b.at(p[len(p)-1-i])
+	p := b.side(s)
+	l := b.at(p.slots[len(p.slots)-1-i])
 	if l.pl == 0 {
 		return LevelText{}, false
 	}
@@ -591,8 +669,8 @@ func (b *Book) LevelText(s BookSide, i int) (LevelText, bool) {
 // as price, ':' and size (OKX's checksum form), and false (dst unchanged)
 // if none is kept; i must be below Len(s).
 func (b *Book) AppendLevelText(dst []byte, s BookSide, i int) ([]byte, bool) {
-	p := *b.side(s)
-	l := b.at(p[len(p)-1-i])
+	p := b.side(s)
+	l := b.at(p.slots[len(p.slots)-1-i])
 	if l.pl == 0 {
 		return dst, false
 	}
@@ -602,17 +680,17 @@ func (b *Book) AppendLevelText(dst []byte, s BookSide, i int) ([]byte, bool) {
 // Get returns the size at price on side s, and whether the level exists.
 func (b *Book) Get(s BookSide, price decimal.Decimal) (decimal.Decimal, bool) {
 	p := b.side(s)
-	i, found := b.search(s, *p, price, b.key(price))
+	i, found := b.search(s, p, price, b.key(price))
 	if !found {
 		return decimal.Decimal{}, false
 	}
-	return b.decAt((*p)[i]).Size, true
+	return b.decAt(p.slots[i]).Size, true
 }
 
 // Reset empties the book, keeping its memory and its KeepText setting.
 func (b *Book) Reset() {
-	b.bids = b.bids[:0]
-	b.asks = b.asks[:0]
+	b.bids.reset()
+	b.asks.reset()
 	b.slow, b.wide = false, false
 	clear(b.decs) // let the decimals go
 	b.decs, b.dfree = b.decs[:0], b.dfree[:0]
@@ -647,8 +725,8 @@ func (b *Book) fill(s BookSide, src []Level) {
 			k := b.key(src[i].Price) // may rescale the levels so far
 			n := b.newSlot()
 			d := b.newDec(src[i])
-			*b.at(level{slot: n}) = slot{dec: d}
-			*p = append(*p, level{key: k, slot: n})
+			*b.at(n) = slot{dec: d}
+			p.push(k, n, b.wide)
 		}
 	}
 }
@@ -683,7 +761,9 @@ func (b *Book) fillFixed(s BookSide, src []FixedLevel, txt []LevelText) {
 		return
 	}
 	p := b.side(s)
-	*p = slices.Grow(*p, len(src))
+	p.keys = slices.Grow(p.keys, len(src))
+	p.slots = slices.Grow(p.slots, len(src))
+	b.slots = slices.Grow(b.slots, len(src))
 	for i := len(src) - 1; i >= 0; i-- {
 		l := &src[i]
 		if l.Size.IsZero() {
@@ -691,20 +771,22 @@ func (b *Book) fillFixed(s BookSide, src []FixedLevel, txt []LevelText) {
 		}
 		var k priceKey
 		ok := l.Price.M >= 0 && l.Price.Scale <= MaxScale // it has a key
-		if ok && !b.slow {
+		if lo, narrow := b.narrowKey(l.Price); narrow {
+			k = priceKey{lo: lo}
+		} else if ok && !b.slow {
 			k, _ = b.fixedKey(l.Price) // may rescale the levels so far
 		}
 		n := b.newSlot()
-		sl := b.at(level{slot: n})
+		sl := b.at(n)
 		if !ok {
 			b.slow = true
 			d := b.newDec(l.Level())
-			*b.at(level{slot: n}) = slot{dec: d}
+			*sl = slot{dec: d}
 		} else {
 			sl.px, sl.sz, sl.fixed = l.Price, l.Size, true
 			b.addText(sl, text(i))
 		}
-		*p = append(*p, level{key: k, slot: n})
+		p.push(k, n, b.wide)
 	}
 }
 
@@ -740,11 +822,11 @@ func (b *Book) Apply(e *Event) {
 }
 
 // Len returns the number of levels on side s.
-func (b *Book) Len(s BookSide) int { return len(*b.side(s)) }
+func (b *Book) Len(s BookSide) int { return len(b.side(s).slots) }
 
 // Best returns the best level of side s, and false if the side is empty.
 func (b *Book) Best(s BookSide) (Level, bool) {
-	p := *b.side(s)
+	p := b.side(s).slots
 	if len(p) == 0 {
 		return Level{}, false
 	}
@@ -752,12 +834,12 @@ func (b *Book) Best(s BookSide) (Level, bool) {
 }
 
 // decAt returns l's decimals, caching them.
-func (b *Book) decAt(l level) Level { return b.decOf(b.at(l)) }
+func (b *Book) decAt(n int32) Level { return b.decOf(b.at(n)) }
 
 // BestFixed returns the best level of side s in fixed point, and false if
 // the side is empty or the level has no fixed point form.
 func (b *Book) BestFixed(s BookSide) (FixedLevel, bool) {
-	p := *b.side(s)
+	p := b.side(s).slots
 	if len(p) == 0 {
 		return FixedLevel{}, false
 	}
@@ -767,20 +849,23 @@ func (b *Book) BestFixed(s BookSide) (FixedLevel, bool) {
 // Crossed reports whether the best bid is at or above the best ask, which a
 // correct book never is.
 func (b *Book) Crossed() bool {
-	if len(b.bids) == 0 || len(b.asks) == 0 {
+	nb, na := len(b.bids.keys)-1, len(b.asks.keys)-1
+	if nb < 0 || na < 0 {
 		return false
 	}
-	bid, ask := b.bids[len(b.bids)-1], b.asks[len(b.asks)-1]
-	if !b.slow {
-		return bid.key.hi > ask.key.hi || bid.key.hi == ask.key.hi && bid.key.lo >= ask.key.lo
+	switch {
+	case b.slow:
+		return b.decAt(b.bids.slots[nb]).Price.Cmp(b.decAt(b.asks.slots[na]).Price) >= 0
+	case b.wide:
+		return b.bids.key(nb, true).cmp(b.asks.key(na, true)) >= 0
 	}
-	return b.decAt(bid).Price.Cmp(b.decAt(ask).Price) >= 0
+	return b.bids.keys[nb] >= b.asks.keys[na]
 }
 
 // Top appends up to n levels of side s to dst, best first, and returns the
 // extended slice; n <= 0 means all.
 func (b *Book) Top(dst []Level, s BookSide, n int) []Level {
-	p := *b.side(s)
+	p := b.side(s).slots
 	if n <= 0 || n > len(p) {
 		n = len(p)
 	}
@@ -793,14 +878,14 @@ func (b *Book) Top(dst []Level, s BookSide, n int) []Level {
 // Level returns the i-th best level of side s (0 is the best); i must be
 // below Len(s).
 func (b *Book) Level(s BookSide, i int) Level {
-	p := *b.side(s)
+	p := b.side(s).slots
 	return b.decAt(p[len(p)-1-i])
 }
 
 // LevelFixed is Level in fixed point; false if the level has no fixed
 // point form.
 func (b *Book) LevelFixed(s BookSide, i int) (FixedLevel, bool) {
-	p := *b.side(s)
+	p := b.side(s).slots
 	return b.fixOf(b.at(p[len(p)-1-i]))
 }
 
@@ -811,23 +896,23 @@ func (b *Book) LevelFixed(s BookSide, i int) (FixedLevel, bool) {
 // the same.
 func (b *Book) Truncate(dst []Level, s BookSide, depth int) []Level {
 	p := b.side(s)
-	extra := len(*p) - depth
+	extra := len(p.slots) - depth
 	if depth < 0 || extra <= 0 {
 		return dst
 	}
 	for i := extra - 1; i >= 0; i-- {
-		dst = append(dst, Level{Price: b.decAt((*p)[i]).Price})
+		dst = append(dst, Level{Price: b.decAt(p.slots[i]).Price})
 	}
 	b.drop(p, extra)
 	return dst
 }
 
 // drop removes the worst n levels of side p.
-func (b *Book) drop(p *[]level, n int) {
-	for _, l := range (*p)[:n] {
-		b.freeSlot(l)
+func (b *Book) drop(p *ladder, n int) {
+	for _, sl := range p.slots[:n] {
+		b.freeSlot(sl)
 	}
-	*p = slices.Delete(*p, 0, n)
+	p.del(0, n)
 }
 
 // TruncateFixed is Truncate in fixed point. It reports false, and
@@ -835,13 +920,13 @@ func (b *Book) drop(p *[]level, n int) {
 // the caller uses Truncate).
 func (b *Book) TruncateFixed(dst []FixedLevel, s BookSide, depth int) ([]FixedLevel, bool) {
 	p := b.side(s)
-	extra := len(*p) - depth
+	extra := len(p.slots) - depth
 	if depth < 0 || extra <= 0 {
 		return dst, true
 	}
 	n := len(dst)
 	for i := extra - 1; i >= 0; i-- {
-		l, ok := b.fixOf(b.at((*p)[i]))
+		l, ok := b.fixOf(b.at(p.slots[i]))
 		if !ok {
 			return dst[:n], false
 		}
@@ -860,8 +945,8 @@ func (b *Book) Snapshot(stream Stream) *Event {
 		Kind:     KindBook,
 		Stream:   stream,
 		Snapshot: true,
-		Bids:     b.Top(make([]Level, 0, len(b.bids)), Bid, 0),
-		Asks:     b.Top(make([]Level, 0, len(b.asks)), Ask, 0),
+		Bids:     b.Top(make([]Level, 0, len(b.bids.slots)), Bid, 0),
+		Asks:     b.Top(make([]Level, 0, len(b.asks.slots)), Ask, 0),
 	}
 }
 
@@ -870,8 +955,8 @@ func (b *Book) Snapshot(stream Stream) *Event {
 // it is Snapshot.
 func (b *Book) SnapshotFixed(stream Stream) *Event {
 	ev := &Event{Kind: KindBook, Stream: stream, Snapshot: true}
-	if len(b.bids)+len(b.asks) > 0 {
-		out := make([]FixedLevel, 0, len(b.bids)+len(b.asks))
+	if n := len(b.bids.slots) + len(b.asks.slots); n > 0 {
+		out := make([]FixedLevel, 0, n)
 		out, ok := b.topFixed(out, Bid)
 		nb := len(out)
 		if ok {
@@ -886,7 +971,7 @@ func (b *Book) SnapshotFixed(stream Stream) *Event {
 }
 
 func (b *Book) topFixed(dst []FixedLevel, s BookSide) ([]FixedLevel, bool) {
-	p := *b.side(s)
+	p := b.side(s).slots
 	for i := len(p) - 1; i >= 0; i-- {
 		l, ok := b.fixOf(b.at(p[i]))
 		if !ok {
@@ -899,8 +984,8 @@ func (b *Book) topFixed(dst []FixedLevel, s BookSide) ([]FixedLevel, bool) {
 
 // Equal reports whether b and o hold the same levels with equal sizes.
 func (b *Book) Equal(o *Book) bool {
-	eq := func(x, y []level) bool {
-		return slices.EqualFunc(x, y, func(a, c level) bool {
+	eq := func(x, y []int32) bool {
+		return slices.EqualFunc(x, y, func(a, c int32) bool {
 			if pa, pc := b.at(a), o.at(c); pa.fixed && pc.fixed {
 				return pa.px.Cmp(pc.px) == 0 && pa.sz.Cmp(pc.sz) == 0
 			}
@@ -908,5 +993,5 @@ func (b *Book) Equal(o *Book) bool {
 			return da.Price.Equal(dc.Price) && da.Size.Equal(dc.Size)
 		})
 	}
-	return eq(b.bids, o.bids) && eq(b.asks, o.asks)
+	return eq(b.bids.slots, o.bids.slots) && eq(b.asks.slots, o.asks.slots)
 }
