@@ -73,6 +73,27 @@ func (p *rnPublisher) send(t *testing.T, nc *nats.Conn, subj Subjects, epoch str
 	}
 }
 
+// rnEdge starts an edge on nc with a feed for coinbase and one subscriber
+// of rnL2, whose mailbox it returns.
+func rnEdge(t *testing.T, nc *nats.Conn, subj Subjects, log *slog.Logger, recoverGaps bool) (*Edge, *fanout.Feed, *subscriber.Mailbox) {
+	t.Helper()
+	e := NewEdge(subj, "edge", log)
+	e.RecoverGaps = recoverGaps
+	h := fanout.NewHub(subscriber.NewRegistry())
+	f, err := h.AddFeed(fanout.Options{Venue: "coinbase", OnWanted: e.Wanted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Venue(f)
+	if err := e.Start(nc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Stop)
+	c := subscriber.NewMailbox()
+	h.Subscribe(h.NewEphemeral(c), rnL2)
+	return e, f, c
+}
+
 func rnSameBook(a, b *venue.Event) bool {
 	var x, y venue.Book
 	x.Apply(a)
@@ -129,19 +150,7 @@ func TestEdgeBookAcrossRenumberedFailover(t *testing.T) {
 		}
 	}
 
-	e := NewEdge(subj, "edge", log)
-	h := fanout.NewHub(subscriber.NewRegistry())
-	f, err := h.AddFeed(fanout.Options{Venue: "coinbase", OnWanted: e.Wanted})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.Venue(f)
-	if err := e.Start(nc); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Stop)
-	c := subscriber.NewMailbox()
-	h.Subscribe(h.NewEphemeral(c), rnL2)
+	_, f, c := rnEdge(t, nc, subj, log, false)
 	bookIs := func(what string, p *rnPublisher) {
 		t.Helper()
 		testutil.WaitFor(t, 30*time.Second, what, func() bool {
@@ -273,20 +282,7 @@ func TestEdgeResyncDuringRecovery(t *testing.T) {
 	t.Cleanup(func() { close(release); qsub.Unsubscribe() })
 
 	a.publish(&venue.Event{Snapshot: true, Bids: []venue.Level{rnLevel(99, 1)}, Asks: []venue.Level{rnLevel(101, 1)}})
-	e := NewEdge(subj, "edge", log)
-	e.RecoverGaps = true
-	h := fanout.NewHub(subscriber.NewRegistry())
-	f, err := h.AddFeed(fanout.Options{Venue: "coinbase", OnWanted: e.Wanted})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.Venue(f)
-	if err := e.Start(nc); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Stop)
-	c := subscriber.NewMailbox()
-	h.Subscribe(h.NewEphemeral(c), rnL2)
+	e, f, c := rnEdge(t, nc, subj, log, true)
 	bookIs := func(what string) {
 		t.Helper()
 		testutil.WaitFor(t, 30*time.Second, what, func() bool {
