@@ -312,11 +312,11 @@ func (s *Scanner) number() {
 func (s *Scanner) Bool() bool {
 	switch s.Peek() {
 	case 't':
-		if s.lit("true") {
+		if s.Lit("true") {
 			return true
 		}
 	case 'f':
-		if s.lit("false") {
+		if s.Lit("false") {
 			return false
 		}
 	}
@@ -327,10 +327,7 @@ func (s *Scanner) Bool() bool {
 // Lit consumes w if the input continues with it exactly, white space
 // included, and reports whether it did; it never fails s. A decoder matches
 // the fixed start of the frames it knows with it.
-func (s *Scanner) Lit(w string) bool { return s.lit(w) }
-
-// lit consumes w if the input continues with it.
-func (s *Scanner) lit(w string) bool {
+func (s *Scanner) Lit(w string) bool {
 	if len(s.b)-s.i >= len(w) && string(s.b[s.i:s.i+len(w)]) == w {
 		s.i += len(w)
 		return true
@@ -397,7 +394,7 @@ func (s *Scanner) Skip() {
 }
 
 func (s *Scanner) literal(w string) {
-	if !s.lit(w) {
+	if !s.Lit(w) {
 		s.Fail()
 	}
 }
