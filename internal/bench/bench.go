@@ -292,8 +292,12 @@ func (r *result) print(stdout io.Writer) {
 		time.Duration(r.clients.P50), time.Duration(r.clients.P99), time.Duration(r.clients.P999), time.Duration(r.clients.Max))
 	if o.low > 0 {
 		c := r.clients
-		fmt.Fprintf(stdout, "  of which %d batched: p50 %s  p99 %s; %d with ?latency=low: p50 %s  p99 %s  p999 %s  max %s\n", o.subs-o.low,
-			time.Duration(c.BatchedP50), time.Duration(c.BatchedP99), o.low, time.Duration(c.LowP50), time.Duration(c.LowP99), time.Duration(c.LowP999), time.Duration(c.LowMax))
+		batched := "none batched"
+		if o.subs > o.low {
+			batched = fmt.Sprintf("%d batched: p50 %s  p99 %s", o.subs-o.low, time.Duration(c.BatchedP50), time.Duration(c.BatchedP99))
+		}
+		fmt.Fprintf(stdout, "  of which %s; %d with ?latency=low: p50 %s  p99 %s  p999 %s  max %s\n", batched,
+			o.low, time.Duration(c.LowP50), time.Duration(c.LowP99), time.Duration(c.LowP999), time.Duration(c.LowMax))
 	}
 	io.WriteString(stdout, r.extra)
 	fmt.Fprintf(stdout, "client process CPU  %.1f%% of one core\n", 100*time.Duration(r.clients.CPU).Seconds()/o.dur.Seconds())

@@ -24,7 +24,8 @@
 // pool of GOMAXPROCS write workers does the data writes: each worker
 // writes the connections of its shard whose queue signalled Ready when
 // they are due (at once after an idle spell, else an age after their last
-// write that grows with their rate up to WriteDelay), with non-blocking
+// write that grows with their rate up to WriteDelay, scaled down while the
+// worker has time to spare), with non-blocking
 // writes, so no goroutine is woken per connection and more events share a
 // write; the cost is up to WriteDelay of latency. With Options.Uring a worker hands all of a tick's writes to
 // the kernel in one io_uring_enter (sends with MSG_DONTWAIT) instead of

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"math"
 	"net/http"
+	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/gorilla/websocket"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/fanoutd/fanoutd/internal/testutil"
 	"github.com/fanoutd/fanoutd/subscriber"
 )
 
@@ -51,7 +54,7 @@ func TestFlushAt(t *testing.T) {
 // left alone.
 func TestScanDue(t *testing.T) {
 	const age = int64(3 * time.Millisecond)
-	w := &writeShard{maxAge: age}
+	w := &writeShard{maxAge: age, scale: ageScaleOne}
 	mk := func(ready, last int64, pending int) *writer {
 		cw := &writer{q: subscriber.NewMailbox()}
 		cw.readySince.Store(ready)
@@ -246,7 +249,7 @@ func TestFlushPolicyAllocs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocation counts")
 	}
-	w := &writeShard{maxAge: int64(3 * time.Millisecond), wake: make(chan struct{}, 1)}
+	w := &writeShard{maxAge: int64(3 * time.Millisecond), scale: ageScaleOne, wake: make(chan struct{}, 1)}
 	var list []*writer
 	for range 64 {
 		cw := &writer{q: subscriber.NewMailbox(), pool: w}
@@ -262,4 +265,85 @@ func TestFlushPolicyAllocs(t *testing.T) {
 	}); n != 0 {
 		t.Fatalf("%v allocations per round of OnReady and scan, want 0", n)
 	}
+}
+
+// TestAgeScale checks the worker's age scale: a worker that spends little
+// of its time writing scales its connections' ages down to 1/64, one past
+// its busy target scales them back up to the whole age, and one at its
+// target keeps its scale; a step at most halves or doubles it.
+func TestAgeScale(t *testing.T) {
+	const period = adjustEvery
+	w := &writeShard{maxAge: int64(10 * time.Millisecond), scale: ageScaleOne}
+	now := int64(0)
+	run := func(share float64) {
+		w.busy = int64(share * float64(period))
+		now += period
+		w.adjust(now)
+	}
+	full := w.age(2000)
+	if full != int64(10*time.Millisecond) {
+		t.Fatalf("age at 2,000 events/s with the whole scale: %v, want the max age", time.Duration(full))
+	}
+	run(0)
+	if w.scale != ageScaleOne/2 {
+		t.Fatalf("an idle period: scale %d, want it halved (%d)", w.scale, ageScaleOne/2)
+	}
+	for range 10 {
+		run(0.01)
+	}
+	if w.scale != ageScaleMin || w.age(2000) != full/64 {
+		t.Fatalf("idle periods: scale %d, age %v; want %d and 1/64 of %v", w.scale, time.Duration(w.age(2000)), ageScaleMin, time.Duration(full))
+	}
+	before := w.scale
+	run(busyTarget)
+	if w.scale != before {
+		t.Fatalf("a period at the busy target moved the scale from %d to %d", before, w.scale)
+	}
+	run(10 * busyTarget)
+	if w.scale != 2*before {
+		t.Fatalf("a busy period: scale %d, want it doubled (%d)", w.scale, 2*before)
+	}
+	for range 10 {
+		run(1)
+	}
+	if w.scale != ageScaleOne || w.age(2000) != full {
+		t.Fatalf("busy periods: scale %d, want the whole age (%d)", w.scale, ageScaleOne)
+	}
+	// A worker whose writes a second follow 1/age settles at its target.
+	for range 20 {
+		run(min(1, busyTarget*0.25*ageScaleOne/float64(w.scale)))
+	}
+	if got := float64(w.scale) / ageScaleOne; got < 0.2 || got > 0.3 {
+		t.Fatalf("writes going as 1/age, at the target with a quarter of the age: settled at scale %.3f", got)
+	}
+}
+
+// TestAgeScaleOfAServer: a server's write-pool workers, writing a few
+// events a second to one connection, scale their ages down and say so in
+// fanoutd_write_age_scale and fanoutd_write_pool_busy_ratio.
+func TestAgeScaleOfAServer(t *testing.T) {
+	feed, url, metrics := poolServer(t, Options{WriteDelay: 10 * time.Millisecond}, 0)
+	ws := dialSubscribed(t, url)
+	go func() {
+		for {
+			if _, _, err := ws.ReadMessage(); err != nil {
+				return
+			}
+		}
+	}()
+	i := 0
+	testutil.WaitFor(t, 10*time.Second, "a write-pool worker's age scale below 1", func() bool {
+		publishTrades(feed, i, 1)
+		i++
+		time.Sleep(20 * time.Millisecond)
+		for w := range 64 {
+			l := strconv.Itoa(w)
+			scale := promtest.ToFloat64(metrics.writeAgeScale.WithLabelValues(l))
+			busy := promtest.ToFloat64(metrics.writeBusy.WithLabelValues(l))
+			if scale > 0 && scale < 1 && busy >= 0 && busy < busyTarget {
+				return true
+			}
+		}
+		return false
+	})
 }

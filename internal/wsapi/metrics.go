@@ -1,6 +1,8 @@
 package wsapi
 
 import (
+	"strconv"
+
 	"github.com/fanoutd/fanoutd/internal/api"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -16,6 +18,8 @@ type Metrics struct {
 	queueLen         prometheus.Histogram
 	batchBytes       prometheus.Histogram
 	writeWorkers     *prometheus.GaugeVec
+	writeBusy        *prometheus.GaugeVec
+	writeAgeScale    *prometheus.GaugeVec
 }
 
 // NewMetrics registers the websocket server's metrics on reg. The fanout
@@ -42,6 +46,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		writeWorkers: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fanoutd_write_workers",
 			Help: "Write-pool workers running, by how they write: io_uring, or write (one write(2) per connection)."}, []string{"io"}),
 	}
+	m.writeBusy = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fanoutd_write_pool_busy_ratio",
+		Help: "Share of the last 100 ms each write-pool worker spent in its rounds (scanning and writing, system calls included)."}, []string{"worker"})
+	m.writeAgeScale = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fanoutd_write_age_scale",
+		Help: "Each write-pool worker's scale of its connections' ages: 1 is the whole age (up to websocket.write_delay), down to 1/64 while writing takes little of the worker's time."}, []string{"worker"})
 	m.writeWorkers.WithLabelValues("io_uring")
 	m.writeWorkers.WithLabelValues("write")
 	for _, r := range closeReasonNames[1:] {
@@ -50,7 +58,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, c := range api.Codes {
 		m.refusals.WithLabelValues(string(c))
 	}
-	reg.MustRegister(m.connections, m.connectionsTotal, m.closes, m.refusals, m.latency, m.queueLen, m.batchBytes, m.writeWorkers)
+	reg.MustRegister(m.connections, m.connectionsTotal, m.closes, m.refusals, m.latency, m.queueLen, m.batchBytes, m.writeWorkers, m.writeBusy, m.writeAgeScale)
 	return m
 }
 
@@ -65,6 +73,16 @@ func (m *Metrics) writeWorker(uring bool, delta float64) {
 		io = "io_uring"
 	}
 	m.writeWorkers.WithLabelValues(io).Add(delta)
+}
+
+// writePool records write-pool worker i's busy share and age scale.
+func (m *Metrics) writePool(i int, busy, scale float64) {
+	if m == nil {
+		return
+	}
+	w := strconv.Itoa(i)
+	m.writeBusy.WithLabelValues(w).Set(busy)
+	m.writeAgeScale.WithLabelValues(w).Set(scale)
 }
 
 func (m *Metrics) refused(code api.Code) {

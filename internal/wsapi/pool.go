@@ -26,8 +26,11 @@ import (
 // and at once whatever its age once flushBytes are pending. The age grows
 // with the connection's event rate, from Options.WriteDelay/4 to
 // WriteDelay, so no byte waits longer than WriteDelay and a busy
-// connection's writes carry more. Connections due together go out in one round
-// (one io_uring_enter with io_uring). A
+// connection's writes carry more; and the worker scales every age so that
+// writing takes about busyTarget of its time (adjust): down to 1/64 while
+// writing takes little, the whole age while it takes more, so a machine
+// with CPU to spare spends it on latency. Connections due together go out
+// in one round (one io_uring_enter with io_uring). A
 // connection leaves the pool for its own writer goroutine only while its
 // socket is backed up, so one slow socket never holds up a worker and the
 // write deadline still applies to it. With io_uring, a worker hands all of
@@ -41,6 +44,13 @@ type writeShard struct {
 	wake   chan struct{} // capacity 1: a connection of the shard went ready
 	maxAge int64         // Options.WriteDelay, in ns: the ceiling of ageFor
 	due    []*writer     // the connections written this round
+
+	// The age scale (adjust): ages are ageFor's times scale/ageScaleOne.
+	// busy is the time spent in rounds since since (ns, monotime). Only
+	// the worker's goroutine uses them.
+	idx         int
+	scale       int64
+	busy, since int64
 
 	ring    *rawio.Ring // nil: one write(2) per connection
 	log     *slog.Logger
@@ -59,7 +69,8 @@ func (s *Server) startPool(n int) {
 	s.poolStop = make(chan struct{})
 	s.shards = make([]*writeShard, max(n, 1))
 	for i := range s.shards {
-		w := &writeShard{log: s.log, metrics: s.o.Metrics, wake: make(chan struct{}, 1), maxAge: int64(s.o.WriteDelay)}
+		w := &writeShard{log: s.log, metrics: s.o.Metrics, wake: make(chan struct{}, 1), maxAge: int64(s.o.WriteDelay),
+			idx: i, scale: ageScaleOne, since: monotime()}
 		if s.o.Uring {
 			if r, err := openRing(256); err != nil {
 				if i == 0 {
@@ -73,6 +84,7 @@ func (s *Server) startPool(n int) {
 		s.shards[i] = w
 		s.poolWG.Add(1)
 		w.metrics.writeWorker(w.ring != nil, 1)
+		w.metrics.writePool(i, 0, 1)
 		go pprof.Do(context.Background(), pprof.Labels("wsapi", "write-pool"), func(context.Context) {
 			defer s.poolWG.Done()
 			w.run(s.poolStop)
@@ -122,6 +134,38 @@ func ageFor(rate, maxAge int64) int64 {
 	return min(max(rate*agePerRate, maxAge/4), maxAge)
 }
 
+// The age scale: a worker measures the share of its time it spends in
+// rounds (scanning and writing, system calls included; a round preempted
+// by other work on contended cores counts the longer), over periods of
+// adjustEvery, and scales every connection's age so that the share comes
+// near busyTarget: a batching connection's writes a second go as
+// 1/age, so the new scale is the old one times share/busyTarget (damped by
+// half, at most doubling or halving a period), between ageScaleMin and
+// ageScaleOne. Connections written event by event cost the same whatever
+// the scale; if they alone exceed the target, the scale stays at its top.
+// Measured on a machine's own sends, it batches more where sends cost
+// more or the cores are contended, and less where they are cheap.
+const (
+	ageScaleOne = 1024
+	ageScaleMin = ageScaleOne / 64
+	busyTarget  = 0.20
+	adjustEvery = int64(100 * time.Millisecond)
+)
+
+// adjust ends a period of the age scale at now (see ageScaleOne).
+func (w *writeShard) adjust(now int64) {
+	share := float64(w.busy) / float64(now-w.since)
+	f := min(max((share/busyTarget+1)/2, 0.5), 2)
+	w.scale = min(max(int64(float64(w.scale)*f), ageScaleMin), ageScaleOne)
+	w.busy, w.since = 0, now
+	w.metrics.writePool(w.idx, share, float64(w.scale)/ageScaleOne)
+}
+
+// age is the age of a connection at rate events a second: ageFor's, scaled.
+func (w *writeShard) age(rate int64) int64 {
+	return ageFor(rate, w.maxAge) * w.scale / ageScaleOne
+}
+
 // flushAt is the flush policy: when a connection is to be written whose
 // queue went from empty to not at readySince and that was last written at
 // lastWrite (ns on one monotonic clock; 0: never written). At once
@@ -165,6 +209,7 @@ func (w *writeShard) run(stop chan struct{}) {
 		case <-w.wake:
 		case <-t.C:
 		}
+		start := monotime()
 		w.mu.Lock()
 		list = append(list[:0], w.conns...)
 		w.mu.Unlock()
@@ -178,9 +223,13 @@ func (w *writeShard) run(stop chan struct{}) {
 			}
 		}
 		clear(w.due)
+		end := monotime()
+		if w.busy += end - start; end-w.since >= adjustEvery {
+			w.adjust(end)
+		}
 		t.Stop()
 		if next != math.MaxInt64 {
-			t.Reset(time.Duration(next - monotime()))
+			t.Reset(time.Duration(next - end))
 		}
 	}
 }
@@ -196,7 +245,7 @@ func (w *writeShard) scan(list []*writer, now int64) (next int64) {
 		if rs == 0 {
 			continue
 		}
-		if at := flushAt(rs, cw.lastWrite.Load(), ageFor(cw.rate.Load(), w.maxAge)); at > now && cw.q.Bytes() < flushBytes {
+		if at := flushAt(rs, cw.lastWrite.Load(), w.age(cw.rate.Load())); at > now && cw.q.Bytes() < flushBytes {
 			next = min(next, at)
 			continue
 		}

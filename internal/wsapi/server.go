@@ -132,10 +132,11 @@ type Options struct {
 	// for low latency) at once if it was not written within the last age,
 	// else age after its last write, so that under load what arrived
 	// meanwhile goes out in one write; the age grows with the connection's
-	// event rate from WriteDelay/4 to WriteDelay (writeShard, ageFor,
-	// flushAt). 0 has each connection's writer write at once. Under load
-	// it trades up to WriteDelay of latency for CPU (DefaultWriteDelay is
-	// the daemon's).
+	// event rate from WriteDelay/4 to WriteDelay, scaled down while the
+	// worker spends less than busyTarget of its time writing (writeShard,
+	// ageFor, adjust, flushAt). 0 has each connection's writer write at
+	// once. Under load it trades up to WriteDelay of latency for CPU
+	// (DefaultWriteDelay is the daemon's).
 	WriteDelay time.Duration
 	// Uring makes the write pool (WriteDelay > 0) hand each round's writes
 	// to the kernel through io_uring, one system call for all of a

@@ -42,7 +42,8 @@ import (
 // Otherwise a worker of the connection's shard drains and writes it with
 // non-blocking writes when it is due (writeShard, flushAt: at once after
 // an idle spell, under load an age after the last write that grows with
-// the connection's rate up to WriteDelay), and
+// the connection's rate up to WriteDelay, scaled by how busy the worker
+// is), and
 // the writer goroutine runs only while it has work the pool does not do:
 // a backed-up socket to finish under the write deadline, a ping, a close.
 // An idle connection then has no writer goroutine.
