@@ -148,7 +148,7 @@ func ageFor(rate, maxAge int64) int64 {
 const (
 	ageScaleOne = 1024
 	ageScaleMin = ageScaleOne / 64
-	busyTarget  = 0.20
+	busyTarget  = 0.15
 	adjustEvery = int64(100 * time.Millisecond)
 )
 
