@@ -538,12 +538,18 @@ func (b *Book) Set(s BookSide, price, size decimal.Decimal) bool {
 // nothing unless the book grows past its capacity) when price has a key,
 // which every venue's spot price has.
 func (b *Book) SetFixed(s BookSide, price, size Fixed) bool {
-	return b.SetFixedText(s, price, size, LevelText{}).Kind != Unchanged
+	return b.setFixed(s, price, size, nil).Kind != Unchanged
 }
 
 // SetFixedText is SetFixed that also keeps t as the level's text when the
 // book keeps text (KeepText), and says what it changed.
 func (b *Book) SetFixedText(s BookSide, price, size Fixed, t LevelText) Change {
+	return b.setFixed(s, price, size, &t)
+}
+
+// setFixed is SetFixedText with the text by pointer (nil: none), so that
+// its arguments fit the registers.
+func (b *Book) setFixed(s BookSide, price, size Fixed, t *LevelText) Change {
 	p := b.side(s)
 	var k priceKey
 	var i int
@@ -615,9 +621,9 @@ func (b *Book) setSlow(s BookSide, price, size Fixed) Change {
 // it after Reset.
 func (b *Book) KeepText(on bool) { b.keepText = on }
 
-// addText records t as l's text, if the book keeps text.
-func (b *Book) addText(l *slot, t LevelText) {
-	if !b.keepText || len(t.Price) == 0 {
+// addText records t as l's text, if the book keeps text and t is not nil.
+func (b *Book) addText(l *slot, t *LevelText) {
+	if !b.keepText || t == nil || len(t.Price) == 0 {
 		l.pl = 0
 		return
 	}
@@ -743,51 +749,117 @@ func (b *Book) ReplaceFixedText(bids, asks []FixedLevel, bidText, askText []Leve
 }
 
 func (b *Book) fillFixed(s BookSide, src []FixedLevel, txt []LevelText) {
-	text := func(i int) LevelText {
+	text := func(i int) *LevelText {
 		if txt == nil {
-			return LevelText{}
+			return nil
 		}
-		return txt[i]
+		return &txt[i]
 	}
-	sorted := true
-	for i := 1; i < len(src) && sorted; i++ {
-		c := src[i-1].Price.Cmp(src[i].Price)
-		sorted = s == Bid && c > 0 || s == Ask && c < 0
-	}
-	if !sorted {
+	if !sortedBestFirst(s, src) {
 		for i := range src {
-			b.SetFixedText(s, src[i].Price, src[i].Size, text(i))
+			b.setFixed(s, src[i].Price, src[i].Size, text(i))
 		}
 		return
 	}
 	p := b.side(s)
-	p.keys = slices.Grow(p.keys, len(src))
-	p.slots = slices.Grow(p.slots, len(src))
-	b.slots = slices.Grow(b.slots, len(src))
 	for i := len(src) - 1; i >= 0; i-- {
+		if i = b.pushNarrow(p, src, txt, i); i < 0 {
+			break
+		}
+		b.pushLevel(p, &src[i], text(i))
+	}
+}
+
+// sortedBestFirst reports whether src's prices are strictly best first for
+// side s, the order in which venues send snapshots.
+func sortedBestFirst(s BookSide, src []FixedLevel) bool {
+	for i := 1; i < len(src); i++ {
+		a, c := src[i-1].Price, src[i].Price // want a better than c
+		if s == Ask {
+			a, c = c, a
+		}
+		if a.Scale == c.Scale {
+			if a.M <= c.M {
+				return false
+			}
+		} else if a.Cmp(c) <= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// pushNarrow pushes src[i], src[i-1], ... onto p (worst first) while each
+// price fits the book's narrow keys as they are, and returns the index of
+// the first level it did not push (-1: none left). It runs after Reset, so
+// the book has no free slot and the new slots are appended in order. It
+// writes into the three slices grown by i+1 rather than appending (no
+// capacity check a level) and cuts them to what it pushed.
+func (b *Book) pushNarrow(p *ladder, src []FixedLevel, txt []LevelText, i int) int {
+	if b.slow || b.wide || len(b.free) > 0 || i < 0 {
+		return i
+	}
+	nk, ns := len(p.keys), len(b.slots)
+	p.keys, p.slots = slices.Grow(p.keys, i+1), slices.Grow(p.slots, i+1)
+	b.slots = slices.Grow(b.slots, i+1)
+	keys, idx, slots := p.keys[nk:nk+i+1], p.slots[nk:nk+i+1], b.slots[ns:ns+i+1]
+	scale, j, top := b.scale, 0, i
+	for ; i >= 0; i-- {
 		l := &src[i]
-		if l.Size.IsZero() {
+		if l.Size.M == 0 {
 			continue
 		}
-		var k priceKey
-		ok := l.Price.M >= 0 && l.Price.Scale <= MaxScale // it has a key
-		if lo, narrow := b.narrowKey(l.Price); narrow {
-			k = priceKey{lo: lo}
-		} else if ok && !b.slow {
-			k, _ = b.fixedKey(l.Price) // may rescale the levels so far
+		if l.Price.Scale > scale || l.Price.M < 0 {
+			break
 		}
-		n := b.newSlot()
-		sl := b.at(n)
-		if !ok {
-			b.slow = true
-			d := b.newDec(l.Level())
-			*sl = slot{dec: d}
-		} else {
-			sl.px, sl.sz, sl.fixed = l.Price, l.Size, true
-			b.addText(sl, text(i))
+		hi, lo := bits.Mul64(uint64(l.Price.M), pow10[scale-l.Price.Scale])
+		if hi != 0 || j >= len(keys) || j >= len(idx) || j >= len(slots) {
+			break
 		}
-		p.push(k, n, b.wide)
+		keys[j], idx[j] = lo, int32(ns+j)
+		// Field by field (a literal is built on the stack and copied); txt
+		// and sl mean nothing while pl is 0.
+		sl := &slots[j]
+		sl.px, sl.sz, sl.dec, sl.fixed, sl.have, sl.pl = l.Price, l.Size, 0, true, 0, 0
+		j++
 	}
+	if txt != nil { // the texts in a pass of their own, which keeps the loop above in registers
+		for k, n := top, 0; k > i; k-- {
+			if src[k].Size.M != 0 {
+				b.addText(&slots[n], &txt[k])
+				n++
+			}
+		}
+	}
+	p.keys, p.slots, b.slots = p.keys[:nk+j], p.slots[:nk+j], b.slots[:ns+j]
+	return i
+}
+
+// pushLevel pushes l onto p (unless its size is zero) when pushNarrow
+// cannot: its key rescales or widens the book, or it has none and the book
+// turns slow.
+func (b *Book) pushLevel(p *ladder, l *FixedLevel, t *LevelText) {
+	if l.Size.IsZero() {
+		return
+	}
+	var k priceKey
+	ok := l.Price.M >= 0 && l.Price.Scale <= MaxScale // it has a key
+	if lo, narrow := b.narrowKey(l.Price); narrow {
+		k = priceKey{lo: lo}
+	} else if ok && !b.slow {
+		k, _ = b.fixedKey(l.Price) // may rescale the levels so far
+	}
+	n := b.newSlot()
+	sl := b.at(n)
+	if !ok {
+		b.slow = true
+		d := b.newDec(l.Level())
+		*sl = slot{dec: d}
+	} else {
+		sl.px, sl.sz, sl.fixed = l.Price, l.Size, true
+		b.addText(sl, t)
+	}
+	p.push(k, n, b.wide)
 }
 
 // Apply applies a book event: a snapshot replaces the book, an update sets
@@ -847,19 +919,26 @@ func (b *Book) BestFixed(s BookSide) (FixedLevel, bool) {
 }
 
 // Crossed reports whether the best bid is at or above the best ask, which a
-// correct book never is.
+// correct book never is. The common case (narrow keys) compares the two
+// best keys; crossedSlow is the rest, apart so that this one stays small.
 func (b *Book) Crossed() bool {
-	nb, na := len(b.bids.keys)-1, len(b.asks.keys)-1
-	if nb < 0 || na < 0 {
+	bk, ak := b.bids.keys, b.asks.keys
+	if len(bk) == 0 || len(ak) == 0 {
 		return false
 	}
-	switch {
-	case b.slow:
-		return b.decAt(b.bids.slots[nb]).Price.Cmp(b.decAt(b.asks.slots[na]).Price) >= 0
-	case b.wide:
-		return b.bids.key(nb, true).cmp(b.asks.key(na, true)) >= 0
+	if b.slow || b.wide {
+		return b.crossedSlow()
 	}
-	return b.bids.keys[nb] >= b.asks.keys[na]
+	return bk[len(bk)-1] >= ak[len(ak)-1]
+}
+
+// crossedSlow is Crossed for a slow or wide book with both sides non-empty.
+func (b *Book) crossedSlow() bool {
+	nb, na := len(b.bids.keys)-1, len(b.asks.keys)-1
+	if b.slow {
+		return b.decAt(b.bids.slots[nb]).Price.Cmp(b.decAt(b.asks.slots[na]).Price) >= 0
+	}
+	return b.bids.key(nb, true).cmp(b.asks.key(na, true)) >= 0
 }
 
 // Top appends up to n levels of side s to dst, best first, and returns the
@@ -955,14 +1034,9 @@ func (b *Book) Snapshot(stream Stream) *Event {
 // it is Snapshot.
 func (b *Book) SnapshotFixed(stream Stream) *Event {
 	ev := &Event{Kind: KindBook, Stream: stream, Snapshot: true}
-	if n := len(b.bids.slots) + len(b.asks.slots); n > 0 {
-		out := make([]FixedLevel, 0, n)
-		out, ok := b.topFixed(out, Bid)
-		nb := len(out)
-		if ok {
-			out, ok = b.topFixed(out, Ask)
-		}
-		if ok {
+	if nb, n := len(b.bids.slots), len(b.bids.slots)+len(b.asks.slots); n > 0 {
+		out := make([]FixedLevel, n)
+		if b.topFixed(out[:nb], Bid) && b.topFixed(out[nb:], Ask) {
 			ev.FixedBids, ev.FixedAsks = out[:nb:nb], out[nb:]
 			return ev
 		}
@@ -970,16 +1044,23 @@ func (b *Book) SnapshotFixed(stream Stream) *Event {
 	return b.Snapshot(stream)
 }
 
-func (b *Book) topFixed(dst []FixedLevel, s BookSide) ([]FixedLevel, bool) {
+// topFixed writes the levels of side s into dst, which has one entry a
+// level, best first; false if a level has no fixed point form.
+func (b *Book) topFixed(dst []FixedLevel, s BookSide) bool {
 	p := b.side(s).slots
-	for i := len(p) - 1; i >= 0; i-- {
-		l, ok := b.fixOf(b.at(p[i]))
-		if !ok {
-			return dst, false
+	dst = dst[:len(p)]
+	for i, n := range p {
+		sl := &b.slots[n]
+		l := FixedLevel{sl.px, sl.sz}
+		if !sl.fixed {
+			var ok bool
+			if l, ok = b.fixOf(sl); !ok {
+				return false
+			}
 		}
-		dst = append(dst, l)
+		dst[len(p)-1-i] = l
 	}
-	return dst, true
+	return true
 }
 
 // Equal reports whether b and o hold the same levels with equal sizes.

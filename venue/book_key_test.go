@@ -1,7 +1,9 @@
 package venue
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -201,5 +203,107 @@ func TestBookKeyDecimalExponent(t *testing.T) {
 	}
 	if best, _ := b.Best(Bid); !best.Price.Equal(d("5000")) {
 		t.Fatalf("best bid %s", best.Price)
+	}
+}
+
+// TestBookReplaceFixedModel: a snapshot sorted best first (the fill's own
+// path, with rescales, widenings, prices with no key and zero sizes among
+// its levels) and one in any order build the book that SetFixedText builds
+// level by level, with the same texts, and SnapshotFixed hands it back.
+func TestBookReplaceFixedModel(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	var rb, sb Book
+	rb.KeepText(true)
+	side := func(s BookSide, n int) ([]FixedLevel, []LevelText) {
+		var src []FixedLevel
+		for range n {
+			px := Fixed{M: 1 + r.Int64N(5000), Scale: uint8(r.IntN(4))}
+			if s == Ask {
+				px.M += 100000 << px.Scale // above every bid
+			}
+			switch r.IntN(40) {
+			case 0:
+				px = Fixed{M: px.M * 1e12, Scale: MaxScale} // rescales
+			case 1:
+				px.M <<= 40 // widens a fine book
+			case 2:
+				px.M = -px.M // no key: the book turns slow
+			}
+			src = append(src, FixedLevel{px, Fixed{M: r.Int64N(4), Scale: 1}})
+		}
+		if r.IntN(4) != 0 { // best first, one level a price
+			slices.SortFunc(src, func(a, c FixedLevel) int {
+				if s == Bid {
+					return c.Price.Decimal().Cmp(a.Price.Decimal())
+				}
+				return a.Price.Decimal().Cmp(c.Price.Decimal())
+			})
+			src = slices.CompactFunc(src, func(a, c FixedLevel) bool { return a.Price.Decimal().Equal(c.Price.Decimal()) })
+		}
+		txt := make([]LevelText, len(src))
+		for i, l := range src {
+			txt[i] = LevelText{Price: fmt.Append(nil, l.Price.M, "e-", l.Price.Scale), Size: fmt.Append(nil, l.Size.M)}
+		}
+		return src, txt
+	}
+	sorted := 0
+	for round := range 3000 {
+		bids, bt := side(Bid, r.IntN(30))
+		asks, at := side(Ask, r.IntN(30))
+		if sortedBestFirst(Bid, bids) && sortedBestFirst(Ask, asks) {
+			sorted++
+		}
+		// rb is reused (a Reset book keeps its slots' memory and its scale);
+		// sb starts at the scale rb starts at.
+		sb = Book{scale: rb.scale}
+		sb.KeepText(true)
+		rb.ReplaceFixedText(bids, asks, bt, at)
+		for _, sd := range []struct {
+			s   BookSide
+			src []FixedLevel
+			txt []LevelText
+		}{{Bid, bids, bt}, {Ask, asks, at}} {
+			// In the fill's order, so that the keys take the same scale; a
+			// sorted fill skips zero sizes, which SetFixedText would key.
+			if sortedBestFirst(sd.s, sd.src) {
+				for i := len(sd.src) - 1; i >= 0; i-- {
+					if !sd.src[i].Size.IsZero() {
+						sb.SetFixedText(sd.s, sd.src[i].Price, sd.src[i].Size, sd.txt[i])
+					}
+				}
+			} else {
+				for i := range sd.src {
+					sb.SetFixedText(sd.s, sd.src[i].Price, sd.src[i].Size, sd.txt[i])
+				}
+			}
+		}
+		if !rb.Equal(&sb) || !sb.Equal(&rb) || rb.Crossed() != sb.Crossed() || rb.slow != sb.slow {
+			t.Fatalf("round %d: books differ", round)
+		}
+		if !rb.slow { // a slow book's keys are not used
+			for _, l := range [][2]*ladder{{&rb.bids, &sb.bids}, {&rb.asks, &sb.asks}} {
+				if rb.wide != sb.wide || rb.scale != sb.scale || !slices.Equal(l[0].keys, l[1].keys) || !slices.Equal(l[0].his, l[1].his) {
+					t.Fatalf("round %d: keys differ (wide %v, %v; scale %d, %d)", round, rb.wide, sb.wide, rb.scale, sb.scale)
+				}
+			}
+		}
+		for _, s := range []BookSide{Bid, Ask} {
+			for j := range rb.Len(s) {
+				a, _ := rb.AppendLevelText(nil, s, j)
+				c, _ := sb.AppendLevelText(nil, s, j)
+				if !rb.Level(s, j).Price.Equal(sb.Level(s, j).Price) || !rb.slow && string(a) != string(c) { // setSlow keeps no text
+					t.Fatalf("round %d: side %d level %d differs: text %q, want %q", round, s, j, a, c)
+				}
+			}
+		}
+		ev := rb.SnapshotFixed("x")
+		var cb Book
+		cb.Apply(ev)
+		if !cb.Equal(&rb) {
+			t.Fatalf("round %d: SnapshotFixed does not rebuild the book", round)
+		}
+	}
+	if sorted < 1000 {
+		t.Fatalf("only %d of the snapshots were sorted", sorted)
 	}
 }

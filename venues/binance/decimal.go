@@ -105,7 +105,7 @@ func (l *lvl) set(b *venue.Book, s venue.BookSide) {
 func setAll(b *venue.Book, s venue.BookSide, levels []lvl) {
 	for i := range levels {
 		if l := &levels[i]; !l.isBig {
-			b.SetFixedText(s, l.Price, l.Size, venue.LevelText{})
+			b.SetFixed(s, l.Price, l.Size)
 		} else {
 			l.set(b, s)
 		}
