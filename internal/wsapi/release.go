@@ -1,0 +1,73 @@
+package wsapi
+
+import (
+	"runtime/debug"
+	"sync"
+	"time"
+)
+
+// An accepted connection leaves about 14 KB of garbage, four times what
+// it keeps: chiefly net/http's 4 KB reader and 4 KB writer of the
+// handshake, which a hijacked connection never returns to net/http's
+// pools. A burst of accepts thus grows the heap to the collector's goal,
+// up to GOGC over what is live, and an idle server then allocates too
+// little for another collection: the runtime keeps those free pages, as
+// resident memory, while they are under its goal. So once accepts have
+// been quiet for releaseQuiet after at least releaseAfter of them, the
+// server collects and returns the free pages to the system.
+const (
+	releaseAfter = 256
+	releaseQuiet = time.Second
+)
+
+// freeOSMemory is debug.FreeOSMemory; tests replace it to count calls.
+var freeOSMemory = debug.FreeOSMemory
+
+// burstRelease returns the garbage of a burst of accepts once it ends.
+type burstRelease struct {
+	mu      sync.Mutex
+	n       int   // connections accepted since the last release
+	last    int64 // monotime of the latest
+	timer   *time.Timer
+	stopped bool
+}
+
+// accepted counts a connection and, from the releaseAfter'th on, has a
+// release follow once accepts are quiet.
+func (b *burstRelease) accepted() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.n++
+	b.last = monotime()
+	if b.n >= releaseAfter && b.timer == nil && !b.stopped {
+		b.timer = time.AfterFunc(releaseQuiet, b.fire)
+	}
+}
+
+// fire releases if no connection was accepted for releaseQuiet, and
+// otherwise waits for the rest of that quiet time after the latest.
+func (b *burstRelease) fire() {
+	b.mu.Lock()
+	if b.stopped {
+		b.mu.Unlock()
+		return
+	}
+	if wait := time.Duration(b.last + int64(releaseQuiet) - monotime()); wait > 0 {
+		b.timer.Reset(wait)
+		b.mu.Unlock()
+		return
+	}
+	b.n, b.timer = 0, nil
+	b.mu.Unlock()
+	freeOSMemory()
+}
+
+// stop cancels a release not yet made.
+func (b *burstRelease) stop() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.stopped = true
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+}
