@@ -26,8 +26,8 @@ var freeOSMemory = debug.FreeOSMemory
 // burstRelease returns the garbage of a burst of accepts once it ends.
 type burstRelease struct {
 	mu      sync.Mutex
-	n       int   // connections accepted since the last release
-	last    int64 // monotime of the latest
+	n       int       // connections accepted since the last release
+	last    time.Time // when the latest was
 	timer   *time.Timer
 	stopped bool
 }
@@ -38,7 +38,7 @@ func (b *burstRelease) accepted() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.n++
-	b.last = monotime()
+	b.last = time.Now()
 	if b.n >= releaseAfter && b.timer == nil && !b.stopped {
 		b.timer = time.AfterFunc(releaseQuiet, b.fire)
 	}
@@ -52,7 +52,7 @@ func (b *burstRelease) fire() {
 		b.mu.Unlock()
 		return
 	}
-	if wait := time.Duration(b.last + int64(releaseQuiet) - monotime()); wait > 0 {
+	if wait := releaseQuiet - time.Since(b.last); wait > 0 {
 		b.timer.Reset(wait)
 		b.mu.Unlock()
 		return
