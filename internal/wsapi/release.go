@@ -6,15 +6,11 @@ import (
 	"time"
 )
 
-// An accepted connection leaves about 14 KB of garbage, four times what
-// it keeps: chiefly net/http's 4 KB reader and 4 KB writer of the
-// handshake, which a hijacked connection never returns to net/http's
-// pools. A burst of accepts thus grows the heap to the collector's goal,
-// up to GOGC over what is live, and an idle server then allocates too
-// little for another collection: the runtime keeps those free pages, as
-// resident memory, while they are under its goal. So once accepts have
-// been quiet for releaseQuiet after at least releaseAfter of them, the
-// server collects and returns the free pages to the system.
+// A handshake leaves about 14 KB of garbage (chiefly net/http's 4 KiB
+// reader and writer, never returned to its pools once hijacked), and idle
+// connections allocate too little for another collection: a burst's free
+// pages would stay resident under the heap goal. So after releaseAfter
+// accepts or more and releaseQuiet without one, they go back to the system.
 const (
 	releaseAfter = 256
 	releaseQuiet = time.Second
