@@ -242,6 +242,7 @@ type Server struct {
 	connSeq atomic.Uint64 // numbers the named connections (connection ids)
 
 	readBufs sync.Pool // *[]byte of MaxMessageBytes+1: a client message being read
+	release  burstRelease
 
 	pollOnce sync.Once
 	poll     *readPoller // the parked connections' sockets; nil: a reader goroutine each
@@ -445,6 +446,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			tc.SetWriteBuffer(s.o.SendBuffer)
 		}
 	}
+	s.release.accepted()
 	sess := newSession(s, ws.NetConn(), tok, lowLatency)
 	if name != "" {
 		sess.connID, sess.written = connID, map[venue.Stream]uint64{}
