@@ -198,8 +198,8 @@ func (s *Scanner) Text() []byte {
 // str reads a string, and reports whether it holds an escape. It tests 8
 // bytes at a time for a quote, a backslash or a control character (a load
 // may run past the closing quote, never past the input), and the last
-// bytes, fewer than 8, one at a time; from a backslash on, escaped finishes
-// the string.
+// bytes, fewer than 8, one at a time; from a backslash on, escapedStr
+// finishes the string.
 func (s *Scanner) str() (raw []byte, escaped bool) {
 	if !s.Expect('"') {
 		return nil, false
@@ -230,15 +230,15 @@ stop:
 		// b[start:i] without its bounds checks: start <= i < len(b).
 		return unsafe.Slice((*byte)(unsafe.Add(p, start)), i-start), false
 	case '\\':
-		return s.escaped(start, i)
+		return s.escapedStr(start, i)
 	}
 	s.Fail() // a control character
 	return nil, false
 }
 
-// escaped finishes str's string that starts at b[start] from the backslash
+// escapedStr finishes str's string that starts at b[start] from the backslash
 // at b[i], a byte at a time: escapes are rare in venue frames.
-func (s *Scanner) escaped(start, i int) (raw []byte, escaped bool) {
+func (s *Scanner) escapedStr(start, i int) (raw []byte, escaped bool) {
 	b := s.b
 	for ; i < len(b); i++ {
 		c := b[i]
