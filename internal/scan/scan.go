@@ -201,12 +201,16 @@ func (s *Scanner) Text() []byte {
 // bytes, fewer than 8, one at a time; from a backslash on, escapedStr
 // finishes the string.
 func (s *Scanner) str() (raw []byte, escaped bool) {
-	if !s.Expect('"') {
-		return nil, false
+	b, i := s.b, s.i
+	if i >= len(b) || b[i] != '"' { // white space first, or not a string
+		if !s.Expect('"') {
+			return nil, false
+		}
+		i = s.i - 1
 	}
-	b, start := s.b, s.i
+	i++
+	start := i
 	p := unsafe.Pointer(unsafe.SliceData(b))
-	i := start
 	for len(b)-i >= 8 {
 		// b[i:i+8] is inside b: 0 <= start <= i and len(b)-i >= 8.
 		w := binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(p, i))[:])
