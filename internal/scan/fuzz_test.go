@@ -225,3 +225,56 @@ func FuzzLevel(f *testing.F) {
 		}
 	})
 }
+
+// FuzzStr checks str, 8 bytes at a time, against strBytes, the byte loop
+// it replaced, from every start in the input: the same text, escape flag,
+// position and failure.
+func FuzzStr(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s))
+	}
+	for _, s := range []string{`"`, `""`, `"\"`, `"\\"`, `"a\"b"`, "\"a\x1fb\"", "\"abcdefgh\x00\"", `"abcdefg\`, `"abcdefgh\"ijklmnop"`, "\"\xff\xfe\x7f\x80\"", `"0123456789abcdef"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		for start := range in {
+			got, want := New(in), New(in)
+			got.i, want.i = start, start
+			raw, esc := got.str()
+			wraw, wesc := want.strBytes()
+			if !bytes.Equal(raw, wraw) || (raw == nil) != (wraw == nil) || esc != wesc || got.i != want.i || got.bad != want.bad {
+				t.Fatalf("str of %q at %d = %q, %v, at %d, failed %v; the byte loop %q, %v, at %d, failed %v",
+					in, start, raw, esc, got.i, got.bad, wraw, wesc, want.i, want.bad)
+			}
+		}
+	})
+}
+
+// strBytes is str as a byte loop with one table test per byte: the
+// reference FuzzStr holds str to.
+func (s *Scanner) strBytes() (raw []byte, escaped bool) {
+	if !s.Expect('"') {
+		return nil, false
+	}
+	b := s.b
+	for i := s.i; i < len(b); i++ {
+		c := b[i]
+		if !special[c] {
+			continue
+		}
+		switch c {
+		case '"':
+			raw = b[s.i:i]
+			s.i = i + 1
+			return raw, escaped
+		case '\\':
+			escaped = true
+			i++
+		default: // a control character
+			s.Fail()
+			return nil, false
+		}
+	}
+	s.Fail()
+	return nil, false
+}

@@ -40,7 +40,12 @@
 // its input (FuzzScanner).
 package scan
 
-import "encoding/json"
+import (
+	"encoding/binary"
+	"encoding/json"
+	"math/bits"
+	"unsafe"
+)
 
 // MaxDepth is how deeply Skip follows nested objects and arrays; deeper
 // input fails. Venue frames nest a handful of levels; the bound keeps a
@@ -190,27 +195,65 @@ func (s *Scanner) Text() []byte {
 	return []byte(out)
 }
 
-// str reads a string, and reports whether it holds an escape. A byte loop
-// with one table test per byte: the strings of a frame are short (keys,
-// prices, ids), where bytes.IndexByte's set-up costs more than it saves,
-// and the test rejects control characters at no extra cost.
+// str reads a string, and reports whether it holds an escape. It tests 8
+// bytes at a time for a quote, a backslash or a control character (a load
+// may run past the closing quote, never past the input), and the last
+// bytes, fewer than 8, one at a time; from a backslash on, escapedStr
+// finishes the string.
 func (s *Scanner) str() (raw []byte, escaped bool) {
-	if !s.Expect('"') {
+	b, i := s.b, s.i
+	if i >= len(b) || b[i] != '"' { // white space first, or not a string
+		if !s.Expect('"') {
+			return nil, false
+		}
+		i = s.i - 1
+	}
+	i++
+	start := i
+	p := unsafe.Pointer(unsafe.SliceData(b))
+	for len(b)-i >= 8 {
+		// b[i:i+8] is inside b: 0 <= start <= i and len(b)-i >= 8.
+		w := binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(p, i))[:])
+		if m := stopBytes(w); m != 0 {
+			i += bits.TrailingZeros64(m) >> 3
+			goto stop
+		}
+		i += 8
+	}
+	for i < len(b) && !special[b[i]] {
+		i++
+	}
+	if i == len(b) {
+		s.Fail()
 		return nil, false
 	}
+stop:
+	switch b[i] {
+	case '"':
+		s.i = i + 1
+		// b[start:i] without its bounds checks: start <= i < len(b).
+		return unsafe.Slice((*byte)(unsafe.Add(p, start)), i-start), false
+	case '\\':
+		return s.escapedStr(start, i)
+	}
+	s.Fail() // a control character
+	return nil, false
+}
+
+// escapedStr finishes str's string that starts at b[start] from the backslash
+// at b[i], a byte at a time: escapes are rare in venue frames.
+func (s *Scanner) escapedStr(start, i int) (raw []byte, escaped bool) {
 	b := s.b
-	for i := s.i; i < len(b); i++ {
+	for ; i < len(b); i++ {
 		c := b[i]
 		if !special[c] {
 			continue
 		}
 		switch c {
 		case '"':
-			raw = b[s.i:i]
 			s.i = i + 1
-			return raw, escaped
+			return b[start:i], true
 		case '\\':
-			escaped = true
 			i++
 		default: // a control character
 			s.Fail()
@@ -230,6 +273,24 @@ var special = func() (t [256]bool) {
 	t['"'], t['\\'] = true, true
 	return t
 }()
+
+const (
+	ones = 0x0101010101010101 // 1 in every byte
+	high = 0x8080808080808080 // the top bit of every byte
+)
+
+// stopBytes sets the top bit of the bytes of w (8 bytes, the first in the
+// low byte) that special holds, and perhaps of bytes above the lowest of
+// them, never below it: (x-ones*n)&^x&high flags the bytes of x below n
+// (n <= 0x80), and the borrow out of a flagged byte can flag the next.
+// Xor with 0x02 maps the quote to 0x20 and keeps 0x00-0x1f below 0x20, so
+// one test below 0x21 finds both; a second finds the backslash (xor 0x5c
+// makes it zero).
+func stopBytes(w uint64) uint64 {
+	q := w ^ (ones * 0x02)
+	e := w ^ (ones * '\\')
+	return ((q-ones*0x21)&^q | (e-ones)&^e) & high
+}
 
 // Int reads a JSON integer (no fraction, no exponent) that fits an int64.
 func (s *Scanner) Int() int64 {
