@@ -687,6 +687,7 @@ func (s *Server) Close() {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.release.stop()
 	s.stopPool()
 	s.stopPoller()
 }
