@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fanoutd/fanoutd/internal/testutil"
@@ -315,6 +316,23 @@ func TestAgeScale(t *testing.T) {
 	}
 	if got := float64(w.scale) / ageScaleOne; got < 0.2 || got > 0.3 {
 		t.Fatalf("writes going as 1/age, at the target with a quarter of the age: settled at scale %.3f", got)
+	}
+}
+
+// TestAgeScaleAllocs: ending a period of the age scale, metrics
+// included, allocates nothing.
+func TestAgeScaleAllocs(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("allocation counts (the race detector allocates)")
+	}
+	w := &writeShard{maxAge: int64(10 * time.Millisecond), scale: ageScaleOne, gauges: NewMetrics(prometheus.NewRegistry()).writePool(0)}
+	now := int64(0)
+	if n := testing.AllocsPerRun(100, func() {
+		now += adjustEvery
+		w.busy = adjustEvery / 10
+		w.adjust(now)
+	}); n != 0 {
+		t.Fatalf("%v allocations per adjust, want 0", n)
 	}
 }
 

@@ -75,14 +75,26 @@ func (m *Metrics) writeWorker(uring bool, delta float64) {
 	m.writeWorkers.WithLabelValues(io).Add(delta)
 }
 
-// writePool records write-pool worker i's busy share and age scale.
-func (m *Metrics) writePool(i int, busy, scale float64) {
+// poolGauges are one write-pool worker's busy share and age scale; the
+// zero poolGauges (no metrics) records nothing.
+type poolGauges struct{ busy, scale prometheus.Gauge }
+
+// writePool returns worker i's gauges, set to an idle worker's values.
+func (m *Metrics) writePool(i int) poolGauges {
 	if m == nil {
-		return
+		return poolGauges{}
 	}
 	w := strconv.Itoa(i)
-	m.writeBusy.WithLabelValues(w).Set(busy)
-	m.writeAgeScale.WithLabelValues(w).Set(scale)
+	g := poolGauges{m.writeBusy.WithLabelValues(w), m.writeAgeScale.WithLabelValues(w)}
+	g.set(0, 1)
+	return g
+}
+
+func (g poolGauges) set(busy, scale float64) {
+	if g.busy != nil {
+		g.busy.Set(busy)
+		g.scale.Set(scale)
+	}
 }
 
 func (m *Metrics) refused(code api.Code) {

@@ -48,9 +48,9 @@ type writeShard struct {
 	// The age scale (adjust): ages are ageFor's times scale/ageScaleOne.
 	// busy is the time spent in rounds since since (ns, monotime). Only
 	// the worker's goroutine uses them.
-	idx         int
 	scale       int64
 	busy, since int64
+	gauges      poolGauges
 
 	ring    *rawio.Ring // nil: one write(2) per connection
 	log     *slog.Logger
@@ -70,7 +70,7 @@ func (s *Server) startPool(n int) {
 	s.shards = make([]*writeShard, max(n, 1))
 	for i := range s.shards {
 		w := &writeShard{log: s.log, metrics: s.o.Metrics, wake: make(chan struct{}, 1), maxAge: int64(s.o.WriteDelay),
-			idx: i, scale: ageScaleOne, since: monotime()}
+			scale: ageScaleOne, since: monotime()}
 		if s.o.Uring {
 			if r, err := openRing(256); err != nil {
 				if i == 0 {
@@ -84,7 +84,7 @@ func (s *Server) startPool(n int) {
 		s.shards[i] = w
 		s.poolWG.Add(1)
 		w.metrics.writeWorker(w.ring != nil, 1)
-		w.metrics.writePool(i, 0, 1)
+		w.gauges = w.metrics.writePool(i)
 		go pprof.Do(context.Background(), pprof.Labels("wsapi", "write-pool"), func(context.Context) {
 			defer s.poolWG.Done()
 			w.run(s.poolStop)
@@ -158,7 +158,7 @@ func (w *writeShard) adjust(now int64) {
 	f := min(max((share/busyTarget+1)/2, 0.5), 2)
 	w.scale = min(max(int64(float64(w.scale)*f), ageScaleMin), ageScaleOne)
 	w.busy, w.since = 0, now
-	w.metrics.writePool(w.idx, share, float64(w.scale)/ageScaleOne)
+	w.gauges.set(share, float64(w.scale)/ageScaleOne)
 }
 
 // age is the age of a connection at rate events a second: ageFor's, scaled.
