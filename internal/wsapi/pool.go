@@ -121,8 +121,8 @@ func (w *writeShard) wakeUp() {
 const flushBytes = 16 << 10
 
 // agePerRate is what each event a second of a connection's rate adds to
-// its age (ageFor): 2,000 events/s give 10 ms, and a write carrying 20
-// events.
+// its age (ageFor, before the worker's scale): 2,000 events/s give 10 ms,
+// and a write carrying 20 events.
 const agePerRate = int64(5 * time.Microsecond)
 
 // ageFor is the age of a connection that receives rate events a second:
