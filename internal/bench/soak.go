@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -249,8 +250,8 @@ func Soak(args []string, stdout, stderr io.Writer) int {
 			mib(samples[0].rss), mib(last.rss), mib(first.rss), mib(maxOf(mid, sample.getRSS)), mib(maxOf(end, sample.getRSS)))
 		fmt.Fprintf(stdout, "live heap (GC)      %s → %s (after warm-up %s; max of 2nd third %s, of last third %s)\n",
 			mib(samples[0].live), mib(last.live), mib(first.live), mib(maxOf(mid, sample.getLive)), mib(maxOf(end, sample.getLive)))
-		fmt.Fprintf(stdout, "goroutines          %d → %d (max of 2nd third %d, of last third %d)\n",
-			samples[0].goroutines, last.goroutines, maxOf(mid, sample.getG), maxOf(end, sample.getG))
+		fmt.Fprintf(stdout, "goroutines          %d → %d (max of 2nd third %d, of last third %d; min %d, %d)\n",
+			samples[0].goroutines, last.goroutines, maxOf(mid, sample.getG), maxOf(end, sample.getG), minOf(mid, sample.getG), minOf(end, sample.getG))
 		fmt.Fprintf(stdout, "open files          %d → %d (max of 2nd third %d, of last third %d)\n",
 			samples[0].fds, last.fds, maxOf(mid, sample.getFDs), maxOf(end, sample.getFDs))
 		flat := func(what string, get func(sample) int64, tol float64, slack int64) {
@@ -259,9 +260,21 @@ func Soak(args []string, stdout, stderr io.Writer) int {
 				fail("flat: %s grew after warm-up: last third's max %d > %d (second third's max %d + %.0f%% + %d)", what, m3, limit, m2, tol*100, slack)
 			}
 		}
+		floor := func(what string, get func(sample) int64, tol float64, slack int64) {
+			m2, m3 := minOf(mid, get), minOf(end, get)
+			if limit := int64(float64(m2)*(1+tol)) + slack; m3 > limit {
+				fail("flat: %s grew after warm-up: last third's min %d > %d (second third's min %d + %.0f%% + %d)", what, m3, limit, m2, tol*100, slack)
+			}
+		}
 		flat("RSS", sample.getRSS, *memTol, 0)
 		flat("live heap", sample.getLive, *liveTol, 0)
-		flat("goroutines", sample.getG, *grTol, 25)
+		// A stalled subscriber's socket backs up and its writer goroutine
+		// runs until it drains or the write deadline closes it, so the
+		// goroutines' peaks rise and fall with how many stalls overlap,
+		// up to one per stalled subscriber; a leak raises the troughs.
+		stalled := int64(cr.Roles["stall"])
+		flat("goroutines", sample.getG, *grTol, 25+stalled)
+		floor("goroutines", sample.getG, *grTol, 25)
 		flat("open files", sample.getFDs, *grTol, 25)
 	}
 	if cr.Received == 0 {
@@ -335,6 +348,14 @@ func maxOf(ss []sample, get func(sample) int64) int64 {
 	var m int64
 	for _, s := range ss {
 		m = max(m, get(s))
+	}
+	return m
+}
+
+func minOf(ss []sample, get func(sample) int64) int64 {
+	m := int64(math.MaxInt64)
+	for _, s := range ss {
+		m = min(m, get(s))
 	}
 	return m
 }
