@@ -778,7 +778,7 @@ func sortedBestFirst(s BookSide, src []FixedLevel) bool {
 		if s == Ask {
 			a, c = c, a
 		}
-		if a.Scale == c.Scale {
+		if a.Scale == c.Scale { // Cmp's own first case, here because Cmp is too large to inline
 			if a.M <= c.M {
 				return false
 			}
